@@ -1,0 +1,40 @@
+"""The pure domain: messages, events, sessions, filters and turns (no I/O)."""
+
+from domain.errors import ConcurrencyConflict, SessionNotFound
+from domain.events import SessionEvent
+from domain.filters import EventFilter, MatchMode
+from domain.messages import (
+    AssistantMessage,
+    Message,
+    MessageType,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+    from_openai,
+    to_openai,
+)
+from domain.sessions import Session
+from domain.turns import format_event, turns
+
+__all__ = [
+    "AssistantMessage",
+    "ConcurrencyConflict",
+    "EventFilter",
+    "MatchMode",
+    "Message",
+    "MessageType",
+    "Session",
+    "SessionEvent",
+    "SessionNotFound",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResponse",
+    "ToolResponseMessage",
+    "UserMessage",
+    "format_event",
+    "from_openai",
+    "to_openai",
+    "turns",
+]

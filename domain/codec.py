@@ -1,0 +1,154 @@
+"""The JSON form of messages and events, shared by the ledger and the broker.
+
+`event_to_payload` checks that everything is plain JSON, so the round trip through
+`event_from_payload` is exact: same text (or `None`), tool lists, metadata and microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from domain.events import SessionEvent
+from domain.messages import Message, MessageType, ToolCall, ToolResponse
+
+
+def format_timestamp(moment: datetime) -> str:
+    """ISO-8601 in UTC with microseconds, e.g. `2024-05-01T12:00:00.000000+00:00`."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_timestamp(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is UTC:
+        return moment
+    if moment.tzinfo is None:
+        raise ValueError(f"timestamp without a timezone: {text!r}")
+    return moment.astimezone(UTC)
+
+
+def ensure_json(value: Any, what: str) -> None:
+    """`ValueError` naming `what` unless `value` is plain JSON (str keys, finite numbers, no sets/objects)."""
+    try:
+        problem = _json_problem(value, "")
+    except RecursionError:
+        problem = "nested too deeply (or contains itself)"
+    if problem is not None:
+        raise ValueError(f"{what} is not JSON-serializable: {problem}")
+
+
+def _json_problem(value: Any, path: str) -> str | None:
+    if value is None or isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path or 'value'} is {value!r}"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"key {key!r} at {path or 'top level'} is not a string"
+            problem = _json_problem(item, f"{path}[{key!r}]")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problem = _json_problem(item, f"{path}[{index}]")
+            if problem is not None:
+                return problem
+        return None
+    return f"{path or 'value'} is a {type(value).__name__}"
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    ensure_json(message.metadata, "message metadata")
+    return {
+        "type": message.type.value,
+        "text": message.text,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
+        "tool_responses": [
+            {"id": r.id, "name": r.name, "content": r.content} for r in message.tool_responses
+        ],
+        "metadata": dict(message.metadata),
+    }
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    """The message back from `message_to_dict`'s output (trusted: no validation)."""
+    calls, responses = data["tool_calls"], data["tool_responses"]
+    return Message._trusted(
+        _TYPES[data["type"]],
+        data["text"],
+        tuple([ToolCall(c["id"], c["name"], c["arguments"]) for c in calls]) if calls else (),
+        tuple([ToolResponse(r["id"], r["name"], r["content"]) for r in responses]) if responses else (),
+        data["metadata"],
+    )
+
+
+_TYPES = {kind.value: kind for kind in MessageType}
+
+
+def event_to_payload(event: SessionEvent) -> dict[str, Any]:
+    """The event's JSON payload (its id, session id and archived flag live beside it)."""
+    ensure_json(event.metadata, "metadata")
+    ensure_json(event.state_delta, "state_delta")
+    return {
+        "message": message_to_dict(event.message),
+        "metadata": dict(event.metadata),
+        "branch": event.branch,
+        "invocation_id": event.invocation_id,
+        "state_delta": dict(event.state_delta),
+        "timestamp": format_timestamp(event.timestamp),
+    }
+
+
+def event_from_payload(
+    session_id: str,
+    event_id: str,
+    payload: Mapping[str, Any],
+    archived: bool = False,
+    *,
+    validate: bool = False,
+) -> SessionEvent:
+    """The event back from its payload; `validate=True` for payloads from outside (e.g. the broker).
+
+    Without `validate` the fast trusted constructor is used: the ledger's rows were validated on write.
+    With it, any malformed payload raises `ValueError`.
+    """
+    if not validate:
+        return SessionEvent._trusted(
+            event_id,
+            session_id,
+            parse_timestamp(payload["timestamp"]),
+            message_from_dict(payload["message"]),
+            payload["metadata"],
+            payload["branch"],
+            archived,
+            payload["invocation_id"],
+            payload["state_delta"],
+        )
+    try:
+        raw = payload["message"]
+        message = Message(
+            raw["type"],
+            raw["text"],
+            tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in raw["tool_calls"]),
+            tuple(ToolResponse(r["id"], r["name"], r["content"]) for r in raw["tool_responses"]),
+            raw["metadata"],
+        )
+        event = SessionEvent(
+            id=event_id,
+            session_id=session_id,
+            timestamp=parse_timestamp(payload["timestamp"]),
+            message=message,
+            metadata=payload["metadata"],
+            branch=payload["branch"],
+            archived=archived,
+            invocation_id=payload["invocation_id"],
+            state_delta=payload["state_delta"],
+        )
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"malformed event payload: {error!r}") from None
+    event_to_payload(event)  # the JSON checks
+    return event

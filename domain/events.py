@@ -1,0 +1,137 @@
+"""`SessionEvent`: one immutable entry of a session's event log (reference/spring-ai-session.md §1.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+from uuid import uuid4
+
+from domain.mappings import EMPTY, freeze
+from domain.messages import Message, MessageType
+
+
+def _new_id() -> str:
+    return str(uuid4())
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class SessionEvent:
+    """A message in a session, with its metadata; equal (and hashed) by `(id, session_id)` only."""
+
+    SYNTHETIC: ClassVar[str] = "synthetic"
+    COMPACTION_SOURCE: ClassVar[str] = "compactionSource"
+
+    session_id: str
+    message: Message
+    id: str = field(default_factory=_new_id)
+    timestamp: datetime = field(default_factory=_now)
+    metadata: Mapping[str, Any] = EMPTY
+    branch: str | None = None
+    archived: bool = False
+    invocation_id: str | None = None
+    state_delta: Mapping[str, Any] = EMPTY
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError("id must not be empty")
+        if not isinstance(self.session_id, str) or not self.session_id:
+            raise ValueError("session_id must not be empty")
+        if not isinstance(self.message, Message):
+            raise ValueError(f"message must be a Message, got {type(self.message).__name__}")
+        if not isinstance(self.timestamp, datetime):
+            raise ValueError("timestamp must be a datetime")
+        if self.timestamp.tzinfo is None or self.timestamp.utcoffset() is None:
+            raise ValueError("timestamp must be timezone-aware")
+        if self.branch is not None and (not isinstance(self.branch, str) or not self.branch):
+            raise ValueError("branch must be None or a non-empty string")
+        if self.invocation_id is not None and not isinstance(self.invocation_id, str):
+            raise ValueError("invocation_id must be None or a string")
+        if not isinstance(self.archived, bool):
+            raise ValueError("archived must be a bool")
+        object.__setattr__(self, "timestamp", self.timestamp.astimezone(UTC))
+        object.__setattr__(self, "metadata", freeze(self.metadata))
+        object.__setattr__(self, "state_delta", freeze(self.state_delta))
+
+    @classmethod
+    def _trusted(
+        cls,
+        id: str,
+        session_id: str,
+        timestamp: datetime,
+        message: Message,
+        metadata: Mapping[str, Any],
+        branch: str | None,
+        archived: bool,
+        invocation_id: str | None,
+        state_delta: Mapping[str, Any],
+    ) -> SessionEvent:
+        """Build without validation: for the ledger's read path, whose values were validated on write.
+
+        Fills a writable twin with the same slot layout, then relabels it as a `SessionEvent`:
+        about twice as fast as the frozen dataclass's `object.__setattr__` route.
+        """
+        event = _WritableEvent()
+        event.id = id
+        event.session_id = session_id
+        event.timestamp = timestamp
+        event.message = message
+        event.metadata = freeze(metadata)
+        event.branch = branch
+        event.archived = archived
+        event.invocation_id = invocation_id
+        event.state_delta = freeze(state_delta)
+        event.__class__ = cls
+        return event  # type: ignore[return-value]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionEvent):
+            return NotImplemented
+        return self.id == other.id and self.session_id == other.session_id
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.session_id))
+
+    @property
+    def type(self) -> MessageType:
+        return self.message.type
+
+    @property
+    def is_synthetic(self) -> bool:
+        """Written by a compaction (a shadow prompt or a summary), not by the conversation."""
+        return self.metadata.get(SessionEvent.SYNTHETIC) is True
+
+    @property
+    def is_root(self) -> bool:
+        return self.branch is None
+
+    @property
+    def has_tool_calls(self) -> bool:
+        return self.message.type is MessageType.ASSISTANT and bool(self.message.tool_calls)
+
+    def with_archived(self, archived: bool = True) -> SessionEvent:
+        """This event with the `archived` flag set (itself when it already has that value)."""
+        if self.archived is archived:
+            return self
+        return SessionEvent._trusted(
+            self.id,
+            self.session_id,
+            self.timestamp,
+            self.message,
+            self.metadata,
+            self.branch,
+            archived,
+            self.invocation_id,
+            self.state_delta,
+        )
+
+
+class _WritableEvent:
+    """The slot layout of `SessionEvent` without the frozen guard, for `SessionEvent._trusted`."""
+
+    __slots__ = SessionEvent.__slots__

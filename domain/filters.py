@@ -1,0 +1,236 @@
+"""`EventFilter`: which events a read returns (reference/spring-ai-session.md §2-§3).
+
+Per-event criteria (`matches`) come first, then `last_n`, then paging (`apply_window`). Every
+backend must give the same answer; `select` is the reference implementation the memory backend uses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from domain.events import SessionEvent
+from domain.messages import MessageType
+
+
+class MatchMode(StrEnum):
+    ANY = "any"
+    ALL = "all"
+
+
+def _blank(text: str) -> bool:
+    return not text.strip()
+
+
+def _int_or_none(value: Any, name: str) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ValueError(f"{name} must be an int")
+    return value
+
+
+def _aware_or_none(value: Any, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be a timezone-aware datetime")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventFilter:
+    """An immutable query over a session's events; value equality over every field.
+
+    `start`/`end` are inclusive. `keyword`/`keywords` are literal, case-insensitive substrings;
+    `pattern` is a regular-expression search (its own flags decide case). A `branch` shows root
+    events, its own events and those of its dot-prefix ancestors only.
+    """
+
+    DEFAULT_PAGE_SIZE: ClassVar[int] = 10
+
+    start: datetime | None = None
+    end: datetime | None = None
+    message_types: frozenset[MessageType] | None = None
+    exclude_synthetic: bool = False
+    last_n: int | None = None
+    keyword: str | None = None
+    keywords: tuple[str, ...] | None = None
+    match_mode: MatchMode | None = None
+    pattern: re.Pattern[str] | None = None
+    page: int | None = None
+    page_size: int | None = None
+    branch: str | None = None
+    exclude_archived: bool = False
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        # normalisation and validation in the reference's order (§3.2)
+        keyword = self.keyword
+        if keyword is not None:
+            if not isinstance(keyword, str):
+                raise ValueError("keyword must be a string")
+            keyword = None if _blank(keyword) else keyword.lower()
+        set_(self, "keyword", keyword)
+
+        keywords = self.keywords
+        if keywords is not None:
+            if isinstance(keywords, str):
+                keywords = (keywords,)
+            terms = []
+            for term in keywords:
+                if term is not None and not isinstance(term, str):
+                    raise ValueError("keywords must be strings")
+                if term is not None and not _blank(term):
+                    terms.append(term.lower())
+            keywords = tuple(terms) or None
+        set_(self, "keywords", keywords)
+
+        mode = None
+        if keywords is not None:
+            mode = MatchMode.ANY if self.match_mode is None else _match_mode(self.match_mode)
+        set_(self, "match_mode", mode)
+
+        types = self.message_types
+        if types is not None:
+            try:
+                types = frozenset(MessageType(t) for t in types) or None
+            except (TypeError, ValueError):
+                raise ValueError(f"message_types must be MessageType values, got {types!r}") from None
+        set_(self, "message_types", types)
+
+        last_n = _int_or_none(self.last_n, "last_n")
+        page = _int_or_none(self.page, "page")
+        page_size = _int_or_none(self.page_size, "page_size")
+        if last_n is not None and last_n <= 0:
+            raise ValueError("last_n must be greater than 0")
+        if last_n is not None and page_size is not None:
+            raise ValueError("last_n and page/page_size are mutually exclusive")
+        if page_size is not None and page_size <= 0:
+            raise ValueError("page_size must be greater than 0")
+        if page is not None and page < 0:
+            raise ValueError("page must be >= 0")
+        if page is not None and page_size is None:
+            raise ValueError("page_size must be set when page is set")
+        if page_size is not None and page is None:
+            set_(self, "page", 0)
+
+        set_(self, "start", _aware_or_none(self.start, "start"))
+        set_(self, "end", _aware_or_none(self.end, "end"))
+        if self.pattern is not None:
+            if isinstance(self.pattern, str):
+                set_(self, "pattern", re.compile(self.pattern))
+            elif not isinstance(self.pattern, re.Pattern):
+                raise ValueError("pattern must be a string or a compiled re.Pattern")
+        if self.branch is not None and not isinstance(self.branch, str):
+            raise ValueError("branch must be a string")
+        for flag in ("exclude_synthetic", "exclude_archived"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be a bool")
+
+    # --- factories (§3.4) -------------------------------------------------------------------
+
+    @classmethod
+    def all(cls) -> EventFilter:
+        """Every event, archived ones included: the recall view."""
+        return cls()
+
+    @classmethod
+    def active(cls) -> EventFilter:
+        """The active window: what a prompt is built from."""
+        return cls(exclude_archived=True)
+
+    @classmethod
+    def last(cls, n: int) -> EventFilter:
+        return cls(last_n=n)
+
+    @classmethod
+    def real_only(cls) -> EventFilter:
+        return cls(exclude_synthetic=True)
+
+    @classmethod
+    def keyword_search(cls, keyword: str, page: int = 0, page_size: int = DEFAULT_PAGE_SIZE) -> EventFilter:
+        return cls(keyword=keyword, page=page, page_size=page_size)
+
+    @classmethod
+    def keywords_search(cls, terms: Iterable[str], mode: MatchMode | str = MatchMode.ANY) -> EventFilter:
+        return cls(keywords=terms, match_mode=mode, page=0, page_size=cls.DEFAULT_PAGE_SIZE)
+
+    @classmethod
+    def pattern_search(cls, pattern: str | re.Pattern[str]) -> EventFilter:
+        return cls(pattern=pattern, page=0, page_size=cls.DEFAULT_PAGE_SIZE)
+
+    @classmethod
+    def for_branch(cls, branch: str) -> EventFilter:
+        return cls(branch=branch)
+
+    # --- combining and applying -----------------------------------------------------------------
+
+    def merge(self, other: EventFilter) -> EventFilter:
+        """`other` overrides every field it sets; the two exclusion flags are ORed (§3.5)."""
+        if not isinstance(other, EventFilter):
+            raise ValueError("other must be an EventFilter")
+        values = {}
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, bool):
+                values[f.name] = mine or theirs
+            else:
+                values[f.name] = mine if theirs is None else theirs
+        return EventFilter(**values)
+
+    def matches(self, event: SessionEvent) -> bool:
+        """The per-event criteria, in the reference's order (§3.3); `last_n` and paging are not per-event."""
+        if self.exclude_synthetic and event.is_synthetic:
+            return False
+        if self.exclude_archived and event.archived:
+            return False
+        if self.start is not None and event.timestamp < self.start:
+            return False
+        if self.end is not None and event.timestamp > self.end:
+            return False
+        if self.message_types is not None and event.message.type not in self.message_types:
+            return False
+        text = event.message.text
+        if self.keyword is not None and (text is None or self.keyword not in text.lower()):
+            return False
+        if self.keywords is not None:
+            if text is None:
+                return False
+            lowered = text.lower()
+            found = (term in lowered for term in self.keywords)
+            if not (all(found) if self.match_mode is MatchMode.ALL else any(found)):
+                return False
+        if self.pattern is not None and (text is None or self.pattern.search(text) is None):
+            return False
+        return self.branch is None or branch_visible(event.branch, self.branch)
+
+    def apply_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """`last_n`, then the page, applied to events that already passed `matches` (§2)."""
+        window = list(matched)
+        if self.last_n is not None and len(window) > self.last_n:
+            window = window[-self.last_n :]
+        if self.page_size is not None:
+            first = (self.page or 0) * self.page_size
+            window = window[first : first + self.page_size]
+        return window
+
+    def select(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
+        """The whole read: match every event, then window the result."""
+        return self.apply_window([event for event in events if self.matches(event)])
+
+
+def branch_visible(event_branch: str | None, filter_branch: str) -> bool:
+    """Branch isolation: root events, the branch itself and its dot-prefix ancestors are visible."""
+    return (
+        event_branch is None or event_branch == filter_branch or filter_branch.startswith(event_branch + ".")
+    )
+
+
+def _match_mode(value: Any) -> MatchMode:
+    try:
+        return MatchMode(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        raise ValueError(f"match_mode must be 'any' or 'all', got {value!r}") from None

@@ -1,0 +1,267 @@
+"""Chat messages as immutable values, and their OpenAI chat-completions form.
+
+The model follows Spring AI's `Message` (reference/spring-ai-session.md §1.1): a type, an optional
+text, tool calls on assistant messages and tool responses on tool messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from domain.mappings import EMPTY, freeze
+
+
+class MessageType(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+def _require_strings(value: ToolCall | ToolResponse, what: str) -> None:
+    for name in value.__slots__:
+        if not isinstance(getattr(value, name), str):
+            raise ValueError(f"{what} {name} must be a string, got {type(getattr(value, name)).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call the model asked for; `arguments` is the raw JSON string it produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def __post_init__(self) -> None:
+        _require_strings(self, "tool call")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResponse:
+    """The result of one tool call, matched to it by `id`."""
+
+    id: str
+    name: str
+    content: str
+
+    def __post_init__(self) -> None:
+        _require_strings(self, "tool response")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message; value equality over all fields (metadata included)."""
+
+    type: MessageType
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_responses: tuple[ToolResponse, ...] = ()
+    metadata: Mapping[str, Any] = EMPTY
+
+    def __post_init__(self) -> None:
+        try:
+            kind = MessageType(self.type)
+        except ValueError:
+            raise ValueError(f"unknown message type {self.type!r}") from None
+        if self.text is not None and not isinstance(self.text, str):
+            raise ValueError(f"text must be a string or None, got {type(self.text).__name__}")
+        calls = tuple(self.tool_calls)
+        responses = tuple(self.tool_responses)
+        if calls and kind is not MessageType.ASSISTANT:
+            raise ValueError("only an assistant message can have tool calls")
+        if responses and kind is not MessageType.TOOL:
+            raise ValueError("only a tool message can have tool responses")
+        if not all(isinstance(c, ToolCall) for c in calls):
+            raise ValueError("tool_calls must contain ToolCall values")
+        if not all(isinstance(r, ToolResponse) for r in responses):
+            raise ValueError("tool_responses must contain ToolResponse values")
+        object.__setattr__(self, "type", kind)
+        object.__setattr__(self, "tool_calls", calls)
+        object.__setattr__(self, "tool_responses", responses)
+        object.__setattr__(self, "metadata", freeze(self.metadata))
+
+    def __hash__(self) -> int:
+        # metadata values may be unhashable; equal messages still hash equal without it
+        return hash((self.type, self.text, self.tool_calls, self.tool_responses))
+
+    @classmethod
+    def _trusted(
+        cls,
+        type: MessageType,
+        text: str | None,
+        tool_calls: tuple[ToolCall, ...],
+        tool_responses: tuple[ToolResponse, ...],
+        metadata: Mapping[str, Any],
+    ) -> Message:
+        """Build without validation, for decoded ledger values (see `SessionEvent._trusted`)."""
+        message = _WritableMessage()
+        message.type = type
+        message.text = text
+        message.tool_calls = tool_calls
+        message.tool_responses = tool_responses
+        message.metadata = freeze(metadata)
+        message.__class__ = cls
+        return message  # type: ignore[return-value]
+
+
+class _WritableMessage:
+    """The slot layout of `Message` without the frozen guard, for `Message._trusted`."""
+
+    __slots__ = Message.__slots__
+
+
+def UserMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
+    return Message(MessageType.USER, text, metadata=freeze(metadata))
+
+
+def SystemMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
+    return Message(MessageType.SYSTEM, text, metadata=freeze(metadata))
+
+
+def AssistantMessage(
+    text: str | None = None,
+    tool_calls: Iterable[ToolCall] = (),
+    *,
+    metadata: Mapping[str, Any] | None = None,
+) -> Message:
+    """An assistant reply; neither text nor tool calls is allowed (an empty reply)."""
+    return Message(MessageType.ASSISTANT, text, tuple(tool_calls), metadata=freeze(metadata))
+
+
+def ToolResponseMessage(
+    responses: Iterable[ToolResponse], *, metadata: Mapping[str, Any] | None = None
+) -> Message:
+    """The results of one or more tool calls; its text is `""` as in Spring AI."""
+    return Message(MessageType.TOOL, "", tool_responses=tuple(responses), metadata=freeze(metadata))
+
+
+# --- OpenAI chat-completions format ----------------------------------------------------------
+
+
+def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as OpenAI chat-completions dicts; a tool message becomes one dict per response."""
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise ValueError(f"message {index}: expected a Message, got {type(message).__name__}")
+        if message.type is MessageType.TOOL:
+            out.extend(
+                {"role": "tool", "tool_call_id": r.id, "content": r.content} for r in message.tool_responses
+            )
+            continue
+        item: dict[str, Any] = {"role": message.type.value, "content": message.text}
+        if message.tool_calls:
+            item["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in message.tool_calls
+            ]
+        out.append(item)
+    return out
+
+
+_ROLES = {
+    "user": MessageType.USER,
+    "assistant": MessageType.ASSISTANT,
+    "system": MessageType.SYSTEM,
+    "developer": MessageType.SYSTEM,
+    "tool": MessageType.TOOL,
+}
+
+
+def from_openai(dicts: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """OpenAI chat-completions dicts as messages; consecutive tool dicts become one tool message.
+
+    A tool response takes its name from the earlier assistant tool call with the same id, else from
+    the dict's `"name"`, else `""`. Malformed input raises `ValueError` naming the index.
+    """
+    messages: list[Message] = []
+    call_names: dict[str, str] = {}
+    pending: list[ToolResponse] = []
+    for index, item in enumerate(dicts):
+        try:
+            kind = _role(item)
+            if kind is MessageType.TOOL:
+                pending.append(_tool_response(item, call_names))
+                continue
+            if pending:
+                messages.append(ToolResponseMessage(pending))
+                pending = []
+            text = _content(item.get("content"))
+            if kind is MessageType.ASSISTANT:
+                calls = _tool_calls(item.get("tool_calls"))
+                call_names.update((c.id, c.name) for c in calls)
+                messages.append(AssistantMessage(text, calls))
+            else:
+                messages.append(Message(kind, text))
+        except ValueError as error:
+            raise ValueError(f"message {index}: {error}") from None
+    if pending:
+        messages.append(ToolResponseMessage(pending))
+    return messages
+
+
+def _role(item: Any) -> MessageType:
+    if not isinstance(item, Mapping):
+        raise ValueError(f"expected a dict, got {type(item).__name__}")
+    role = item.get("role")
+    if role is None:
+        raise ValueError("missing 'role'")
+    if role not in _ROLES:
+        raise ValueError(f"unknown role {role!r}")
+    return _ROLES[role]
+
+
+def _content(content: Any) -> str | None:
+    """The text of a `content` value: a string, `None`, or a list of text parts (joined)."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise ValueError(f"'content' must be a string, a list of parts or null, got {type(content).__name__}")
+    texts = []
+    for number, part in enumerate(content):
+        if not isinstance(part, Mapping):
+            raise ValueError(f"content part {number} is not a dict")
+        if part.get("type") != "text":
+            raise ValueError(f"content part {number} has unsupported type {part.get('type')!r}")
+        if not isinstance(part.get("text"), str):
+            raise ValueError(f"content part {number} has no string 'text'")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def _tool_calls(raw: Any) -> list[ToolCall]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ValueError(f"'tool_calls' must be a list, got {type(raw).__name__}")
+    calls = []
+    for number, call in enumerate(raw):
+        where = f"tool call {number}"
+        if not isinstance(call, Mapping):
+            raise ValueError(f"{where} is not a dict")
+        if not isinstance(call.get("id"), str) or not call["id"]:
+            raise ValueError(f"{where} has no string 'id'")
+        if call.get("type", "function") != "function":
+            raise ValueError(f"{where} has unsupported type {call.get('type')!r}")
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            raise ValueError(f"{where} has no 'function' dict")
+        if not isinstance(function.get("name"), str):
+            raise ValueError(f"{where} has no string function 'name'")
+        if not isinstance(function.get("arguments"), str):
+            raise ValueError(f"{where}: 'arguments' must be a JSON string")
+        calls.append(ToolCall(call["id"], function["name"], function["arguments"]))
+    return calls
+
+
+def _tool_response(item: Mapping[str, Any], call_names: Mapping[str, str]) -> ToolResponse:
+    call_id = item.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError("tool message without a string 'tool_call_id'")
+    name = call_names.get(call_id, item.get("name") or "")
+    if not isinstance(name, str):
+        raise ValueError("tool message 'name' must be a string")
+    return ToolResponse(call_id, name, _content(item.get("content")) or "")
