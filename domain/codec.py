@@ -58,7 +58,7 @@ def _json_problem(value: Any, path: str) -> str | None:
             if problem is not None:
                 return problem
         return None
-    return f"{path or 'value'} is a {type(value).__name__}"
+    return f"{path or 'value'} has type {type(value).__name__}"
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:
