@@ -1,0 +1,47 @@
+"""Compaction: triggers decide when, strategies decide what (pure; no I/O).
+
+Semantics follow reference/spring-ai-session.md §5-§8, with Sentinel's context-window rule and
+google-adk's event-count, sliding-window and token-threshold compactions added.
+"""
+
+from domain.compaction.models import context_window_for
+from domain.compaction.prompts import ADK_SYSTEM_PROMPT, DEFAULT_SHADOW_PROMPT, DEFAULT_SYSTEM_PROMPT
+from domain.compaction.request import CompactionRequest
+from domain.compaction.result import CompactionResult
+from domain.compaction.strategies import (
+    AdkSlidingWindowStrategy,
+    AdkTokenThresholdStrategy,
+    RecursiveSummarizationStrategy,
+    SlidingWindowStrategy,
+    TokenCountStrategy,
+    TurnWindowStrategy,
+)
+from domain.compaction.triggers import (
+    AnyOf,
+    ContextWindowTrigger,
+    EventCountTrigger,
+    TokenCountTrigger,
+    TurnCountTrigger,
+)
+from domain.ports import Summarizer
+
+__all__ = [
+    "ADK_SYSTEM_PROMPT",
+    "DEFAULT_SHADOW_PROMPT",
+    "DEFAULT_SYSTEM_PROMPT",
+    "AdkSlidingWindowStrategy",
+    "AdkTokenThresholdStrategy",
+    "AnyOf",
+    "CompactionRequest",
+    "CompactionResult",
+    "ContextWindowTrigger",
+    "EventCountTrigger",
+    "RecursiveSummarizationStrategy",
+    "SlidingWindowStrategy",
+    "Summarizer",
+    "TokenCountStrategy",
+    "TokenCountTrigger",
+    "TurnCountTrigger",
+    "TurnWindowStrategy",
+    "context_window_for",
+]

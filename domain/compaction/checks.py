@@ -1,0 +1,30 @@
+"""Argument checks shared by triggers and strategies, with the reference's messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def required(value: Any, name: str) -> Any:
+    """`value` itself; `ValueError` when it is `None`."""
+    if value is None:
+        raise ValueError(f"{name} must not be None")
+    return value
+
+
+def positive(value: int, name: str) -> int:
+    if value <= 0:
+        raise ValueError(f"{name} must be greater than 0")
+    return value
+
+
+def non_negative(value: int, name: str) -> int:
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0")
+    return value
+
+
+def not_blank(value: str, name: str) -> str:
+    if value is None or not value.strip():
+        raise ValueError(f"{name} must not be empty")
+    return value

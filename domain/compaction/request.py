@@ -1,0 +1,59 @@
+"""`CompactionRequest`: what triggers and strategies look at."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from domain.events import SessionEvent
+from domain.ports import WindowStats
+from domain.sessions import Session
+from domain.turns import turn_count
+
+EventSource = Iterable[SessionEvent] | Callable[[], Iterable[SessionEvent]]
+
+
+class CompactionRequest:
+    """A session's active window, plus the ledger's running aggregates of it when known.
+
+    `events` may be a zero-argument callable: it is called once, the first time something needs the
+    events, so a trigger that can decide from `stats` never loads the history.
+    """
+
+    __slots__ = ("_events", "_load", "session", "stats")
+
+    def __init__(self, session: Session, events: EventSource, stats: WindowStats | None = None) -> None:
+        if session is None:
+            raise ValueError("session must not be None")
+        if events is None:
+            raise ValueError("events must not be None")
+        self.session = session
+        self.stats = stats
+        self._load = events if callable(events) else None
+        self._events: tuple[SessionEvent, ...] | None = None if callable(events) else tuple(events)
+
+    @classmethod
+    def of(cls, session: Session, events: EventSource, stats: WindowStats | None = None) -> CompactionRequest:
+        return cls(session, events, stats)
+
+    @property
+    def events(self) -> tuple[SessionEvent, ...]:
+        if self._events is None:
+            loaded = self._load()  # type: ignore[misc]
+            if loaded is None:
+                raise ValueError("events must not be None")
+            self._events = tuple(loaded)
+        return self._events
+
+    @property
+    def event_count(self) -> int:
+        """Every event in the window, synthetic and branch events included."""
+        return self.stats.events if self.stats is not None else len(self.events)
+
+    @property
+    def turn_count(self) -> int:
+        """Non-synthetic root-level USER events."""
+        return self.stats.turns if self.stats is not None else turn_count(self.events)
+
+    def __repr__(self) -> str:
+        loaded = "not loaded" if self._events is None else f"{len(self._events)} events"
+        return f"CompactionRequest(session={self.session.id!r}, {loaded}, stats={self.stats!r})"

@@ -1,0 +1,115 @@
+"""Where a window may be cut, and what it weighs: the rules every strategy and trigger shares.
+
+A cut index `c` over `real` (the non-synthetic events, in window order) archives `real[start:c]`.
+A cut is allowed only at a turn start or at the end, so a question never loses its answer, and
+only where every tool call is on the same side as its response. A call with no response yet, in
+the last turn, is still running: its response will arrive after the end, so it is never archived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from domain.compaction.request import CompactionRequest
+from domain.events import SessionEvent
+from domain.ports import TokenCounter
+from domain.tokens import default_counter
+from domain.turns import format_event, starts_turn
+
+
+def split_synthetic(events: Iterable[SessionEvent]) -> tuple[list[SessionEvent], list[SessionEvent]]:
+    """(synthetic, real), each in its original order."""
+    synthetic: list[SessionEvent] = []
+    real: list[SessionEvent] = []
+    for event in events:
+        (synthetic if event.is_synthetic else real).append(event)
+    return synthetic, real
+
+
+def index_after_root(real: Sequence[SessionEvent], n: int) -> int:
+    """The index just after the `n`-th root-level event (any type) of `real`; `n` >= 1."""
+    seen = 0
+    for index, event in enumerate(real):
+        if event.is_root:
+            seen += 1
+            if seen == n:
+                return index + 1
+    return len(real)
+
+
+def tool_links(real: Sequence[SessionEvent]) -> list[tuple[int, int]]:
+    """(call index, response index) pairs, matched left to right by tool-call id as ADK does.
+
+    A call that no response answers links to `len(real)` when it is in the last turn (still
+    running); an unanswered call followed by another turn is dead and links to nothing.
+    """
+    links: list[tuple[int, int]] = []
+    open_calls: dict[str, int] = {}
+    last_turn = -1
+    for index, event in enumerate(real):
+        if starts_turn(event):
+            last_turn = index
+        for response in event.message.tool_responses:
+            if response.id in open_calls:
+                links.append((open_calls.pop(response.id), index))
+        for call in event.message.tool_calls:
+            open_calls[call.id] = index
+    links.extend((index, len(real)) for index in open_calls.values() if index > last_turn)
+    return links
+
+
+def settle_cut(real: Sequence[SessionEvent], cut: int, *, start: int = 0, grow: bool = True) -> int:
+    """The allowed cut nearest to `cut`; `start` (nothing archived) when there is none.
+
+    Growing is the reference's forward snap: later turn starts first, then earlier ones. Not
+    growing is ADK's self-contained prefix: only `cut` or earlier.
+    """
+    ends = [index for index in range(start, len(real)) if starts_turn(real[index])] + [len(real)]
+    links = tool_links(real)
+
+    def keeps_pairs(end: int) -> bool:
+        return all((start <= call < end) == (start <= response < end) for call, response in links)
+
+    earlier = [end for end in reversed(ends) if start < end < cut]
+    if grow:
+        candidates = [end for end in ends if end >= cut] + earlier
+    else:
+        candidates = ([cut] if cut in ends else []) + earlier
+    return next((end for end in candidates if keeps_pairs(end)), start)
+
+
+def counter_or_default(estimator: TokenCounter | None) -> TokenCounter:
+    return default_counter() if estimator is None else estimator
+
+
+def weigh(events: Iterable[SessionEvent], estimator: TokenCounter | None) -> int:
+    """Tokens of the events as rendered by `format_event`."""
+    count = counter_or_default(estimator)
+    return sum(count(format_event(event)) for event in events)
+
+
+def reaches(request: CompactionRequest, threshold: int, estimator: TokenCounter | None) -> bool:
+    """Whether the window (synthetic events included) weighs at least `threshold` tokens.
+
+    Counts as little as it can: a default-counter weight comes from `request.stats` when every
+    event's count is known, and a window with fewer UTF-8 bytes than `threshold` cannot reach it
+    (a tiktoken token is at least one byte). Counting stops once the threshold is reached.
+    """
+    if threshold <= 0:
+        return True
+    stats = request.stats
+    if estimator is None and stats is not None:
+        if stats.tokens >= threshold:
+            return True
+        if stats.uncounted == 0 or stats.bytes < threshold:
+            return False
+    texts = [format_event(event) for event in request.events]
+    if estimator is None and stats is None and sum(len(text.encode()) for text in texts) < threshold:
+        return False
+    count = counter_or_default(estimator)
+    total = 0
+    for text in texts:
+        total += count(text)
+        if total >= threshold:
+            return True
+    return False
