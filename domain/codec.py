@@ -12,12 +12,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from domain.events import SessionEvent
+from domain.mappings import FrozenDict
 from domain.messages import Message, MessageType, ToolCall, ToolResponse
 
 
 def format_timestamp(moment: datetime) -> str:
     """ISO-8601 in UTC with microseconds, e.g. `2024-05-01T12:00:00.000000+00:00`."""
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return moment.isoformat(timespec="microseconds")
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -31,6 +34,8 @@ def parse_timestamp(text: str) -> datetime:
 
 def ensure_json(value: Any, what: str) -> None:
     """`ValueError` naming `what` unless `value` is plain JSON (str keys, finite numbers, no sets/objects)."""
+    if not value and type(value) in _NOTHING_TO_CHECK:
+        return
     try:
         problem = _json_problem(value, "")
     except RecursionError:
@@ -39,26 +44,35 @@ def ensure_json(value: Any, what: str) -> None:
         raise ValueError(f"{what} is not JSON-serializable: {problem}")
 
 
+_NOTHING_TO_CHECK = {dict, FrozenDict, type(None)}  # when empty: the common case for metadata
+_SCALARS = {str, int, bool, type(None)}
+
+
 def _json_problem(value: Any, path: str) -> str | None:
-    if value is None or isinstance(value, str | bool | int):
+    kind = type(value)
+    if kind in _SCALARS or isinstance(value, str | int):  # bool is an int; str/int subclasses (enums) too
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{path or 'value'} is {value!r}"
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):  # what `json.dumps` accepts (FrozenDict included), not any Mapping
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"key {key!r} at {path or 'top level'} is not a string"
+            if type(item) in _SCALARS:
+                continue
             problem = _json_problem(item, f"{path}[{key!r}]")
             if problem is not None:
                 return problem
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
+            if type(item) in _SCALARS:
+                continue
             problem = _json_problem(item, f"{path}[{index}]")
             if problem is not None:
                 return problem
         return None
-    return f"{path or 'value'} has type {type(value).__name__}"
+    return f"{path or 'value'} has type {kind.__name__}"
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:

@@ -21,7 +21,7 @@ class MessageType(StrEnum):
     TOOL = "tool"
 
 
-def _require_strings(value: ToolCall | ToolResponse, what: str) -> None:
+def _reject_non_strings(value: ToolCall | ToolResponse, what: str) -> None:
     for name in value.__slots__:
         if not isinstance(getattr(value, name), str):
             raise ValueError(f"{what} {name} must be a string, got {type(getattr(value, name)).__name__}")
@@ -36,7 +36,8 @@ class ToolCall:
     arguments: str
 
     def __post_init__(self) -> None:
-        _require_strings(self, "tool call")
+        if not (isinstance(self.id, str) and isinstance(self.name, str) and isinstance(self.arguments, str)):
+            _reject_non_strings(self, "tool call")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,8 @@ class ToolResponse:
     content: str
 
     def __post_init__(self) -> None:
-        _require_strings(self, "tool response")
+        if not (isinstance(self.id, str) and isinstance(self.name, str) and isinstance(self.content, str)):
+            _reject_non_strings(self, "tool response")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib.metadata import entry_points
 
@@ -10,14 +11,21 @@ from domain.ports import TokenCounter
 ENTRY_POINT_GROUP = "sessionledger.token_counter"
 
 
-@cache
 def default_counter() -> TokenCounter:
-    """The installed default counter (`sessionledger.token_counter` / `default`), loaded once."""
+    """The installed default counter (entry point `sessionledger.token_counter` / `default`).
+
+    The entry point is looked up and imported once; the factory it names is asked each time,
+    so it can follow its own configuration (the adapter's follows the configured model).
+    """
+    return _counter_factory()()
+
+
+@cache
+def _counter_factory() -> Callable[[], TokenCounter]:
     found = entry_points(group=ENTRY_POINT_GROUP, name="default")
     if not found:
         raise RuntimeError(
             f"no token counter installed: entry point group {ENTRY_POINT_GROUP!r} has no 'default' "
             "(install the sessionledger package, e.g. `pip install -e .`)"
         )
-    factory = next(iter(found)).load()
-    return factory()
+    return next(iter(found)).load()

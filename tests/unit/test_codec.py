@@ -230,3 +230,12 @@ events = st.builds(
 @given(events, st.booleans())
 def test_codec_round_trip_property(event, validate):
     assert_same(through_json(event, validate=validate), event)
+
+
+def test_ensure_json_wants_dicts_not_other_mappings():
+    from types import MappingProxyType
+
+    with pytest.raises(ValueError, match=r"\['m'\] has type mappingproxy"):
+        ensure_json({"m": MappingProxyType({})}, "metadata")
+    frozen = SessionEvent(session_id="s", message=UserMessage("x"), metadata={"a": 1}).metadata
+    ensure_json({"frozen": frozen}, "metadata")
