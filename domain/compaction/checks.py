@@ -28,3 +28,10 @@ def not_blank(value: str, name: str) -> str:
     if value is None or not value.strip():
         raise ValueError(f"{name} must not be empty")
     return value
+
+
+def optional_counter(value: Any) -> Any:
+    """An estimator: `None` (the default counter) or any `Callable[[str], int]`."""
+    if value is not None and not callable(value):
+        raise ValueError(f"estimator must be callable (str -> int), got {value!r}")
+    return value

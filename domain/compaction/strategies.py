@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from domain.compaction.checks import non_negative, not_blank, positive, required
+from domain.compaction.checks import non_negative, not_blank, optional_counter, positive, required
 from domain.compaction.prompts import (
     ADK_SYSTEM_PROMPT,
     DEFAULT_SHADOW_PROMPT,
@@ -60,7 +60,7 @@ class SlidingWindowStrategy:
 
     def __init__(self, max_events: int = 20, estimator: TokenCounter | None = None) -> None:
         self.max_events = positive(max_events, "max_events")
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
 
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
@@ -80,7 +80,7 @@ class TurnWindowStrategy:
 
     def __init__(self, max_turns: int = 10, estimator: TokenCounter | None = None) -> None:
         self.max_turns = positive(max_turns, "max_turns")
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
 
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
@@ -105,7 +105,7 @@ class TokenCountStrategy:
 
     def __init__(self, max_tokens: int = 4000, estimator: TokenCounter | None = None) -> None:
         self.max_tokens = positive(max_tokens, "max_tokens")
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
 
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
@@ -178,7 +178,7 @@ class RecursiveSummarizationStrategy:
             )
         self.system_prompt = not_blank(system_prompt, "system_prompt")
         self.shadow_prompt = not_blank(shadow_prompt, "shadow_prompt")
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
 
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
@@ -244,7 +244,7 @@ class AdkSlidingWindowStrategy:
         self.overlap_size = non_negative(overlap_size, "overlap_size")
         self.system_prompt = not_blank(system_prompt, "system_prompt")
         self.shadow_prompt = not_blank(shadow_prompt, "shadow_prompt")
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
 
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
@@ -304,7 +304,7 @@ class AdkTokenThresholdStrategy:
         self.summarizer = _checked_summarizer(summarizer)
         self.token_threshold = positive(token_threshold, "token_threshold")
         self.event_retention_size = non_negative(event_retention_size, "event_retention_size")
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
         self.system_prompt = not_blank(system_prompt, "system_prompt")
         self.shadow_prompt = not_blank(shadow_prompt, "shadow_prompt")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.compaction.checks import positive, required
+from domain.compaction.checks import optional_counter, positive, required
 from domain.compaction.models import context_window_for
 from domain.compaction.request import CompactionRequest
 from domain.compaction.window import reaches
@@ -36,7 +36,7 @@ class TokenCountTrigger:
 
     def __init__(self, threshold: int, estimator: TokenCounter | None = None) -> None:
         self.threshold = positive(threshold, "threshold")
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
 
     def should_compact(self, request: CompactionRequest) -> bool:
         return reaches(required(request, "request"), self.threshold, self.estimator)
@@ -58,7 +58,7 @@ class ContextWindowTrigger:
         if not 0 <= percentage <= 100:
             raise ValueError(f"percentage must be between 0 and 100, got {percentage}")
         self.percentage = percentage
-        self.estimator = estimator
+        self.estimator = optional_counter(estimator)
 
     @classmethod
     def for_model(

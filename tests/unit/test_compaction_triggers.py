@@ -333,3 +333,10 @@ def test_any_of_needs_triggers():
 def test_a_none_request_is_a_value_error(trigger):
     with pytest.raises(ValueError, match="request must not be None"):
         trigger.should_compact(None)
+
+
+def test_an_estimator_must_be_callable():
+    with pytest.raises(ValueError, match="estimator must be callable"):
+        TokenCountTrigger(10, "len")
+    with pytest.raises(ValueError, match="estimator must be callable"):
+        ContextWindowTrigger(1000, 60, 3)

@@ -270,3 +270,9 @@ def test_a_dead_tool_call_followed_by_another_turn_does_not_block():
 def test_a_running_call_in_the_only_turn_makes_token_count_a_noop():
     events = [user("u1"), calling("c1")]
     assert_noop(TokenCountStrategy(10, len).compact(request(events)), events)
+
+
+@pytest.mark.parametrize("strategy", [SlidingWindowStrategy, TurnWindowStrategy, TokenCountStrategy])
+def test_an_estimator_must_be_callable(strategy):
+    with pytest.raises(ValueError, match="estimator must be callable"):
+        strategy(5, "len")
