@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from domain.compaction.result import CompactionResult
     from domain.events import SessionEvent
     from domain.filters import EventFilter
-    from domain.ledger import LedgerRecord
+    from domain.ledger import Draft, LedgerRecord
     from domain.sessions import Session
 
 TokenCounter = Callable[[str], int]
@@ -46,59 +47,127 @@ class WindowStats:
 
 @dataclass(frozen=True, slots=True)
 class WindowHead:
-    """What a compaction read saw: the CAS version, the window epoch and the ledger head."""
+    """What a compaction read saw: the CAS version, the window epoch and the last position it read."""
 
     version: int
     epoch: int
     head_position: int
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A session's active window read in one consistent snapshot, with each event's ledger position.
+
+    `head.head_position` is the highest position read: a compaction written from this window
+    leaves every later event after the compacted window. `stats` are the running window stats
+    read in the same snapshot.
+    """
+
+    head: WindowHead
+    events: tuple[SessionEvent, ...]
+    positions: tuple[int, ...]
+    stats: WindowStats = WindowStats()
+
+
+class AppendOutcome(StrEnum):
+    """What happened to one event handed to `Ledger.append`."""
+
+    STORED = "stored"
+    DUPLICATE = "duplicate"  # an event with that id is already in the session's ledger
+    NO_SESSION = "no_session"  # the session does not exist or was deleted
+
+
+@dataclass(frozen=True, slots=True)
+class TailRow:
+    """One ledger row as the relay sees it (global order across sessions)."""
+
+    global_position: int
+    session_id: str
+    app_name: str
+    kind: str
+
+
 class Ledger(Protocol):
-    """The append-only session ledger plus its window projection (one per backend)."""
+    """The append-only session ledger plus its window projection (one per backend).
+
+    Every backend keeps the same rules (`domain.ledger`): records and hashes, the window rule,
+    window stats. The service validates input; a ledger trusts what it is given.
+    """
 
     # sessions
-    def create_session(self, session: Session) -> None:
-        """Store a new session; `ValueError` if the id exists or was deleted."""
+    def create_session(self, session: Session, state: Mapping[str, Any]) -> None:
+        """Store a new session and its `created` record; `ValueError` if the id exists or was deleted.
 
-    def get_session(self, session_id: str) -> Session | None: ...
+        `state` is the initial state with prefixes and without `temp:` keys; `app:`/`user:` keys
+        go to the shared scopes, the rest is the session's own.
+        """
 
-    def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]: ...
+    def get_session(self, session_id: str) -> Session | None:
+        """A live session with its merged state; `None` when unknown or deleted."""
 
-    def delete_session(self, session_id: str, reason: str) -> None: ...
+    def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
+        """The user's live sessions, oldest first."""
 
-    def expired_session_ids(self, now: datetime) -> list[str]: ...
+    def delete_session(self, session_id: str, reason: str) -> bool:
+        """Record an erasure and erase the session's payloads; False when there was nothing to delete."""
+
+    def expired_session_ids(self, now: datetime) -> list[str]:
+        """Live sessions with `expires_at < now`."""
 
     # events
-    def append(self, events: Sequence[SessionEvent]) -> list[bool]:
-        """Append events (any sessions) atomically; per event True if stored, False if a duplicate."""
+    def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+        """Append event drafts (any sessions, in order) in one transaction: the batch ingest path.
 
-    def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]: ...
+        Idempotent per `(session, event id)`, including within the batch; each session's events
+        keep their order and get dense positions. One outcome per draft, in order; an unknown
+        or deleted session is an outcome, never an exception, so one bad event cannot block a batch.
+        """
 
-    def head(self, session_id: str) -> WindowHead | None: ...
+    def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
+        """The filtered events in log order (archived, then the window); `[]` for unknown sessions."""
+
+    def version(self, session_id: str) -> int:
+        """The session's event version; 0 when unknown or deleted."""
+
+    def window(self, session_id: str) -> Window | None:
+        """The active window and its head, read consistently; `None` when unknown or deleted."""
 
     def window_stats(self, session_id: str) -> WindowStats | None: ...
 
     def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
         """Count and store the tokens of window events not yet counted; returns how many."""
 
-    # window changes (compare-and-swap on the version)
-    def apply_compaction(
-        self, session_id: str, read: WindowHead, result: CompactionResult, source: str
-    ) -> int | None:
-        """Write a compaction if the window epoch is still `read.epoch`; the new version or None."""
+    # window changes (compare-and-swap on the window epoch)
+    def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
+        """Write a compaction if the window epoch is still `read.head.epoch`; the new version or None.
+
+        Events appended since the read keep following the new window. `SessionNotFound` when the
+        session is gone.
+        """
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
-        """Hide the events from that invocation on; `LookupError` if the id is unknown."""
+        """Hide the window's events from that invocation on; `LookupError` if it is not in the window."""
 
     # state
     def app_state(self, app_name: str) -> Mapping[str, Any]: ...
 
     def user_state(self, app_name: str, user_id: str) -> Mapping[str, Any]: ...
 
-    # audit
+    # audit and relay
     def records(self, session_id: str) -> Iterator[LedgerRecord]:
         """Every ledger row of the session, by position, including erased ones."""
 
-    def session_ids(self) -> Iterable[str]: ...
+    def session_ids(self) -> Iterable[str]:
+        """Every session the ledger has records for, deleted ones included."""
+
+    def tail(self, after: int, limit: int) -> list[TailRow]:
+        """Ledger rows with `global_position > after`, in that order, at most `limit`.
+
+        Gap-aware rule for tailers: global positions are assigned at insert and committed out
+        of order, and a rolled-back insert (a duplicate event id) leaves a permanent hole. A
+        tailer must not move its offset past a missing position until that position has been
+        missing for longer than any write transaction takes (e.g. a few seconds); before that
+        it re-reads from the hole on its next poll.
+        """
 
     def close(self) -> None: ...

@@ -1,0 +1,409 @@
+"""The ledger's rules, shared by every backend: records, the hash chain, window stats and replay.
+
+A session's ledger is a dense sequence of records (positions 1..n). Each record's content is its
+canonical JSON payload; the hash chain covers the content and the record's place, so an edit or a
+deletion anywhere shows up in `chain_problems`. The active window is a projection of the records:
+`replay` rebuilds it from the records alone, and the SQL and in-memory windows must equal it.
+
+The window rule (docs/architecture.md "The ledger"): the window is an ordered *prefix* of
+positions written by the last compaction or rewind, followed by every event row after the
+*base* position that is neither in the prefix nor hidden by a rewind. Archived events are the
+event rows in neither the window nor the hidden set. Appends therefore never touch the prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from domain.codec import event_from_payload, event_to_payload, format_timestamp
+from domain.events import SessionEvent
+from domain.mappings import EMPTY, FrozenDict
+from domain.ports import WindowStats
+from domain.sessions import Session, split_state_delta, strip_temp
+from domain.turns import format_event, starts_turn
+
+GENESIS_HASH = "0" * 64
+"""The `prev_hash` of a session's first record."""
+
+
+class Kind(StrEnum):
+    """What a ledger record says happened."""
+
+    CREATED = "created"
+    EVENT = "event"
+    COMPACTION = "compaction"
+    REWIND = "rewind"
+    ERASURE = "erasure"
+
+
+def canonical(obj: Any) -> str:
+    """The one JSON text a value hashes and is stored as: sorted keys, no spaces, no NaN."""
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"not JSON-serializable: {error}") from None
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def row_hash(
+    prev_hash: str,
+    session_id: str,
+    position: int,
+    version: int,
+    event_id: str | None,
+    kind: str,
+    occurred_at: datetime,
+    content_hash: str,
+) -> str:
+    """`sha256(prev_hash + "\\n" + canonical(header))`: chains a record to its predecessor."""
+    header = {
+        "session_id": session_id,
+        "position": position,
+        "version": version,
+        "event_id": event_id,
+        "kind": str(kind),
+        "occurred_at": format_timestamp(occurred_at),
+        "content_hash": content_hash,
+    }
+    return sha256_hex(prev_hash + "\n" + canonical(header))
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """One ledger row. `payload` is `None` once erased; `content_hash` stays so the chain verifies."""
+
+    session_id: str
+    position: int
+    version: int
+    kind: Kind
+    event_id: str | None
+    occurred_at: datetime
+    payload: Mapping[str, Any] | None
+    content_hash: str
+    prev_hash: str
+    row_hash: str
+    event_type: str | None = None
+    branch: str | None = None
+    synthetic: bool = False
+    recorded_at: datetime | None = None
+    token_count: int | None = None
+    global_position: int | None = None
+
+    def event(self, archived: bool = False) -> SessionEvent:
+        """The session event an `event` record holds (`ValueError` when it was erased)."""
+        if self.kind is not Kind.EVENT or self.payload is None:
+            raise ValueError(f"record {self.position} of {self.session_id} holds no readable event")
+        return event_from_payload(self.session_id, self.event_id or "", self.payload, archived)
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A record's content before its place in a session's chain is known.
+
+    Built once (payload, canonical text and content hash), then placed by the ledger that holds
+    the session head: the text is what the database stores, byte for byte.
+    """
+
+    kind: Kind
+    occurred_at: datetime
+    payload: dict[str, Any]
+    text: str
+    content_hash: str
+    event: SessionEvent | None = None
+    event_id: str | None = None
+    event_type: str | None = None
+    branch: str | None = None
+    synthetic: bool = False
+
+    @property
+    def size(self) -> int:
+        """The payload's size in utf-8 bytes (what the payload limit is checked against)."""
+        return len(self.text.encode("utf-8"))
+
+    def place(self, session_id: str, position: int, version: int, prev_hash: str) -> LedgerRecord:
+        return LedgerRecord(
+            session_id=session_id,
+            position=position,
+            version=version,
+            kind=self.kind,
+            event_id=self.event_id,
+            occurred_at=self.occurred_at,
+            payload=self.payload,
+            content_hash=self.content_hash,
+            prev_hash=prev_hash,
+            row_hash=row_hash(
+                prev_hash,
+                session_id,
+                position,
+                version,
+                self.event_id,
+                self.kind,
+                self.occurred_at,
+                self.content_hash,
+            ),
+            event_type=self.event_type,
+            branch=self.branch,
+            synthetic=self.synthetic,
+        )
+
+
+def _draft(kind: Kind, occurred_at: datetime, payload: dict[str, Any], **columns: Any) -> Draft:
+    text = canonical(payload)
+    return Draft(kind, occurred_at, payload, text, sha256_hex(text), **columns)
+
+
+def created_draft(session: Session, state: Mapping[str, Any]) -> Draft:
+    """The session's first record; `state` is the initial state without `temp:` keys (prefixes kept)."""
+    payload = {
+        "user_id": session.user_id,
+        "app_name": session.app_name,
+        "metadata": dict(session.metadata),
+        "state": strip_temp(state),
+        "created_at": format_timestamp(session.created_at),
+        "expires_at": None if session.expires_at is None else format_timestamp(session.expires_at),
+    }
+    return _draft(Kind.CREATED, session.created_at, payload)
+
+
+def event_draft(event: SessionEvent) -> Draft:
+    """An appended event; `ValueError` when its metadata or state delta is not plain JSON."""
+    return _draft(
+        Kind.EVENT,
+        event.timestamp,
+        event_to_payload(event),
+        event=event,
+        event_id=event.id,
+        event_type=event.message.type.value,
+        branch=event.branch,
+        synthetic=event.is_synthetic,
+    )
+
+
+def compaction_draft(
+    *,
+    at: datetime,
+    epoch: int,
+    read_head: int,
+    window: Sequence[int],
+    archived: Sequence[int],
+    source: str,
+    tokens_saved: int,
+) -> Draft:
+    """A compaction: the window it wrote (positions in order) and what it archived.
+
+    `epoch` is the window epoch the compaction replaced (one compaction per epoch); `read_head`
+    the last position the compaction read: later events follow the new window.
+    """
+    payload = {
+        "epoch": epoch,
+        "read_head": read_head,
+        "window": list(window),
+        "archived": list(archived),
+        "source": source,
+        "tokens_saved": tokens_saved,
+    }
+    return _draft(Kind.COMPACTION, at, payload)
+
+
+def rewind_draft(
+    *,
+    at: datetime,
+    before_invocation_id: str,
+    hidden: Sequence[int],
+    window: Sequence[int],
+    state_delta: Mapping[str, Any],
+) -> Draft:
+    """A rewind: the events it hides and the window that remains (google-adk's rewind)."""
+    payload = {
+        "before_invocation_id": before_invocation_id,
+        "hidden": list(hidden),
+        "window": list(window),
+        "state_delta": dict(state_delta),
+    }
+    return _draft(Kind.REWIND, at, payload)
+
+
+def erasure_draft(*, at: datetime, reason: str) -> Draft:
+    """The record that a session was deleted (its other payloads are erased with it)."""
+    return _draft(Kind.ERASURE, at, {"reason": reason, "deleted_at": format_timestamp(at)})
+
+
+# --- the window rule --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class WindowShape:
+    """The window as positions: the ordered prefix, the base position and the hidden set."""
+
+    prefix: list[int] = field(default_factory=list)
+    base: int = 0
+    hidden: set[int] = field(default_factory=set)
+
+    def split(self, event_positions: Iterable[int]) -> tuple[list[int], list[int]]:
+        """`(archived, window)` positions for the session's event rows (given by position)."""
+        in_prefix = set(self.prefix)
+        archived: list[int] = []
+        tail: list[int] = []
+        for position in event_positions:
+            if position in self.hidden or position in in_prefix:
+                continue
+            (tail if position > self.base else archived).append(position)
+        return archived, [*self.prefix, *tail]
+
+    def compact(self, record: Mapping[str, Any]) -> None:
+        self.prefix = list(record["window"])
+        self.base = record["read_head"]
+
+    def rewind(self, record: Mapping[str, Any], position: int) -> None:
+        self.prefix = list(record["window"])
+        self.base = position
+        self.hidden.update(record["hidden"])
+
+
+# --- window stats -------------------------------------------------------------------------------
+
+
+def event_bytes(event: SessionEvent) -> int:
+    """The byte size a window stat counts: utf-8 bytes of the one-line rendering (>= its tokens)."""
+    return len(format_event(event).encode("utf-8"))
+
+
+def window_stats(window: Iterable[tuple[SessionEvent, int | None]]) -> WindowStats:
+    """The stats of a window given as `(event, token_count or None)` in window order."""
+    events = turns = size = tokens = uncounted = since_summary = 0
+    for event, token_count in window:
+        events += 1
+        turns += starts_turn(event)
+        size += event_bytes(event)
+        if token_count is None:
+            uncounted += 1
+        else:
+            tokens += token_count
+        since_summary = 0 if event.is_synthetic else since_summary + 1
+    return WindowStats(events, turns, size, tokens, uncounted, since_summary)
+
+
+def stats_after_append(stats: WindowStats, event: SessionEvent) -> WindowStats:
+    """The stats once `event` (not yet counted) joins the end of the window: O(1) per append."""
+    return WindowStats(
+        events=stats.events + 1,
+        turns=stats.turns + starts_turn(event),
+        bytes=stats.bytes + event_bytes(event),
+        tokens=stats.tokens,
+        uncounted=stats.uncounted + 1,
+        events_since_summary=0 if event.is_synthetic else stats.events_since_summary + 1,
+    )
+
+
+# --- replay -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """A session as its records say it stood: the window, archived and hidden events, and state.
+
+    Erased events (a deleted session replayed to before its deletion) keep their positions in
+    `window_positions`/`archived_positions` but have no event in `window`/`archived`.
+    """
+
+    window: tuple[SessionEvent, ...]
+    archived: tuple[SessionEvent, ...]
+    hidden: tuple[int, ...]
+    session_state: FrozenDict
+    version: int
+    window_positions: tuple[int, ...]
+    archived_positions: tuple[int, ...]
+    deleted: bool = False
+
+
+def replay(
+    records: Iterable[LedgerRecord], upto_version: int | None = None, at: datetime | None = None
+) -> Projection:
+    """Rebuild a session's projection from its records (by position) alone.
+
+    `upto_version` keeps the records whose version is at most that; `at` those recorded (or,
+    without a recording time, that occurred) at or before that moment.
+    """
+    shape = WindowShape()
+    events: dict[int, LedgerRecord] = {}
+    state: dict[str, Any] = {}
+    version = 0
+    deleted = False
+    for record in records:
+        if upto_version is not None and record.version > upto_version:
+            break
+        if at is not None and (record.recorded_at or record.occurred_at) > at:
+            break
+        version = record.version
+        payload = record.payload
+        if record.kind is Kind.CREATED:
+            if payload is not None:
+                state.update(split_state_delta(payload["state"]).session)
+        elif record.kind is Kind.EVENT:
+            events[record.position] = record
+            if payload is not None:
+                state.update(split_state_delta(payload["state_delta"]).session)
+        elif record.kind is Kind.COMPACTION:
+            shape.compact(payload or {})
+        elif record.kind is Kind.REWIND:
+            shape.rewind(payload or {}, record.position)
+            state.update((payload or {}).get("state_delta", {}))
+        elif record.kind is Kind.ERASURE:
+            deleted = True
+    if deleted:
+        return Projection((), (), tuple(sorted(shape.hidden)), EMPTY, version, (), (), deleted=True)
+    archived, window = shape.split(events)
+    return Projection(
+        window=_events(events, window, archived=False),
+        archived=_events(events, archived, archived=True),
+        hidden=tuple(sorted(shape.hidden)),
+        session_state=FrozenDict(state),
+        version=version,
+        window_positions=tuple(window),
+        archived_positions=tuple(archived),
+    )
+
+
+def _events(records: Mapping[int, LedgerRecord], positions: Iterable[int], archived: bool) -> tuple:
+    return tuple(
+        records[p].event(archived) for p in positions if p in records and records[p].payload is not None
+    )
+
+
+def chain_problems(records: Iterable[LedgerRecord]) -> list[str]:
+    """What is wrong with a session's hash chain (empty when it verifies), naming each record."""
+    problems: list[str] = []
+    expected_prev = GENESIS_HASH
+    expected_position = 1
+    for record in records:
+        where = f"{record.session_id} position {record.position}"
+        if record.position != expected_position:
+            problems.append(f"{where}: expected position {expected_position} (a record is missing)")
+        if record.prev_hash != expected_prev:
+            problems.append(f"{where}: prev_hash does not match the previous record's hash")
+        if record.payload is not None and sha256_hex(canonical(record.payload)) != record.content_hash:
+            problems.append(f"{where}: payload does not match its content hash (edited)")
+        recomputed = row_hash(
+            record.prev_hash,
+            record.session_id,
+            record.position,
+            record.version,
+            record.event_id,
+            record.kind,
+            record.occurred_at,
+            record.content_hash,
+        )
+        if recomputed != record.row_hash:
+            problems.append(f"{where}: row hash does not match the record (edited)")
+        expected_prev = record.row_hash
+        expected_position = record.position + 1
+    return problems

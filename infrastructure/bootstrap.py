@@ -1,0 +1,46 @@
+"""`open_service()`: the composition root (CONTRACT.md §2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.ports import Ledger
+from infrastructure.ledger.engine import create_ledger_engine
+from infrastructure.ledger.memory import MemoryLedger
+from infrastructure.ledger.migrate import upgrade
+from infrastructure.ledger.sql import SqlLedger
+from infrastructure.service import SessionService
+from infrastructure.settings import MEMORY_URL, Settings
+
+
+def open_service(
+    database_url: str | None = None, *, broker_url: str | None = None, **options: Any
+) -> SessionService:
+    """A ready service: the schema is created or migrated on open; close it (or use `with`).
+
+    `database_url=None` takes `SESSIONLEDGER_DATABASE_URL`, else the embedded default (the SQLite
+    file `./sessionledger.db`); `"memory://"` is a fresh, empty in-memory store on every open.
+    `options` override any `Settings` field by name (e.g. `max_payload_bytes=...`).
+    """
+    overrides = dict(options)
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    if broker_url is not None:
+        overrides["broker_url"] = broker_url
+    settings = Settings(**overrides)
+    return SessionService(open_ledger(settings), settings)
+
+
+def open_ledger(settings: Settings) -> Ledger:
+    """The ledger the settings name, its schema brought up to date."""
+    if settings.database_url == MEMORY_URL:
+        return MemoryLedger()
+    engine = create_ledger_engine(
+        settings.database_url, pool_size=settings.pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+    )
+    try:
+        upgrade(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return SqlLedger(engine)

@@ -1,0 +1,1 @@
+"""Ledger adapters: the SQL ledger (PostgreSQL and SQLite) and the in-memory one."""

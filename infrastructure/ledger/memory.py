@@ -1,0 +1,330 @@
+"""`MemoryLedger`: the ledger in process memory, with the SQL ledger's semantics.
+
+It keeps the same records (the same drafts, hashes and window rule from `domain.ledger`), so
+`verify` and `replay` work on it too. One lock guards everything: it is for tests, demos and
+single-process use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from itertools import count
+from threading import RLock
+from typing import TYPE_CHECKING, Any
+
+from domain.errors import SessionNotFound
+from domain.events import SessionEvent
+from domain.filters import EventFilter
+from domain.ledger import (
+    GENESIS_HASH,
+    Draft,
+    Kind,
+    LedgerRecord,
+    WindowShape,
+    compaction_draft,
+    created_draft,
+    erasure_draft,
+    event_draft,
+    stats_after_append,
+    window_stats,
+)
+from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from domain.sessions import Session, merge_state, split_state_delta
+from domain.turns import format_event
+
+if TYPE_CHECKING:
+    from domain.compaction import CompactionResult
+
+_ERASABLE = (Kind.CREATED, Kind.EVENT, Kind.REWIND)
+
+
+@dataclass
+class _SessionLog:
+    """One session: its row (as the SQL `sessions` table has it) and its records."""
+
+    session: Session  # metadata only; state is kept in `state`
+    state: dict[str, Any]
+    records: list[LedgerRecord] = field(default_factory=list)
+    events: dict[int, SessionEvent] = field(default_factory=dict)  # position -> event
+    positions: dict[str, int] = field(default_factory=dict)  # event id -> position
+    token_counts: dict[int, int] = field(default_factory=dict)
+    shape: WindowShape = field(default_factory=WindowShape)
+    epoch: int = 0
+    version: int = 0
+    stats: WindowStats = field(default_factory=WindowStats)
+    deleted_at: datetime | None = None
+
+    @property
+    def head(self) -> LedgerRecord:
+        return self.records[-1]
+
+    def add(self, draft: Draft, version: int, global_position: int) -> LedgerRecord:
+        record = replace(
+            draft.place(self.session.id, self.head.position + 1, version, self.head.row_hash),
+            recorded_at=datetime.now(UTC),
+            global_position=global_position,
+        )
+        self.records.append(record)
+        if draft.event is not None:
+            self.events[record.position] = draft.event
+            self.positions[draft.event.id] = record.position
+        return record
+
+    def split(self) -> tuple[list[int], list[int]]:
+        return self.shape.split(self.events)
+
+
+class MemoryLedger:
+    """A fresh, empty in-memory ledger; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = RLock()
+        self._sessions: dict[str, _SessionLog] = {}
+        self._app_states: dict[str, dict[str, Any]] = {}
+        self._user_states: dict[tuple[str, str], dict[str, Any]] = {}
+        self._global = count(1)
+
+    def close(self) -> None:
+        """Nothing to release; the store lives as long as the object."""
+
+    def _live(self, session_id: str) -> _SessionLog | None:
+        log = self._sessions.get(session_id)
+        return None if log is None or log.deleted_at is not None else log
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    def create_session(self, session: Session, state: Mapping[str, Any]) -> None:
+        draft = created_draft(session, state)
+        scopes = split_state_delta(state)
+        with self._lock:
+            if session.id in self._sessions:
+                raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)")
+            record = replace(
+                draft.place(session.id, 1, 0, GENESIS_HASH),
+                recorded_at=datetime.now(UTC),
+                global_position=next(self._global),
+            )
+            self._sessions[session.id] = _SessionLog(
+                replace(session, state={}), dict(scopes.session), records=[record]
+            )
+            self._merge_shared(session.app_name, session.user_id, scopes.app, scopes.user)
+
+    def get_session(self, session_id: str) -> Session | None:
+        with self._lock:
+            log = self._live(session_id)
+            return None if log is None else self._view(log)
+
+    def _view(self, log: _SessionLog) -> Session:
+        s = log.session
+        app = self._app_states.get(s.app_name, {})
+        user = self._user_states.get((s.app_name, s.user_id), {})
+        return replace(s, state=merge_state(log.state, app, user))
+
+    def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
+        with self._lock:
+            found = [
+                log
+                for log in self._sessions.values()
+                if log.deleted_at is None
+                and log.session.user_id == user_id
+                and (app_name is None or log.session.app_name == app_name)
+            ]
+            found.sort(key=lambda log: (log.session.created_at, log.records[0].global_position))
+            return [self._view(log) for log in found]
+
+    def delete_session(self, session_id: str, reason: str) -> bool:
+        now = datetime.now(UTC)
+        with self._lock:
+            log = self._live(session_id)
+            if log is None:
+                return False
+            log.records = [replace(r, payload=None) if r.kind in _ERASABLE else r for r in log.records]
+            log.add(erasure_draft(at=now, reason=reason), log.version, next(self._global))
+            log.events.clear()
+            log.state = {}
+            log.session = replace(log.session, metadata={})
+            log.shape = WindowShape()
+            log.stats = WindowStats()
+            log.deleted_at = now
+            return True
+
+    def expired_session_ids(self, now: datetime) -> list[str]:
+        with self._lock:
+            expired = [
+                log.session
+                for log in self._sessions.values()
+                if log.deleted_at is None
+                and log.session.expires_at is not None
+                and log.session.expires_at < now
+            ]
+        return [s.id for s in sorted(expired, key=lambda s: (s.expires_at, s.id))]
+
+    # --- appends ----------------------------------------------------------------------------
+
+    def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+        """See `domain.ports.Ledger.append`: all or nothing under one lock."""
+        if any(draft.event is None for draft in drafts):
+            raise ValueError("only event drafts can be appended")
+        outcomes = []
+        with self._lock:
+            for draft in drafts:
+                event = draft.event
+                log = self._live(event.session_id)
+                if log is None:
+                    outcomes.append(AppendOutcome.NO_SESSION)
+                elif event.id in log.positions:
+                    outcomes.append(AppendOutcome.DUPLICATE)
+                else:
+                    log.version += 1
+                    log.add(draft, log.version, next(self._global))
+                    log.stats = stats_after_append(log.stats, event)
+                    scopes = split_state_delta(event.state_delta)
+                    log.state.update(scopes.session)
+                    self._merge_shared(log.session.app_name, log.session.user_id, scopes.app, scopes.user)
+                    outcomes.append(AppendOutcome.STORED)
+        return outcomes
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def _ordered(self, log: _SessionLog) -> list[tuple[int, SessionEvent]]:
+        """Every readable event in log order (archived flagged), with its position."""
+        archived, window = log.split()
+        return [(p, log.events[p].with_archived()) for p in archived] + [(p, log.events[p]) for p in window]
+
+    def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
+        with self._lock:
+            log = self._live(session_id)
+            if log is None:
+                return []
+            ordered = [event for _, event in self._ordered(log)]
+        return filter.select(ordered)
+
+    def version(self, session_id: str) -> int:
+        with self._lock:
+            log = self._live(session_id)
+            return 0 if log is None else log.version
+
+    def window(self, session_id: str) -> Window | None:
+        with self._lock:
+            log = self._live(session_id)
+            if log is None:
+                return None
+            _, positions = log.split()
+            head = max(positions, default=log.shape.base)
+            return Window(
+                WindowHead(log.version, log.epoch, head),
+                tuple(log.events[p] for p in positions),
+                tuple(positions),
+                log.stats,
+            )
+
+    def window_stats(self, session_id: str) -> WindowStats | None:
+        with self._lock:
+            log = self._live(session_id)
+            return None if log is None else log.stats
+
+    def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
+        with self._lock:
+            log = self._live(session_id)
+            if log is None:
+                return 0
+            todo = [p for p in log.split()[1] if p not in log.token_counts]
+            for position in todo:
+                log.token_counts[position] = counter(format_event(log.events[position]))
+            log.stats = self._stats(log)
+            return len(todo)
+
+    def _stats(self, log: _SessionLog) -> WindowStats:
+        return window_stats((log.events[p], log.token_counts.get(p)) for p in log.split()[1])
+
+    # --- window changes ---------------------------------------------------------------------
+
+    def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
+        if not read.events:
+            return None
+        session_id = read.events[0].session_id
+        known = dict(zip((e.id for e in read.events), read.positions, strict=True))
+        with self._lock:
+            log = self._live(session_id)
+            if log is None:
+                raise SessionNotFound(f"session {session_id!r} not found")
+            if log.epoch != read.head.epoch:
+                return None
+            drafts = [event_draft(e.with_archived(False)) for e in result.compacted if e.id not in known]
+            if any(d.event_id in log.positions for d in drafts):
+                raise ValueError("a compaction result re-uses the id of an event already in the ledger")
+            version = log.version + 1
+            new_positions = {}
+            for draft in drafts:
+                new_positions[draft.event_id] = log.add(draft, version, next(self._global)).position
+            window = [known.get(e.id) or new_positions[e.id] for e in result.compacted]
+            kept = set(window)
+            log.add(
+                compaction_draft(
+                    at=datetime.now(UTC),
+                    epoch=read.head.epoch,
+                    read_head=read.head.head_position,
+                    window=window,
+                    archived=[p for p in read.positions if p not in kept],
+                    source=source,
+                    tokens_saved=int(result.tokens_saved),
+                ),
+                version,
+                next(self._global),
+            )
+            log.shape.compact({"window": window, "read_head": read.head.head_position})
+            log.version = version
+            log.epoch += 1
+            log.stats = self._stats(log)
+            return version
+
+    def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
+        raise NotImplementedError("rewind is not implemented yet")
+
+    # --- state ------------------------------------------------------------------------------
+
+    def app_state(self, app_name: str) -> Mapping[str, Any]:
+        with self._lock:
+            return dict(self._app_states.get(app_name, {}))
+
+    def user_state(self, app_name: str, user_id: str) -> Mapping[str, Any]:
+        with self._lock:
+            return dict(self._user_states.get((app_name, user_id), {}))
+
+    def _merge_shared(self, app_name: str, user_id: str, app: dict[str, Any], user: dict[str, Any]) -> None:
+        if app:
+            self._app_states.setdefault(app_name, {}).update(app)
+        if user:
+            self._user_states.setdefault((app_name, user_id), {}).update(user)
+
+    # --- audit and relay --------------------------------------------------------------------
+
+    def records(self, session_id: str) -> Iterator[LedgerRecord]:
+        with self._lock:
+            log = self._sessions.get(session_id)
+            if log is None:
+                return iter(())
+            counts = log.token_counts
+            return iter(
+                [
+                    replace(r, token_count=counts[r.position]) if r.position in counts else r
+                    for r in log.records
+                ]
+            )
+
+    def session_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._sessions)
+
+    def tail(self, after: int, limit: int) -> list[TailRow]:
+        with self._lock:
+            rows = [
+                TailRow(r.global_position or 0, r.session_id, log.session.app_name, r.kind.value)
+                for log in self._sessions.values()
+                for r in log.records
+                if (r.global_position or 0) > after
+            ]
+        rows.sort(key=lambda row: row.global_position)
+        return rows[:limit]

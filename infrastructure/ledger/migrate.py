@@ -1,0 +1,65 @@
+"""Creates or upgrades the ledger schema on open, safely when several processes open at once."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from infrastructure.ledger.engine import WRITE
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+ADVISORY_LOCK_KEY = 0x5E551071ED6E
+"""pg_advisory_lock key serializing schema upgrades across processes."""
+
+
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+@cache
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def current_revision(connection: sa.Connection) -> str | None:
+    if not sa.inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def upgrade(engine: sa.Engine) -> None:
+    """Bring the schema to the head revision; a no-op (one query) when it is there already.
+
+    PostgreSQL: the upgrade runs in one transaction under a session advisory lock. SQLite: in one
+    BEGIN IMMEDIATE transaction, which is the database's write lock. Either way a second opener
+    waits, then finds the schema current.
+    """
+    with engine.connect() as connection:
+        if current_revision(connection) == head_revision():
+            return
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as connection:
+            connection.execute(sa.select(sa.func.pg_advisory_lock(ADVISORY_LOCK_KEY)))
+            try:
+                _upgrade_on(connection)
+                connection.commit()
+            finally:
+                connection.rollback()
+                connection.execute(sa.select(sa.func.pg_advisory_unlock(ADVISORY_LOCK_KEY)))
+                connection.commit()
+    else:
+        with engine.execution_options(**{WRITE: True}).begin() as connection:
+            _upgrade_on(connection)
+
+
+def _upgrade_on(connection: sa.Connection) -> None:
+    config = _config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

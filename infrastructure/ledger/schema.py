@@ -1,0 +1,161 @@
+"""The ledger's tables (SQLAlchemy Core), one definition for PostgreSQL and SQLite.
+
+See docs/architecture.md "The ledger". Every table but the relay's view of `ledger` is keyed by
+session id first, so the ledger can later be hash-partitioned by session.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.types import TypeDecorator, UserDefinedType
+
+from domain.ledger import canonical
+
+
+class _JsonColumn(UserDefinedType):
+    """PostgreSQL `json` (not `jsonb`): it stores the text exactly as given.
+
+    `jsonb` re-renders numbers (a float 1e20 comes back as the integer 100000000000000000000),
+    which would break both type fidelity and the content hash of the canonical text.
+    """
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "JSON"
+
+
+class Json(TypeDecorator):
+    """A JSON document stored as its canonical text; a `str` value is taken as already canonical.
+
+    The ledger binds the very text it hashed, so a payload is serialized once per write.
+    """
+
+    impl = sa.Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine:
+        return dialect.type_descriptor(_JsonColumn() if dialect.name == "postgresql" else sa.Text())
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        return canonical(value)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+
+class UtcDateTime(TypeDecorator):
+    """Timezone-aware UTC in and out; SQLite keeps naive UTC text, which sorts correctly."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""64-bit on PostgreSQL; on SQLite an INTEGER PRIMARY KEY is the rowid (itself 64-bit)."""
+
+metadata = sa.MetaData()
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("app_name", sa.Text, nullable=False),
+    sa.Column("user_id", sa.Text, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("expires_at", UtcDateTime),
+    sa.Column("metadata", Json, nullable=False),
+    sa.Column("state", Json, nullable=False),
+    sa.Column("deleted_at", UtcDateTime),
+    # the contract's event_version: the compare-and-swap column
+    sa.Column("version", sa.BigInteger, nullable=False),
+    # the hash chain head: the session's last ledger row
+    sa.Column("head_position", sa.BigInteger, nullable=False),
+    sa.Column("head_hash", sa.Text, nullable=False),
+    # the window projection: prefix in window_slots, then event rows after window_base
+    sa.Column("window_base", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("window_epoch", sa.Integer, nullable=False, server_default="0"),
+    # running window stats, so triggers decide in O(1)
+    sa.Column("window_events", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("window_turns", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("window_bytes", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("window_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("window_uncounted", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("events_since_summary", sa.Integer, nullable=False, server_default="0"),
+    # compaction lease (workers claim a session briefly, never across the LLM call)
+    sa.Column("lease_owner", sa.Text),
+    sa.Column("lease_until", UtcDateTime),
+    sa.Index("ix_sessions_user", "user_id", "app_name", "created_at"),
+    sa.Index("ix_sessions_expires_at", "expires_at"),
+)
+
+ledger = sa.Table(
+    "ledger",
+    metadata,
+    sa.Column("global_position", BigInt, sa.Identity(), primary_key=True),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("position", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("event_id", sa.Text),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("occurred_at", UtcDateTime, nullable=False),
+    sa.Column("recorded_at", UtcDateTime, nullable=False),
+    sa.Column("event_type", sa.Text),
+    sa.Column("branch", sa.Text),
+    sa.Column("synthetic", sa.Boolean, nullable=False),
+    sa.Column("payload", Json),
+    sa.Column("token_count", sa.Integer),
+    sa.Column("content_hash", sa.Text, nullable=False),
+    sa.Column("prev_hash", sa.Text, nullable=False),
+    sa.Column("row_hash", sa.Text, nullable=False),
+    sa.UniqueConstraint("session_id", "position", name="uq_ledger_session_position"),
+    sa.UniqueConstraint("session_id", "event_id", name="uq_ledger_session_event"),
+)
+
+window_slots = sa.Table(
+    "window_slots",
+    metadata,
+    sa.Column("session_id", sa.Text, primary_key=True),
+    sa.Column("position", sa.BigInteger, primary_key=True),
+    sa.Column("ordinal", sa.Integer),
+    sa.Column("rewound", sa.Boolean, nullable=False, server_default=sa.false()),
+)
+
+app_states = sa.Table(
+    "app_states",
+    metadata,
+    sa.Column("app_name", sa.Text, primary_key=True),
+    sa.Column("state", Json, nullable=False),
+)
+
+user_states = sa.Table(
+    "user_states",
+    metadata,
+    sa.Column("app_name", sa.Text, primary_key=True),
+    sa.Column("user_id", sa.Text, primary_key=True),
+    sa.Column("state", Json, nullable=False),
+)
+
+relay_offsets = sa.Table(
+    "relay_offsets",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("global_position", sa.BigInteger, nullable=False),
+)

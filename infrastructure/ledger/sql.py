@@ -1,0 +1,776 @@
+"""`SqlLedger`: the ledger on PostgreSQL or SQLite, one code path through SQLAlchemy Core.
+
+Write paths (docs/architecture.md "Concurrency rules"):
+- one event: a conditional `UPDATE sessions ... WHERE head_position = :cached` moves the session
+  head (version, position, hash, window stats), then one `INSERT` of the ledger row, in one
+  transaction. The head is cached per ledger; a stale cache updates no row, re-reads and retries.
+- a batch (workers): lock the batch's session rows in id order, drop known event ids, one
+  multi-row INSERT, one executemany UPDATE of the heads.
+- compaction: lock the session row, check the window epoch, write the synthetic events, the
+  compaction record and the new window prefix.
+The window is read with one query whose ORDER BY/LIMIT implement the window rule of
+`domain.ledger.WindowShape`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from threading import Lock
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from domain.codec import event_from_payload
+from domain.errors import SessionNotFound
+from domain.events import SessionEvent
+from domain.filters import EventFilter, MatchMode
+from domain.ledger import (
+    GENESIS_HASH,
+    Draft,
+    Kind,
+    LedgerRecord,
+    compaction_draft,
+    created_draft,
+    erasure_draft,
+    event_bytes,
+    event_draft,
+    stats_after_append,
+    window_stats,
+)
+from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from domain.sessions import Session, merge_state, split_state_delta
+from domain.turns import format_event, starts_turn
+from infrastructure.ledger.engine import WRITE
+from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
+
+if TYPE_CHECKING:
+    from domain.compaction import CompactionResult
+
+_EVENT = Kind.EVENT.value
+_ERASABLE = (Kind.CREATED.value, Kind.EVENT.value, Kind.REWIND.value)
+_STATS = ("window_events", "window_turns", "window_bytes", "window_tokens", "window_uncounted",
+          "events_since_summary")  # fmt: skip
+
+
+class Head(NamedTuple):
+    """A session's chain head: last position, its row hash, and the session's version."""
+
+    position: int
+    hash: str
+    version: int
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _like_term(term: str) -> str:
+    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+_text = sa.func.lower(sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string())
+"""The lowercased message text inside the payload, for keyword search."""
+
+_slot_joined = ledger.outerjoin(
+    window_slots,
+    sa.and_(window_slots.c.session_id == ledger.c.session_id, window_slots.c.position == ledger.c.position),
+)
+_in_prefix = window_slots.c.ordinal.is_not(None)
+_not_rewound = sa.or_(window_slots.c.rewound.is_(None), window_slots.c.rewound == sa.false())
+_group = sa.case((_in_prefix, 1), (ledger.c.position > sessions.c.window_base, 2), else_=0)
+"""0 = archived (by position), 1 = the window prefix (by ordinal), 2 = the window tail (by position)."""
+_order_key = sa.func.coalesce(window_slots.c.ordinal, ledger.c.position)
+_in_window = sa.or_(_in_prefix, ledger.c.position > sessions.c.window_base)
+
+
+def _live_session_events(session_id: str) -> sa.Select:
+    """Readable event rows of a live session, joined to what the window rule needs."""
+    return (
+        sa.select()
+        .select_from(_slot_joined.join(sessions, sessions.c.id == ledger.c.session_id))
+        .where(
+            ledger.c.session_id == session_id,
+            sessions.c.deleted_at.is_(None),
+            ledger.c.kind == _EVENT,
+            _not_rewound,
+        )
+    )
+
+
+def _criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
+    """Every per-event criterion of the filter but `pattern`, as SQL."""
+    where: list[sa.ColumnElement[bool]] = []
+    if f.exclude_synthetic:
+        where.append(ledger.c.synthetic == sa.false())
+    if f.exclude_archived:
+        where.append(_in_window)
+    if f.start is not None:
+        where.append(ledger.c.occurred_at >= f.start)
+    if f.end is not None:
+        where.append(ledger.c.occurred_at <= f.end)
+    if f.message_types is not None:
+        where.append(ledger.c.event_type.in_(sorted(t.value for t in f.message_types)))
+    if f.keyword is not None:
+        where.append(_text.like(_like_term(f.keyword), escape="\\"))
+    if f.keywords is not None:
+        terms = [_text.like(_like_term(term), escape="\\") for term in f.keywords]
+        where.append(sa.and_(*terms) if f.match_mode is MatchMode.ALL else sa.or_(*terms))
+    if f.branch is not None:
+        branch = sa.literal(f.branch, sa.Text)
+        ancestor = sa.func.substr(branch, 1, sa.func.length(ledger.c.branch) + 1) == ledger.c.branch + "."
+        where.append(sa.or_(ledger.c.branch.is_(None), ledger.c.branch == branch, ancestor))
+    return where
+
+
+# The one-event append: moves the head only if nobody else did since it was cached.
+_MOVE_HEAD = (
+    sessions.update()
+    .where(
+        sessions.c.id == sa.bindparam("sid"),
+        sessions.c.head_position == sa.bindparam("cached"),
+        sessions.c.deleted_at.is_(None),
+    )
+    .values(
+        version=sessions.c.version + 1,
+        head_position=sa.bindparam("new_position"),
+        head_hash=sa.bindparam("new_hash"),
+        window_events=sessions.c.window_events + 1,
+        window_turns=sessions.c.window_turns + sa.bindparam("turn"),
+        window_bytes=sessions.c.window_bytes + sa.bindparam("size"),
+        window_uncounted=sessions.c.window_uncounted + 1,
+        events_since_summary=(sessions.c.events_since_summary + 1) * sa.bindparam("keep_count"),
+    )
+)
+
+
+class SqlLedger:
+    """The durable ledger; safe to share between threads, and between processes on one database."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+        self._postgres = engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if self._postgres else sqlite.insert
+        self._heads: dict[str, Head] = {}
+        self._heads_lock = Lock()
+
+    @property
+    def engine(self) -> sa.Engine:
+        return self._engine
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    def create_session(self, session: Session, state: Mapping[str, Any]) -> None:
+        draft = created_draft(session, state)
+        record = draft.place(session.id, 1, 0, GENESIS_HASH)
+        scopes = split_state_delta(state)
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(
+                    sessions.insert().values(
+                        id=session.id,
+                        app_name=session.app_name,
+                        user_id=session.user_id,
+                        created_at=session.created_at,
+                        expires_at=session.expires_at,
+                        metadata=dict(session.metadata),
+                        state=scopes.session,
+                        version=0,
+                        head_position=1,
+                        head_hash=record.row_hash,
+                    )
+                )
+                conn.execute(ledger.insert(), [_row(draft, record, _now())])
+                self._merge_shared_state(conn, session.app_name, session.user_id, scopes.app, scopes.user)
+        except sa.exc.IntegrityError:
+            raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)") from None
+        self._cache(session.id, Head(1, record.row_hash, 0))
+
+    def get_session(self, session_id: str) -> Session | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(_SESSIONS.where(sessions.c.id == session_id)).first()
+        return None if row is None else _session(row)
+
+    def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
+        query = _SESSIONS.where(sessions.c.user_id == user_id)
+        if app_name is not None:
+            query = query.where(sessions.c.app_name == app_name)
+        created = ledger.alias("created")
+        query = query.join(created, sa.and_(created.c.session_id == sessions.c.id, created.c.position == 1))
+        query = query.order_by(sessions.c.created_at, created.c.global_position)
+        with self._engine.connect() as conn:
+            return [_session(row) for row in conn.execute(query)]
+
+    def delete_session(self, session_id: str, reason: str) -> bool:
+        now = _now()
+        with self._writer.begin() as conn:
+            head = self._locked_head(conn, session_id)
+            if head is None:
+                return False
+            draft = erasure_draft(at=now, reason=reason)
+            record = draft.place(session_id, head.position + 1, head.version, head.hash)
+            if self._postgres:  # the one path ledger_guard lets null a payload
+                conn.execute(sa.select(sa.func.set_config("sessionledger.erasing", session_id, True)))
+            conn.execute(
+                ledger.update()
+                .where(
+                    ledger.c.session_id == session_id,
+                    ledger.c.kind.in_(_ERASABLE),
+                    ledger.c.payload.is_not(None),
+                )
+                .values(payload=None)
+            )
+            conn.execute(ledger.insert(), [_row(draft, record, now)])
+            conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id)
+                .values(
+                    deleted_at=now,
+                    metadata={},
+                    state={},
+                    head_position=record.position,
+                    head_hash=record.row_hash,
+                    lease_owner=None,
+                    lease_until=None,
+                    **dict.fromkeys(_STATS, 0),
+                )
+            )
+        self._forget(session_id)
+        return True
+
+    def expired_session_ids(self, now: datetime) -> list[str]:
+        query = (
+            sa.select(sessions.c.id)
+            .where(sessions.c.expires_at < now, sessions.c.deleted_at.is_(None))
+            .order_by(sessions.c.expires_at, sessions.c.id)
+        )
+        with self._engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
+    # --- appends ----------------------------------------------------------------------------
+
+    def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+        """See `domain.ports.Ledger.append`: the batch ingest path (one transaction per call)."""
+        if len(drafts) == 1:
+            return [self._append_one(drafts[0])]
+        if not drafts:
+            return []
+        return self._append_batch(drafts)
+
+    def _append_one(self, draft: Draft) -> AppendOutcome:
+        event = _event_of(draft)
+        session_id = event.session_id
+        scopes = split_state_delta(event.state_delta)
+        while True:
+            head = self._heads.get(session_id) or self._read_head(session_id)
+            if head is None:
+                return AppendOutcome.NO_SESSION
+            record = draft.place(session_id, head.position + 1, head.version + 1, head.hash)
+            try:
+                with self._writer.begin() as conn:
+                    moved = conn.execute(
+                        _MOVE_HEAD,
+                        {
+                            "sid": session_id,
+                            "cached": head.position,
+                            "new_position": record.position,
+                            "new_hash": record.row_hash,
+                            "turn": int(starts_turn(event)),
+                            "size": event_bytes(event),
+                            "keep_count": 0 if event.is_synthetic else 1,
+                        },
+                    ).rowcount
+                    if moved:
+                        conn.execute(ledger.insert(), [_row(draft, record, _now())])
+                        if any(scopes):
+                            self._merge_state(conn, session_id, scopes)
+            except sa.exc.IntegrityError:
+                self._forget(session_id)
+                if self._has_event(session_id, event.id):
+                    return AppendOutcome.DUPLICATE
+                raise
+            if moved:
+                self._cache(session_id, Head(record.position, record.row_hash, record.version))
+                return AppendOutcome.STORED
+            self._forget(session_id)  # someone else moved the head: re-read it and retry
+
+    def _append_batch(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+        events = [_event_of(d) for d in drafts]
+        session_ids = sorted({e.session_id for e in events})
+        now = _now()
+        outcomes: list[AppendOutcome] = []
+        with self._writer.begin() as conn:
+            locked = conn.execute(
+                sa.select(sessions)
+                .where(sessions.c.id.in_(session_ids), sessions.c.deleted_at.is_(None))
+                .order_by(sessions.c.id)
+                .with_for_update()
+            ).all()
+            rows = {row.id: row for row in locked}
+            heads = {sid: Head(r.head_position, r.head_hash, r.version) for sid, r in rows.items()}
+            stats = {sid: _stats(r) for sid, r in rows.items()}
+            states = {sid: dict(r.state) for sid, r in rows.items()}
+            stored = {
+                (sid, eid)
+                for sid, eid in conn.execute(
+                    sa.select(ledger.c.session_id, ledger.c.event_id).where(
+                        ledger.c.session_id.in_(list(rows)),
+                        ledger.c.event_id.in_(sorted({e.id for e in events})),
+                    )
+                )
+            }
+            inserts = []
+            shared: list[tuple[str, str, Any]] = []
+            for draft, event in zip(drafts, events, strict=True):
+                sid = event.session_id
+                if sid not in heads:
+                    outcomes.append(AppendOutcome.NO_SESSION)
+                    continue
+                if (sid, event.id) in stored:
+                    outcomes.append(AppendOutcome.DUPLICATE)
+                    continue
+                stored.add((sid, event.id))
+                head = heads[sid]
+                record = draft.place(sid, head.position + 1, head.version + 1, head.hash)
+                heads[sid] = Head(record.position, record.row_hash, record.version)
+                stats[sid] = stats_after_append(stats[sid], event)
+                scopes = split_state_delta(event.state_delta)
+                states[sid].update(scopes.session)
+                if scopes.app or scopes.user:
+                    shared.append((sid, rows[sid].app_name, scopes))
+                inserts.append(_row(draft, record, now))
+                outcomes.append(AppendOutcome.STORED)
+            if inserts:
+                conn.execute(ledger.insert(), inserts)
+                touched = {row["session_id"] for row in inserts}
+                conn.execute(
+                    sessions.update()
+                    .where(sessions.c.id == sa.bindparam("sid"))
+                    .values(
+                        version=sa.bindparam("new_version"),
+                        head_position=sa.bindparam("new_position"),
+                        head_hash=sa.bindparam("new_hash"),
+                        state=sa.bindparam("new_state", type_=sessions.c.state.type),
+                        **{name: sa.bindparam(f"new_{name}") for name in _STATS},
+                    ),
+                    [
+                        {
+                            "sid": sid,
+                            "new_version": heads[sid].version,
+                            "new_position": heads[sid].position,
+                            "new_hash": heads[sid].hash,
+                            "new_state": states[sid],
+                            **{f"new_{name}": value for name, value in _stats_columns(stats[sid]).items()},
+                        }
+                        for sid in sorted(touched)
+                    ],
+                )
+                for sid, app_name, scopes in shared:
+                    self._merge_shared_state(conn, app_name, rows[sid].user_id, scopes.app, scopes.user)
+        for sid, head in heads.items():
+            self._cache(sid, head)
+        return outcomes
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
+        query = _live_session_events(session_id).add_columns(ledger.c.event_id, ledger.c.payload, _group)
+        query = query.where(*_criteria(filter))
+        in_python = filter.pattern is not None
+        if not in_python and filter.last_n is not None:
+            query = query.order_by(_group.desc(), _order_key.desc()).limit(filter.last_n)
+        else:
+            query = query.order_by(_group, _order_key)
+            if not in_python and filter.page_size is not None:
+                query = query.limit(filter.page_size).offset((filter.page or 0) * filter.page_size)
+        with self._engine.connect() as conn:
+            rows = conn.execute(query).all()
+        if not in_python and filter.last_n is not None:
+            rows.reverse()
+        events = [event_from_payload(session_id, eid, payload, group == 0) for eid, payload, group in rows]
+        return filter.select(events) if in_python else events
+
+    def version(self, session_id: str) -> int:
+        with self._engine.connect() as conn:
+            version = conn.execute(
+                sa.select(sessions.c.version).where(
+                    sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
+                )
+            ).scalar()
+        return version or 0
+
+    def window(self, session_id: str) -> Window | None:
+        head_columns = (sessions.c.version, sessions.c.window_epoch, sessions.c.window_base)
+        stats_columns = [sessions.c[name] for name in _STATS]
+        query = (
+            _live_session_events(session_id)
+            .add_columns(
+                ledger.c.event_id, ledger.c.payload, ledger.c.position, *head_columns, *stats_columns
+            )
+            .where(_in_window)
+            .order_by(_group, _order_key)
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(query).all()
+            if not rows:
+                rows = conn.execute(
+                    sa.select(*head_columns, *stats_columns).where(
+                        sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
+                    )
+                ).all()
+                if not rows:
+                    return None
+                return Window(WindowHead(*rows[0][:3]), (), (), WindowStats(*rows[0][3:]))
+        first = rows[0]
+        events = tuple(event_from_payload(session_id, r.event_id, r.payload) for r in rows)
+        positions = tuple(r.position for r in rows)
+        return Window(
+            WindowHead(first.version, first.window_epoch, max(positions)),
+            events,
+            positions,
+            WindowStats(*first[6:]),
+        )
+
+    def window_stats(self, session_id: str) -> WindowStats | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                sa.select(*(sessions.c[name] for name in _STATS)).where(
+                    sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
+                )
+            ).first()
+        return None if row is None else WindowStats(*row)
+
+    def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
+        query = (
+            _live_session_events(session_id)
+            .add_columns(ledger.c.position, ledger.c.event_id, ledger.c.payload)
+            .where(_in_window, ledger.c.token_count.is_(None))
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(query).all()
+        if not rows:
+            return 0
+        counts = [
+            {"sid": session_id, "pos": r.position, "count": counter(format_event(
+                event_from_payload(session_id, r.event_id, r.payload)))}
+            for r in rows
+        ]  # fmt: skip
+        with self._writer.begin() as conn:
+            if self._locked_head(conn, session_id) is None:
+                return 0
+            conn.execute(
+                ledger.update()
+                .where(
+                    ledger.c.session_id == sa.bindparam("sid"),
+                    ledger.c.position == sa.bindparam("pos"),
+                    ledger.c.token_count.is_(None),
+                )
+                .values(token_count=sa.bindparam("count")),
+                counts,
+            )
+            self._refresh_token_stats(conn, session_id)
+        return len(counts)
+
+    def _refresh_token_stats(self, conn: sa.Connection, session_id: str) -> None:
+        """Recompute the window's token sum and uncounted events (the session row is locked)."""
+        tokens, uncounted = conn.execute(
+            _live_session_events(session_id)
+            .add_columns(
+                sa.func.coalesce(sa.func.sum(ledger.c.token_count), 0),
+                sa.func.count() - sa.func.count(ledger.c.token_count),
+            )
+            .where(_in_window)
+        ).one()
+        conn.execute(
+            sessions.update()
+            .where(sessions.c.id == session_id)
+            .values(window_tokens=tokens, window_uncounted=uncounted)
+        )
+
+    # --- window changes ---------------------------------------------------------------------
+
+    def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
+        if not read.events:
+            return None
+        session_id = read.events[0].session_id
+        known = dict(zip((e.id for e in read.events), read.positions, strict=True))
+        now = _now()
+        with self._writer.begin() as conn:
+            row = conn.execute(
+                sa.select(
+                    sessions.c.head_position,
+                    sessions.c.head_hash,
+                    sessions.c.version,
+                    sessions.c.window_epoch,
+                )
+                .where(sessions.c.id == session_id, sessions.c.deleted_at.is_(None))
+                .with_for_update()
+            ).first()
+            if row is None:
+                raise SessionNotFound(f"session {session_id!r} not found")
+            if row.window_epoch != read.head.epoch:
+                return None
+            version = row.version + 1
+            head = Head(row.head_position, row.head_hash, version)
+            inserts, window, new_events = [], [], []
+            for event in result.compacted:
+                position = known.get(event.id)
+                if position is None:
+                    draft = event_draft(event.with_archived(False))
+                    record = draft.place(session_id, head.position + 1, version, head.hash)
+                    head = Head(record.position, record.row_hash, version)
+                    inserts.append(_row(draft, record, now))
+                    position = record.position
+                    new_events.append(position)
+                window.append(position)
+            kept = set(window)
+            draft = compaction_draft(
+                at=now,
+                epoch=read.head.epoch,
+                read_head=read.head.head_position,
+                window=window,
+                archived=[p for p in read.positions if p not in kept],
+                source=source,
+                tokens_saved=int(result.tokens_saved),
+            )
+            record = draft.place(session_id, head.position + 1, version, head.hash)
+            inserts.append(_row(draft, record, now))
+            conn.execute(ledger.insert(), inserts)
+            conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id, _in_prefix))
+            conn.execute(
+                window_slots.insert(),
+                [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
+                 for i, p in enumerate(window)],
+            )  # fmt: skip
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id)
+                .values(
+                    version=version,
+                    head_position=record.position,
+                    head_hash=record.row_hash,
+                    window_base=read.head.head_position,
+                    window_epoch=sessions.c.window_epoch + 1,
+                )
+            )
+            self._refresh_window_stats(conn, session_id)
+        self._cache(session_id, Head(record.position, record.row_hash, version))
+        return version
+
+    def _refresh_window_stats(self, conn: sa.Connection, session_id: str) -> None:
+        """Recompute every window stat from the window itself (after the window was replaced)."""
+        rows = conn.execute(
+            _live_session_events(session_id)
+            .add_columns(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
+            .where(_in_window)
+            .order_by(_group, _order_key)
+        ).all()
+        stats = window_stats(
+            (event_from_payload(session_id, r.event_id, r.payload), r.token_count) for r in rows
+        )
+        conn.execute(sessions.update().where(sessions.c.id == session_id).values(**_stats_columns(stats)))
+
+    def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
+        raise NotImplementedError("rewind is not implemented yet")
+
+    # --- state ------------------------------------------------------------------------------
+
+    def app_state(self, app_name: str) -> Mapping[str, Any]:
+        with self._engine.connect() as conn:
+            state = conn.execute(
+                sa.select(app_states.c.state).where(app_states.c.app_name == app_name)
+            ).scalar()
+        return state or {}
+
+    def user_state(self, app_name: str, user_id: str) -> Mapping[str, Any]:
+        with self._engine.connect() as conn:
+            state = conn.execute(
+                sa.select(user_states.c.state).where(
+                    user_states.c.app_name == app_name, user_states.c.user_id == user_id
+                )
+            ).scalar()
+        return state or {}
+
+    def _merge_state(self, conn: sa.Connection, session_id: str, scopes: Any) -> None:
+        """Apply a state delta inside an append (the session row is already locked by the append)."""
+        row = conn.execute(
+            sa.select(sessions.c.state, sessions.c.app_name, sessions.c.user_id).where(
+                sessions.c.id == session_id
+            )
+        ).one()
+        if scopes.session:
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id)
+                .values(state={**row.state, **scopes.session})
+            )
+        self._merge_shared_state(conn, row.app_name, row.user_id, scopes.app, scopes.user)
+
+    def _merge_shared_state(
+        self, conn: sa.Connection, app_name: str, user_id: str, app: dict[str, Any], user: dict[str, Any]
+    ) -> None:
+        """Shallow per-key merge into the app and user scopes, under their row locks."""
+        for table, key, delta in (
+            (app_states, {"app_name": app_name}, app),
+            (user_states, {"app_name": app_name, "user_id": user_id}, user),
+        ):
+            if not delta:
+                continue
+            conn.execute(self._insert(table).values(**key, state={}).on_conflict_do_nothing())
+            where = [table.c[name] == value for name, value in key.items()]
+            current = conn.execute(sa.select(table.c.state).where(*where).with_for_update()).scalar_one()
+            conn.execute(table.update().where(*where).values(state={**current, **delta}))
+
+    # --- audit and relay --------------------------------------------------------------------
+
+    def records(self, session_id: str) -> Iterator[LedgerRecord]:
+        query = sa.select(ledger).where(ledger.c.session_id == session_id).order_by(ledger.c.position)
+        with self._engine.connect() as conn:
+            rows = conn.execute(query).all()
+        for r in rows:
+            yield LedgerRecord(
+                session_id=r.session_id,
+                position=r.position,
+                version=r.version,
+                kind=Kind(r.kind),
+                event_id=r.event_id,
+                occurred_at=r.occurred_at,
+                payload=r.payload,
+                content_hash=r.content_hash,
+                prev_hash=r.prev_hash,
+                row_hash=r.row_hash,
+                event_type=r.event_type,
+                branch=r.branch,
+                synthetic=r.synthetic,
+                recorded_at=r.recorded_at,
+                token_count=r.token_count,
+                global_position=r.global_position,
+            )
+
+    def session_ids(self) -> list[str]:
+        with self._engine.connect() as conn:
+            return list(
+                conn.execute(
+                    sa.select(sessions.c.id).order_by(sessions.c.created_at, sessions.c.id)
+                ).scalars()
+            )
+
+    def tail(self, after: int, limit: int) -> list[TailRow]:
+        query = (
+            sa.select(ledger.c.global_position, ledger.c.session_id, sessions.c.app_name, ledger.c.kind)
+            .join(sessions, sessions.c.id == ledger.c.session_id)
+            .where(ledger.c.global_position > after)
+            .order_by(ledger.c.global_position)
+            .limit(limit)
+        )
+        with self._engine.connect() as conn:
+            return [TailRow(*row) for row in conn.execute(query)]
+
+    # --- heads ------------------------------------------------------------------------------
+
+    def _read_head(self, session_id: str) -> Head | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version).where(
+                    sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
+                )
+            ).first()
+        return None if row is None else Head(*row)
+
+    def _locked_head(self, conn: sa.Connection, session_id: str) -> Head | None:
+        row = conn.execute(
+            sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version)
+            .where(sessions.c.id == session_id, sessions.c.deleted_at.is_(None))
+            .with_for_update()
+        ).first()
+        return None if row is None else Head(*row)
+
+    def _has_event(self, session_id: str, event_id: str) -> bool:
+        with self._engine.connect() as conn:
+            return (
+                conn.execute(
+                    sa.select(ledger.c.position).where(
+                        ledger.c.session_id == session_id, ledger.c.event_id == event_id
+                    )
+                ).first()
+                is not None
+            )
+
+    def _cache(self, session_id: str, head: Head) -> None:
+        with self._heads_lock:
+            cached = self._heads.get(session_id)
+            if cached is None or cached.position < head.position:
+                self._heads[session_id] = head
+
+    def _forget(self, session_id: str) -> None:
+        with self._heads_lock:
+            self._heads.pop(session_id, None)
+
+
+_SESSIONS = (
+    sa.select(sessions, app_states.c.state.label("app_state"), user_states.c.state.label("user_state"))
+    .select_from(
+        sessions.outerjoin(app_states, app_states.c.app_name == sessions.c.app_name).outerjoin(
+            user_states,
+            sa.and_(
+                user_states.c.app_name == sessions.c.app_name, user_states.c.user_id == sessions.c.user_id
+            ),
+        )
+    )
+    .where(sessions.c.deleted_at.is_(None))
+)
+
+
+def _session(row: Any) -> Session:
+    return Session(
+        id=row.id,
+        user_id=row.user_id,
+        app_name=row.app_name,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        metadata=row.metadata,
+        state=merge_state(row.state, row.app_state or {}, row.user_state or {}),
+    )
+
+
+def _event_of(draft: Draft) -> SessionEvent:
+    if draft.kind is not Kind.EVENT or draft.event is None:
+        raise ValueError(f"only event drafts can be appended, got {draft.kind}")
+    return draft.event
+
+
+def _row(draft: Draft, record: LedgerRecord, recorded_at: datetime) -> dict[str, Any]:
+    return {
+        "session_id": record.session_id,
+        "position": record.position,
+        "version": record.version,
+        "event_id": record.event_id,
+        "kind": record.kind.value,
+        "occurred_at": record.occurred_at,
+        "recorded_at": recorded_at,
+        "event_type": record.event_type,
+        "branch": record.branch,
+        "synthetic": record.synthetic,
+        "payload": draft.text,
+        "token_count": None,
+        "content_hash": record.content_hash,
+        "prev_hash": record.prev_hash,
+        "row_hash": record.row_hash,
+    }
+
+
+def _stats(row: Any) -> WindowStats:
+    return WindowStats(*(row._mapping[name] for name in _STATS))
+
+
+def _stats_columns(stats: WindowStats) -> dict[str, int]:
+    return dict(zip(_STATS, (stats.events, stats.turns, stats.bytes, stats.tokens, stats.uncounted,
+                             stats.events_since_summary), strict=True))  # fmt: skip

@@ -1,0 +1,286 @@
+"""`SessionService`: the public API (CONTRACT.md §3), one implementation over any `Ledger`.
+
+The service owns validation, state scoping, time-to-live and the compaction loop; the ledger
+owns storage and its concurrency rules. Every backend therefore behaves the same by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import uuid4
+
+from domain.codec import ensure_json
+from domain.compaction import CompactionRequest, CompactionResult
+from domain.errors import ConcurrencyConflict, SessionNotFound
+from domain.events import SessionEvent
+from domain.filters import EventFilter
+from domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
+from domain.messages import Message
+from domain.ports import AppendOutcome, Ledger, TokenCounter, WindowStats
+from domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
+from domain.tokens import default_counter
+from infrastructure.settings import Settings
+
+AppendHook = Callable[[Sequence[SessionEvent]], None]
+"""Called with the events an append stored, after they are committed."""
+
+
+def _require_id(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string")
+    return value
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SessionService:
+    """Sessions, their events, state and compaction; synchronous and safe to share between threads."""
+
+    def __init__(self, ledger: Ledger, settings: Settings | None = None) -> None:
+        self._ledger = ledger
+        self._settings = settings or Settings()
+        self.append_hooks: list[AppendHook] = []
+        """Queue wiring point: each hook sees every stored batch of events, after commit."""
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def broker_url(self) -> str | None:
+        """Where appends are announced to the workers (`None`: no queue, compaction on request)."""
+        return self._settings.broker_url
+
+    def close(self) -> None:
+        self._ledger.close()
+
+    def __enter__(self) -> SessionService:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- sessions (§3.1) ----------------------------------------------------------------------
+
+    def create_session(
+        self,
+        user_id: str,
+        *,
+        session_id: str | None = None,
+        app_name: str = "default",
+        ttl: timedelta | None = DEFAULT_TTL,
+        metadata: Mapping[str, Any] | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """A new session; `ttl=None` never expires. `ValueError` for a used (or deleted) id."""
+        _require_id(user_id, "user_id")
+        _require_id(app_name, "app_name")
+        session_id = str(uuid4()) if session_id is None else _require_id(session_id, "session_id")
+        if ttl is not None and not isinstance(ttl, timedelta):
+            raise ValueError("ttl must be a timedelta or None")
+        metadata = dict(metadata or {})
+        state = dict(state or {})
+        ensure_json(metadata, "metadata")
+        ensure_json(state, "state")
+        created_at = _now()
+        session = Session(
+            id=session_id,
+            user_id=user_id,
+            app_name=app_name,
+            created_at=created_at,
+            expires_at=None if ttl is None else created_at + ttl,
+            metadata=metadata,
+        )
+        self._ledger.create_session(session, strip_temp(state))
+        created = self._ledger.get_session(session_id)
+        if created is None:  # deleted in the instant since it was created
+            raise SessionNotFound(f"session {session_id!r} not found")
+        return created
+
+    def get_session(self, session_id: str, *, user_id: str | None = None) -> Session | None:
+        """The session, or `None`; with `user_id`, another user's session is `None` too."""
+        session = self._ledger.get_session(_require_id(session_id, "session_id"))
+        if session is None or (user_id is not None and session.user_id != user_id):
+            return None
+        return session
+
+    def list_sessions(self, user_id: str, *, app_name: str | None = None) -> list[Session]:
+        """The user's sessions, oldest first; `app_name=None` means every app."""
+        return self._ledger.list_sessions(_require_id(user_id, "user_id"), app_name)
+
+    def delete_session(self, session_id: str) -> None:
+        """Erase the session's messages and record the deletion; a missing session is a no-op."""
+        self._ledger.delete_session(_require_id(session_id, "session_id"), "deleted")
+
+    def delete_expired_sessions(self, now: datetime | None = None) -> int:
+        """Delete the sessions with `expires_at < now`; returns how many were deleted."""
+        now = _now() if now is None else now
+        if now.tzinfo is None:
+            raise ValueError("now must be timezone-aware")
+        return sum(
+            self._ledger.delete_session(sid, "expired") for sid in self._ledger.expired_session_ids(now)
+        )
+
+    # --- events (§3.2) ------------------------------------------------------------------------
+
+    def append_event(self, event: SessionEvent) -> bool:
+        """Store the event; `False` (nothing changes) when its id is already in the session's ledger."""
+        outcome = self._append([self._draft(event)])[0]
+        if outcome is AppendOutcome.NO_SESSION:
+            raise SessionNotFound(f"session {event.session_id!r} not found")
+        return outcome is AppendOutcome.STORED
+
+    def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        branch: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        state_delta: Mapping[str, Any] | None = None,
+    ) -> SessionEvent:
+        """Append `message` as a new event; returns the event as stored (no `temp:` keys)."""
+        if not isinstance(message, Message):
+            raise ValueError("message must be a Message")
+        event = SessionEvent(
+            session_id=_require_id(session_id, "session_id"),
+            message=message,
+            branch=branch,
+            metadata=metadata or {},
+            state_delta=state_delta or {},
+        )
+        draft = self._draft(event)
+        if self._append([draft])[0] is AppendOutcome.NO_SESSION:
+            raise SessionNotFound(f"session {session_id!r} not found")
+        return draft.event  # type: ignore[return-value]
+
+    def ingest(self, events: Iterable[SessionEvent]) -> list[AppendOutcome]:
+        """Append a batch (any sessions) in one transaction: the workers' ingest path.
+
+        Idempotent per event id; per-session order is the batch order. Every event is validated
+        first (`ValueError` and nothing stored when one is invalid); an unknown session is the
+        `NO_SESSION` outcome for its events, not an exception, so one bad event cannot block a batch.
+        """
+        return self._append([self._draft(event) for event in events])
+
+    def _draft(self, event: SessionEvent) -> Draft:
+        if not isinstance(event, SessionEvent):
+            raise ValueError("event must be a SessionEvent")
+        if any(key.startswith(TEMP_PREFIX) for key in event.state_delta):
+            event = replace(event, state_delta=strip_temp(event.state_delta))
+        if event.archived:
+            event = event.with_archived(False)
+        draft = event_draft(event)
+        limit = self._settings.max_payload_bytes
+        if draft.size > limit:
+            raise ValueError(
+                f"event {event.id!r} is {draft.size} bytes as JSON, over the payload limit of "
+                f"{limit} bytes (max_payload_bytes)"
+            )
+        return draft
+
+    def _append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+        outcomes = self._ledger.append(drafts)
+        if self.append_hooks:
+            stored = [d.event for d, o in zip(drafts, outcomes, strict=True) if o is AppendOutcome.STORED]
+            if stored:
+                for hook in self.append_hooks:
+                    hook(stored)  # type: ignore[arg-type]
+        return outcomes
+
+    def get_events(self, session_id: str, filter: EventFilter | None = None) -> list[SessionEvent]:
+        """The log, filtered: archived events first, then the active window; `[]` when unknown."""
+        if filter is None:
+            filter = EventFilter.all()
+        elif not isinstance(filter, EventFilter):
+            raise ValueError("filter must be an EventFilter or None")
+        return self._ledger.events(_require_id(session_id, "session_id"), filter)
+
+    def get_messages(self, session_id: str) -> list[Message]:
+        """The active window's messages, in order; `[]` for an unknown session."""
+        return [event.message for event in self.get_events(session_id, EventFilter.active())]
+
+    def event_version(self, session_id: str) -> int:
+        """+1 per effective append and per applied compaction; 0 for an unknown session."""
+        return self._ledger.version(_require_id(session_id, "session_id"))
+
+    # --- state (§3.3) -------------------------------------------------------------------------
+
+    def get_app_state(self, app_name: str) -> Mapping[str, Any]:
+        return self._ledger.app_state(_require_id(app_name, "app_name"))
+
+    def get_user_state(self, user_id: str, *, app_name: str = "default") -> Mapping[str, Any]:
+        return self._ledger.user_state(_require_id(app_name, "app_name"), _require_id(user_id, "user_id"))
+
+    # --- compaction (§3.4) --------------------------------------------------------------------
+
+    def window_stats(self, session_id: str) -> WindowStats | None:
+        """The active window's running stats (O(1)); `None` for an unknown session."""
+        return self._ledger.window_stats(_require_id(session_id, "session_id"))
+
+    def fill_token_counts(self, session_id: str, counter: TokenCounter | None = None) -> int:
+        """Count the window events whose token count is unknown (default counter); returns how many."""
+        return self._ledger.fill_token_counts(
+            _require_id(session_id, "session_id"), counter or default_counter()
+        )
+
+    def compact(self, session_id: str, trigger: Any, strategy: Any) -> CompactionResult:
+        """Evaluate `trigger` on the active window and, when it fires, apply `strategy`'s result.
+
+        The write is checked against the window epoch read: events appended meanwhile simply
+        follow the new window; a concurrent compaction makes this one re-read and re-evaluate,
+        up to `settings.compaction_attempts` times, then `ConcurrencyConflict`.
+        """
+        _require_id(session_id, "session_id")
+        if trigger is None or strategy is None:
+            raise ValueError("trigger and strategy must not be None")
+        for _ in range(self._settings.compaction_attempts):
+            session = self._ledger.get_session(session_id)
+            read = self._ledger.window(session_id)
+            if session is None or read is None:
+                raise SessionNotFound(f"session {session_id!r} not found")
+            request = CompactionRequest.of(session, read.events, read.stats)
+            if not trigger.should_compact(request):
+                return CompactionResult.noop(read.events)
+            result = strategy.compact(request)
+            if not result.archived:
+                return result
+            if (
+                self._ledger.apply_compaction(read, result, _source(result, read.events, strategy))
+                is not None
+            ):
+                return result
+        raise ConcurrencyConflict(
+            f"compaction of session {session_id!r} lost {self._settings.compaction_attempts} races "
+            "to concurrent compactions"
+        )
+
+    # --- audit --------------------------------------------------------------------------------
+
+    def records(self, session_id: str) -> list[LedgerRecord]:
+        """Every ledger record of the session, by position (erased payloads are `None`)."""
+        return list(self._ledger.records(_require_id(session_id, "session_id")))
+
+    def replay(
+        self, session_id: str, *, upto_version: int | None = None, at: datetime | None = None
+    ) -> Projection:
+        """The session rebuilt from its ledger records alone, as it stood at a version or a time."""
+        return replay(self.records(session_id), upto_version=upto_version, at=at)
+
+
+def _source(result: CompactionResult, read: Sequence[SessionEvent], strategy: Any) -> str:
+    """The `compactionSource` of the synthetic events the result adds, else the strategy's name."""
+    known = {event.id for event in read}
+    for event in result.compacted:
+        if event.id not in known and SessionEvent.COMPACTION_SOURCE in event.metadata:
+            return str(event.metadata[SessionEvent.COMPACTION_SOURCE])
+    return type(strategy).__name__
