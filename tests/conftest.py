@@ -49,3 +49,6 @@ def database_url(request) -> str:
     if request.param == "sqlite":
         return request.getfixturevalue("sqlite_url")
     return request.getfixturevalue("pg_url_shared")
+
+
+pytest_plugins = ["tests.fakes.fake_openai"]

@@ -1,0 +1,131 @@
+"""A summarizer that calls any OpenAI-compatible chat-completions endpoint.
+
+OpenAI itself, Azure, vLLM, Ollama, llama.cpp: anything `openai.OpenAI(base_url=...)` can talk to.
+Every failure surfaces as one `SummarizerError` that says what went wrong, so the compaction worker
+can log it and decide between retrying and dead-lettering without knowing the `openai` package.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletionMessage
+
+# Local OpenAI-compatible servers ignore the key, but the client insists on having one.
+PLACEHOLDER_API_KEY = "sessionledger-no-key"
+
+
+class SummarizerError(RuntimeError):
+    """The summarizer could not produce a summary; `retryable` says whether trying later may help."""
+
+    def __init__(self, message: str, *, retryable: bool = False, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status_code = status_code
+
+
+class OpenAISummarizer:
+    """Plain-text summaries: the model's reply is the summary (`None` when it is blank)."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30,
+        max_retries: int = 2,
+        max_summary_chars: int | None = None,
+        temperature: float | None = 0,
+    ) -> None:
+        """`temperature=None` leaves it out of the request (reasoning models reject any other value)."""
+        if not model:
+            raise ValueError("a summarizer model name is required")
+        if max_summary_chars is not None and max_summary_chars <= 0:
+            raise ValueError("max_summary_chars must be positive")
+        self.model = model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_summary_chars = max_summary_chars
+        self.temperature = temperature
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=_api_key(api_key, base_url),
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    def summarize(self, system_prompt: str, user_prompt: str) -> str | None:
+        message = self._complete(system_prompt, user_prompt)
+        text = (message.content or "").strip()
+        if not text:
+            return None
+        return text if self.max_summary_chars is None else truncate(text, self.max_summary_chars)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _complete(self, system_prompt: str, user_prompt: str, **options: Any) -> ChatCompletionMessage:
+        """One chat completion; every way it can fail becomes a `SummarizerError`."""
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        try:
+            completion = self._client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": system_prompt},
+                    {"role": "user", "content": user_prompt},
+                ],
+                **options,
+            )
+        except openai.APITimeoutError as exc:
+            raise SummarizerError(
+                f"summarizer request to {self.base_url} timed out after {self.timeout}s "
+                f"(tried {self.max_retries + 1} times)",
+                retryable=True,
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise SummarizerError(
+                f"cannot reach the summarizer at {self.base_url}: {exc.__cause__ or exc}", retryable=True
+            ) from exc
+        except openai.APIStatusError as exc:
+            raise SummarizerError(
+                f"summarizer returned HTTP {exc.status_code} from {self.base_url}: {exc.message}",
+                retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500,
+                status_code=exc.status_code,
+            ) from exc
+        except (openai.APIError, ValueError) as exc:
+            raise SummarizerError(
+                f"malformed response from the summarizer at {self.base_url}: {exc}"
+            ) from exc
+        if not getattr(completion, "choices", None):
+            raise SummarizerError(f"the summarizer at {self.base_url} returned no choices")
+        message = completion.choices[0].message
+        if message.refusal:
+            raise SummarizerError(f"the model refused to summarize: {message.refusal}")
+        return message
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """Cut at a word boundary and mark the cut with an ellipsis; short texts are returned unchanged."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1]
+    space = cut.rfind(" ")
+    if space > max_chars // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+def _api_key(api_key: str | None, base_url: str | None) -> str | None:
+    """The explicit key, else the client's own `OPENAI_API_KEY`, else a placeholder for a custom server."""
+    if api_key or os.environ.get("OPENAI_API_KEY"):
+        return api_key
+    if base_url or os.environ.get("OPENAI_BASE_URL"):
+        return PLACEHOLDER_API_KEY
+    raise ValueError("no OpenAI API key and no base URL: set OPENAI_API_KEY or OPENAI_BASE_URL")
