@@ -10,19 +10,14 @@ from domain import AssistantMessage, Session, SessionEvent, UserMessage
 from domain.compaction import DEFAULT_SYSTEM_PROMPT, CompactionRequest, RecursiveSummarizationStrategy
 from domain.compaction.prompts import history_prompt, recursive_prompt
 from domain.ports import Summarizer
+from infrastructure.sharegpt import Conversation, conversations
 from infrastructure.summarizers.extractive import HEADER, ExtractiveSummarizer, split_prompt
-from tests.sharegpt_sample import sharegpt_conversations
 
 SID = "s-1"
 
 
-def events_of(conversation: list[dict]) -> list[SessionEvent]:
-    make = {"human": UserMessage, "gpt": AssistantMessage}
-    return [
-        SessionEvent(session_id=SID, message=make[m["from"]](m["value"]))
-        for m in conversation
-        if m["from"] in make
-    ]
+def events_of(conversation: Conversation) -> list[SessionEvent]:
+    return [SessionEvent(session_id=SID, message=message) for message in conversation.messages]
 
 
 def summarize(prompt: str, max_chars: int = 1500) -> str | None:
@@ -127,11 +122,11 @@ def test_nothing_to_summarize_is_no_summary_and_chit_chat_only_is_said_so():
 
 @pytest.mark.parametrize("max_chars", [200, 600, 2000])
 def test_bounded_and_deterministic_on_real_conversations(max_chars):
-    conversations = [c for c in sharegpt_conversations(600_000) if len(c) >= 6][:20]
-    assert conversations
-    for conversation in conversations:
+    real = list(conversations(limit=20, min_messages=6))
+    assert len(real) == 20
+    for conversation in real:
         events = events_of(conversation)
-        prior = [SessionEvent(session_id=SID, message=AssistantMessage(conversation[0]["value"] * 3))]
+        prior = [SessionEvent(session_id=SID, message=AssistantMessage(conversation.messages[0].text * 3))]
         prompt = recursive_prompt(prior, events[:-2], events[-2:])
         summary = summarize(prompt, max_chars)
         assert len(summary) <= max_chars
@@ -141,7 +136,7 @@ def test_bounded_and_deterministic_on_real_conversations(max_chars):
 
 def test_drives_the_recursive_strategy_offline():
     session = Session(id=SID, user_id="u")
-    events = [e for c in sharegpt_conversations(300_000)[:3] for e in events_of(c)]
+    events = [e for c in conversations(limit=3) for e in events_of(c)]
     strategy = RecursiveSummarizationStrategy(ExtractiveSummarizer(), max_events_to_keep=4, overlap_size=1)
     result = strategy.compact(CompactionRequest.of(session, events))
     shadow, summary = result.compacted[:2]
