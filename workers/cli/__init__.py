@@ -1,0 +1,14 @@
+"""The `sessionledger` command: one typer application, commands grouped by what they serve."""
+
+from __future__ import annotations
+
+import sys
+
+from workers.cli.app import cli
+
+
+def main() -> None:
+    """Console-script entry point: run the command, mapping errors to the contract's exit codes."""
+    from workers.cli import browse  # noqa: F401  (registers its commands)
+
+    sys.exit(cli(standalone_mode=True))

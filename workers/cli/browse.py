@@ -1,0 +1,96 @@
+"""Read-only commands for people and scripts: `sessions` and `events`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from domain import EventFilter, Session, SessionEvent, format_event
+from domain.codec import event_to_payload, format_timestamp
+from workers.cli.app import AsJson, BrokerUrl, DatabaseUrl, command, console, emit_json, fail, service_for
+
+
+def session_row(session: Session) -> dict[str, object]:
+    return {
+        "id": session.id,
+        "user_id": session.user_id,
+        "app_name": session.app_name,
+        "created_at": format_timestamp(session.created_at),
+        "expires_at": format_timestamp(session.expires_at) if session.expires_at else None,
+        "metadata": dict(session.metadata),
+        "state": dict(session.state),
+    }
+
+
+def event_row(event: SessionEvent) -> dict[str, object]:
+    return {
+        "id": event.id,
+        "session_id": event.session_id,
+        "archived": event.archived,
+        **event_to_payload(event),
+    }
+
+
+@command
+def sessions(
+    user: Annotated[str, typer.Option("--user", help="Owner of the sessions.")],
+    app: Annotated[str | None, typer.Option("--app", help="Only this application.")] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """List a user's sessions, oldest first."""
+    if not user:
+        fail("--user must not be empty")
+    with service_for(database_url, broker_url) as service:
+        found = service.list_sessions(user, app_name=app)
+        if as_json:
+            emit_json([session_row(s) for s in found])
+            return
+        table = Table("session", "app", "created", "expires", "events in window", title=f"sessions of {user}")
+        for session in found:
+            table.add_row(
+                session.id,
+                session.app_name,
+                format_timestamp(session.created_at)[:19],
+                format_timestamp(session.expires_at)[:19] if session.expires_at else "never",
+                str(len(service.get_messages(session.id))),
+            )
+        console.print(table)
+
+
+@command
+def events(
+    session_id: Annotated[str, typer.Argument(help="The session to show.")],
+    all_events: Annotated[
+        bool, typer.Option("--all", help="The whole ledger, archived events included.")
+    ] = False,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Show a session's active window, or with --all every event it recorded."""
+    with service_for(database_url, broker_url) as service:
+        if service.get_session(session_id) is None:
+            fail(f"unknown session {session_id!r}")
+        found = service.get_events(session_id, EventFilter.all() if all_events else EventFilter.active())
+        if as_json:
+            emit_json([event_row(e) for e in found])
+            return
+        title = f"{'ledger' if all_events else 'active window'} of {session_id}"
+        table = Table("#", "time", "branch", "flags", "event", title=title, show_lines=False)
+        for index, event in enumerate(found, start=1):
+            flags = " ".join(
+                f for f, on in (("synthetic", event.is_synthetic), ("archived", event.archived)) if on
+            )
+            text = format_event(event)
+            table.add_row(
+                str(index),
+                format_timestamp(event.timestamp)[:19],
+                event.branch or "",
+                flags,
+                text if len(text) <= 160 else text[:157] + "...",
+            )
+        console.print(table)
