@@ -1,0 +1,78 @@
+"""The shared result table: one `Row` per figure, printed with rich and written as markdown.
+
+Columns: benchmark, measured, baseline, ratio, target, pass. `measured` and `baseline` are already
+formatted (units differ between rows); `ratio` is measured/baseline as the target states it;
+`passed` is `None` for a figure reported without a target.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+RESULTS = Path(__file__).resolve().parent / "results"
+COLUMNS = ("benchmark", "measured", "baseline", "ratio", "target", "pass")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    benchmark: str
+    measured: str
+    baseline: str = "-"
+    ratio: float | None = None
+    target: str = "-"
+    passed: bool | None = None
+
+    def cells(self) -> tuple[str, ...]:
+        ratio = "-" if self.ratio is None else f"{self.ratio:.2f}"
+        verdict = {None: "-", True: "yes", False: "NO"}[self.passed]
+        return (self.benchmark, self.measured, self.baseline, ratio, self.target, verdict)
+
+
+def rate(per_second: float, unit: str) -> str:
+    """`2,950 events/s`."""
+    return f"{per_second:,.0f} {unit}/s"
+
+
+def duration(seconds: float) -> str:
+    """Milliseconds below ten seconds (`1.84 ms`), else seconds."""
+    return f"{seconds * 1000:.2f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def markdown(rows: Sequence[Row]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def show(rows: Sequence[Row], title: str, console: Console | None = None) -> None:
+    table = Table(title=title)
+    for name in COLUMNS:
+        table.add_column(name, justify="left" if name in ("benchmark", "target") else "right")
+    for row in rows:
+        style = "red" if row.passed is False else None
+        table.add_row(*row.cells(), style=style)
+    (console or Console()).print(table)
+
+
+def write(text: str, name: str) -> Path:
+    """Write `bench/results/<name>` (the directory is gitignored)."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def main(run: Callable[[], list[Row]], module: str) -> None:
+    """Entry point of one benchmark module run alone: table, `results/<module>.md`, exit status."""
+    name = module.rsplit(".", 1)[-1]
+    rows = run()
+    show(rows, name)
+    path = write(f"## {name}\n\n{markdown(rows)}", f"{name}.md")
+    print(f"written to {path}")
+    sys.exit(1 if any(row.passed is False for row in rows) else 0)
