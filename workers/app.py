@@ -1,0 +1,197 @@
+"""The Celery application `app`, configured for LLM work and for per-session order.
+
+- Ingest (`sessionledger.ingest.<n>` queues) runs in workers started with `--role ingest`: a solo
+  pool, one message at a time, so each partition's messages are stored in order; on RabbitMQ the
+  partition queues have a single active consumer, so a second worker on a partition waits as a standby.
+- Evaluate and compact run in `--role tasks` workers (prefork pool, any concurrency).
+- Every task acks late (after its effect is committed), with a prefetch of 1. A pool process that
+  dies mid-task has its task retried (bounded by `max_retries`, with backoff); a message the
+  broker redelivers after a whole worker died counts as a retry too. Time limits stay below the
+  broker's redelivery horizon (RabbitMQ `consumer_timeout`, 30 min by default; Redis
+  `visibility_timeout`, set to the same horizon), so a slow task is never redelivered while running.
+  After the last retry, a task goes to the dead-letter queue with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery, signals
+from celery.worker.consumer import Consumer
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from infrastructure.queue_names import (
+    COMPACT_TASK,
+    DEFAULT_PARTITIONS,
+    DEFAULT_PREFIX,
+    EVALUATE_TASK,
+    SWEEP_TASK,
+    QueueNames,
+)
+from infrastructure.settings import DEFAULT_DATABASE_URL
+
+DEFAULT_BROKER_URL = "amqp://guest:guest@localhost:5672//"
+
+
+class WorkerSettings(BaseSettings):
+    """The queue's knobs (environment prefix `SESSIONLEDGER_`); the ledger's are in `Settings`."""
+
+    model_config = SettingsConfigDict(env_prefix="SESSIONLEDGER_", extra="ignore")
+
+    broker_url: str = DEFAULT_BROKER_URL
+    database_url: str = DEFAULT_DATABASE_URL
+    queue_prefix: str = DEFAULT_PREFIX
+    partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1)
+    ingest_chunk: int = Field(default=1000, ge=1)
+    """Events per ledger transaction in the ingest task."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    """An ingest message larger than this is dead-lettered unread."""
+    task_soft_time_limit: int = Field(default=240, gt=0)
+    task_time_limit: int = Field(default=300, gt=0)
+    ingest_time_limit: int = Field(default=120, gt=0)
+    redelivery_horizon: int = Field(default=1800, gt=0)
+    """Seconds before the broker redelivers an unacked message (RabbitMQ consumer_timeout)."""
+    max_retries: int = Field(default=5, ge=0)
+    retry_backoff: int = Field(default=5, gt=0)
+    """First retry delay in seconds; doubles per retry, capped by `retry_backoff_max`, jittered."""
+    retry_backoff_max: int = Field(default=600, gt=0)
+    lease_seconds: int | None = None
+    """How long a compaction claims its session; default: the hard time limit plus a minute."""
+    relay_interval: float = Field(default=0.5, gt=0)
+    relay_batch: int = Field(default=5000, gt=0)
+    relay_gap_timeout: float = Field(default=5.0, gt=0)
+    sweep_interval: float = Field(default=3600.0, gt=0)
+    log_format: str = "json"
+    metrics_port: int | None = None
+
+    @model_validator(mode="after")
+    def _limits_below_horizon(self) -> WorkerSettings:
+        if self.task_soft_time_limit >= self.task_time_limit:
+            raise ValueError("task_soft_time_limit must be below task_time_limit")
+        # a reserved message may wait for one running task before its own run: two limits must fit
+        longest = max(self.task_time_limit, self.ingest_time_limit)
+        if 2 * longest >= self.redelivery_horizon:
+            raise ValueError(
+                f"time limits ({longest}s) must stay below half the broker's redelivery horizon "
+                f"({self.redelivery_horizon}s), or a slow task would be delivered twice"
+            )
+        return self
+
+    @property
+    def queue_names(self) -> QueueNames:
+        return QueueNames(self.queue_prefix, self.partitions)
+
+    @property
+    def lease(self) -> int:
+        return self.lease_seconds or self.task_time_limit + 60
+
+
+class DeadLetteringConsumer(Consumer):
+    """Celery's consumer, except that unreadable or unknown messages go to the dead-letter queue.
+
+    Celery acks an undecodable message and rejects an unknown one (dropped on Redis); here both
+    are kept, with the reason, for an operator to inspect (`sessionledger dlq list`).
+    """
+
+    def on_decode_error(self, message: Any, exc: Exception) -> None:
+        self._dead(message, f"undecodable message: {exc}")
+
+    def on_unknown_message(self, body: Any, message: Any) -> None:
+        self._dead(message, "not a task message")
+
+    def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
+        self._dead(message, f"unknown task {message.headers.get('task')!r}")
+
+    def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
+        self._dead(message, f"invalid task message: {exc}")
+
+    def _dead(self, message: Any, reason: str) -> None:
+        from workers.dlq import DeadLetter, dead_letters
+
+        dead_letters(self.app).send(DeadLetter.of_raw_message(message, reason))
+        message.ack()
+
+
+def create_app(settings: WorkerSettings | None = None) -> Celery:
+    """A configured Celery application; `workers.app.app` is the one built from the environment."""
+    settings = settings or WorkerSettings()
+    names = settings.queue_names
+    celery = Celery("sessionledger", broker=settings.broker_url, include=["workers.tasks"])
+    celery.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        task_store_errors_even_if_ignored=False,
+        task_acks_late=True,
+        task_acks_on_failure_or_timeout=True,  # failures are dead-lettered first (workers.dlq)
+        task_reject_on_worker_lost=True,
+        task_retry_on_worker_lost=True,  # a lost pool process costs a retry, bounded by max_retries
+        worker_prefetch_multiplier=1,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        task_soft_time_limit=settings.task_soft_time_limit,
+        task_time_limit=settings.task_time_limit,
+        broker_transport_options={
+            "confirm_publish": True,
+            "visibility_timeout": settings.redelivery_horizon,
+        },
+        broker_connection_retry_on_startup=True,
+        task_queues=[*names.ingest_queues(), names.evaluate_queue, names.compact_queue],
+        task_default_exchange=names.prefix,
+        task_default_queue=names.compact,
+        task_default_routing_key=names.compact,
+        task_routes={
+            EVALUATE_TASK: {"queue": names.evaluate, "routing_key": names.evaluate},
+            COMPACT_TASK: {"queue": names.compact, "routing_key": names.compact},
+            SWEEP_TASK: {"queue": names.compact, "routing_key": names.compact},
+        },
+        task_create_missing_queues=False,
+        worker_consumer="workers.app:DeadLetteringConsumer",
+    )
+    celery.sessionledger_settings = settings  # type: ignore[attr-defined]
+    return celery
+
+
+def settings_of(celery: Celery) -> WorkerSettings:
+    return celery.sessionledger_settings  # type: ignore[attr-defined,no-any-return]
+
+
+def worker_arguments(
+    settings: WorkerSettings,
+    role: str,
+    *,
+    partitions: list[int] | None = None,
+    concurrency: int | None = None,
+    loglevel: str = "INFO",
+) -> list[str]:
+    """The `celery worker` arguments of one role: `ingest` (solo, in order) or `tasks` (prefork)."""
+    names = settings.queue_names
+    common = ["worker", f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
+    if role == "ingest":
+        queues = ",".join(q.name for q in names.ingest_queues(partitions))
+        return [*common, "--pool=solo", f"--queues={queues}", f"--hostname=ingest-{_node()}"]
+    if role == "tasks":
+        extra = [f"--concurrency={concurrency}"] if concurrency else []
+        queues = f"{names.evaluate},{names.compact}"
+        return [*common, "--pool=prefork", *extra, f"--queues={queues}", f"--hostname=tasks-{_node()}"]
+    raise ValueError(f"unknown worker role {role!r}: use ingest or tasks")
+
+
+def _node() -> str:
+    import os
+    import socket
+
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _structured_logs(logger: logging.Logger, **_: Any) -> None:
+    if settings_of(app).log_format == "json":
+        from workers.metrics import use_json_logs
+
+        use_json_logs(logger.handlers)
+
+
+app = create_app()

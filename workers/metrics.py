@@ -1,0 +1,203 @@
+"""What the queue did, where an operator looks: counters, structured logs, Prometheus text.
+
+Counters are kept per process and added, as deltas, to the `worker_counters` table of the
+deployment's database, so the work of every worker process and container adds up in one place
+that `sessionledger stats` (and `/metrics`) read. Logs are one JSON object per line, with the
+session id as a field, so they can be filtered per session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from infrastructure.ledger.engine import create_ledger_engine
+
+EVENTS_INGESTED = "events_ingested"
+DUPLICATES_SKIPPED = "duplicates_skipped"
+EVALUATIONS = "evaluations"
+COMPACTIONS_RUN = "compactions_run"
+COMPACTIONS_FAILED = "compactions_failed"
+CONFLICTS_RETRIED = "conflicts_retried"
+DEAD_LETTERED = "dead_lettered"
+COUNTERS = (
+    EVENTS_INGESTED,
+    DUPLICATES_SKIPPED,
+    EVALUATIONS,
+    COMPACTIONS_RUN,
+    COMPACTIONS_FAILED,
+    CONFLICTS_RETRIED,
+    DEAD_LETTERED,
+)
+_HELP = {
+    EVENTS_INGESTED: "Events stored in the ledger by the ingest workers.",
+    DUPLICATES_SKIPPED: "Events delivered again (same session and event id) and not stored twice.",
+    EVALUATIONS: "Policy evaluations of a session after appends.",
+    COMPACTIONS_RUN: "Compactions written back to a session window.",
+    COMPACTIONS_FAILED: "Compaction attempts that failed and were retried or dead-lettered.",
+    CONFLICTS_RETRIED: "Compaction write-backs that lost a version race and re-read.",
+    DEAD_LETTERED: "Messages or events sent to the dead-letter queue.",
+}
+
+_counters_table = sa.Table(
+    "worker_counters",
+    sa.MetaData(),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+
+class Metrics:
+    """Process-local counters; `flush` adds what accumulated to the shared table."""
+
+    def __init__(self, database_url: str | None = None, flush_every: float = 1.0) -> None:
+        self._pending: Counter[str] = Counter()
+        self._totals: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._database_url = database_url
+        self._engine: sa.Engine | None = None
+        self._flush_every = flush_every
+        self._flushed_at = time.monotonic()
+
+    def add(self, name: str, amount: int = 1) -> None:
+        if amount:
+            with self._lock:
+                self._pending[name] += amount
+                self._totals[name] += amount
+
+    def totals(self) -> dict[str, int]:
+        """What this process counted since it started."""
+        with self._lock:
+            return {name: self._totals[name] for name in COUNTERS}
+
+    def maybe_flush(self) -> None:
+        if time.monotonic() - self._flushed_at >= self._flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add the pending deltas to the database (kept for the next flush if that fails)."""
+        self._flushed_at = time.monotonic()
+        if self._database_url is None or self._database_url.startswith("memory:"):
+            return
+        with self._lock:
+            deltas, self._pending = dict(self._pending), Counter()
+        if not deltas:
+            return
+        try:
+            add_counters(self._store(), deltas)
+        except sa.exc.SQLAlchemyError:
+            logging.getLogger(__name__).warning("could not store counters, keeping them", exc_info=True)
+            with self._lock:
+                self._pending.update(deltas)
+
+    def close(self) -> None:
+        self.flush()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def _store(self) -> sa.Engine:
+        if self._engine is None:
+            self._engine = counters_engine(self._database_url)  # type: ignore[arg-type]
+        return self._engine
+
+
+def counters_engine(database_url: str) -> sa.Engine:
+    engine = create_ledger_engine(database_url, pool_size=1)
+    _counters_table.create(engine, checkfirst=True)
+    return engine
+
+
+def add_counters(engine: sa.Engine, deltas: Mapping[str, int]) -> None:
+    insert = (postgresql if engine.dialect.name == "postgresql" else sqlite).insert(_counters_table)
+    statement = insert.on_conflict_do_update(
+        index_elements=["name"], set_={"value": _counters_table.c.value + insert.excluded.value}
+    )
+    with engine.begin() as connection:
+        connection.execute(statement, [{"name": k, "value": v} for k, v in sorted(deltas.items())])
+
+
+def read_counters(database_url: str) -> dict[str, int]:
+    """Every counter's total across all worker processes (0 for those never counted)."""
+    if database_url.startswith("memory:"):
+        return dict.fromkeys(COUNTERS, 0)
+    engine = counters_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            stored = dict(
+                connection.execute(sa.select(_counters_table.c.name, _counters_table.c.value)).all()
+            )
+    finally:
+        engine.dispose()
+    return {name: int(stored.get(name, 0)) for name in COUNTERS}
+
+
+def prometheus_text(counters: Mapping[str, int], gauges: Mapping[str, int] | None = None) -> str:
+    """The Prometheus text exposition format: counters as `sessionledger_<name>_total`, gauges as is."""
+    lines: list[str] = []
+    for name, value in counters.items():
+        metric = f"sessionledger_{name}_total"
+        lines += [f"# HELP {metric} {_HELP.get(name, name)}", f"# TYPE {metric} counter", f"{metric} {value}"]
+    for name, value in (gauges or {}).items():
+        metric = f"sessionledger_{name}"
+        lines += [f"# TYPE {metric} gauge", f"{metric} {value}"]
+    return "\n".join(lines) + "\n"
+
+
+def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+    """Serve `collect()` (Prometheus text) at `/metrics` from a daemon thread; returns the server."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != "/metrics":
+                self.send_error(404)
+                return
+            body = collect().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="sessionledger-metrics", daemon=True).start()
+    return server
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the record's `fields`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def use_json_logs(handlers: Iterable[logging.Handler]) -> None:
+    for handler in handlers:
+        handler.setFormatter(JsonFormatter())
+
+
+def log_event(logger: logging.Logger, message: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log `message` with structured fields (e.g. `session_id=...`) that the JSON formatter emits."""
+    logger.log(level, message, extra={"fields": fields})

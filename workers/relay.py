@@ -1,0 +1,218 @@
+"""The relay: the ledger is the outbox, and the relay tails it to wake the evaluators.
+
+Every append, made by an ingest worker or by `SessionService` in an agent's process, is a ledger
+row with a `global_position`. The relay reads the rows after its stored offset, sends one
+`evaluate(session_id)` per session per batch read (with publisher confirms), and only then moves
+its offset (table `relay_offsets`). If the broker is down when an append commits, nothing is lost:
+the row waits in the ledger until the relay can send. Delivery is at-least-once; evaluating a
+session twice is harmless.
+
+Global positions are assigned at insert time and committed out of order, and a rolled-back insert
+leaves a hole for ever. The relay therefore never moves its offset past a missing position until
+that position has been missing for `gap_timeout` seconds (longer than any write transaction),
+and remembers what it already sent beyond the hole so it does not send it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from celery import Celery
+from sqlalchemy.dialects import postgresql, sqlite
+
+from domain.ledger import Kind
+from domain.ports import Ledger
+from infrastructure import open_service
+from infrastructure.ledger.engine import WRITE
+from infrastructure.ledger.schema import relay_offsets
+from infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
+from workers.app import settings_of
+from workers.metrics import log_event
+
+log = logging.getLogger(__name__)
+
+RELAY_NAME = "evaluate"
+
+
+class RelayOffsets:
+    """The relay's position in the ledger, stored next to it (`relay_offsets`)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    def load(self, name: str) -> int:
+        with self._engine.connect() as conn:
+            stored = conn.execute(
+                sa.select(relay_offsets.c.global_position).where(relay_offsets.c.name == name)
+            ).scalar()
+        return int(stored or 0)
+
+    def save(self, name: str, position: int) -> None:
+        """Move the offset forward (never back: two relays racing cannot rewind it)."""
+        insert = self._insert(relay_offsets).values(name=name, global_position=position)
+        statement = insert.on_conflict_do_update(
+            index_elements=["name"],
+            set_={"global_position": insert.excluded.global_position},
+            where=relay_offsets.c.global_position < insert.excluded.global_position,
+        )
+        with self._writer.begin() as conn:
+            conn.execute(statement)
+
+
+class Relay:
+    """One tailer of the ledger; `poll()` reads a batch, wakes its sessions, and moves the offset."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        offsets: RelayOffsets,
+        wake: Callable[[Sequence[str]], None],
+        *,
+        name: str = RELAY_NAME,
+        batch: int = 5000,
+        gap_timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ledger = ledger
+        self._offsets = offsets
+        self._wake = wake
+        self._name = name
+        self.batch = batch
+        self._gap_timeout = gap_timeout
+        self._clock = clock
+        self.offset = offsets.load(name)
+        self._sent: set[int] = set()  # positions above the offset already handled
+        self._holes: dict[int, float] = {}  # missing position -> when it was first seen missing
+
+    def poll(self) -> int:
+        """One round; returns how many ledger rows it read (a full batch means: poll again now)."""
+        rows = self._ledger.tail(self.offset, self.batch)
+        fresh = [row for row in rows if row.global_position not in self._sent]
+        sessions = list(dict.fromkeys(row.session_id for row in fresh if row.kind == Kind.EVENT))
+        if sessions:
+            self._wake(sessions)
+        self._sent.update(row.global_position for row in fresh)
+        moved = self._advance()
+        if moved:
+            self._offsets.save(self._name, self.offset)
+        if sessions:
+            log_event(log, "sessions woken", sessions=len(sessions), rows=len(fresh), offset=self.offset)
+        return len(rows)
+
+    def _advance(self) -> bool:
+        """Move the offset over every handled position and every hole older than `gap_timeout`."""
+        start = self.offset
+        now = self._clock()
+        top = max(self._sent, default=self.offset)
+        while self.offset < top:
+            following = self.offset + 1
+            if following in self._sent:
+                self._sent.discard(following)
+            else:
+                first_seen = self._holes.setdefault(following, now)
+                if now - first_seen < self._gap_timeout:
+                    break
+                log_event(log, "skipping a permanent hole in the ledger", logging.DEBUG, position=following)
+            self._holes.pop(following, None)
+            self.offset = following
+        return self.offset != start
+
+
+class EvaluateSender:
+    """Sends `evaluate(session_id)` tasks through the application (confirmed publishes)."""
+
+    def __init__(self, celery: Celery) -> None:
+        self._celery = celery
+
+    def __call__(self, session_ids: Sequence[str]) -> None:
+        with self._celery.producer_or_acquire() as producer:
+            for session_id in session_ids:
+                self._celery.send_task(EVALUATE_TASK, args=[session_id], producer=producer)
+
+    def sweep(self) -> None:
+        self._celery.send_task(SWEEP_TASK)
+
+
+@contextmanager
+def leadership(engine: sa.Engine, name: str, stop: threading.Event) -> Iterator[bool]:
+    """On PostgreSQL, wait to be the one relay of that name (an advisory lock held on one
+    connection; a standby takes over when the leader's connection goes). Yields False if stopped first."""
+    if engine.dialect.name != "postgresql":
+        yield True
+        return
+    with engine.connect() as conn:
+        key = sa.text("SELECT pg_try_advisory_lock(hashtext(:key))").bindparams(
+            key=f"sessionledger.relay:{name}"
+        )
+        while not conn.execute(key).scalar():
+            conn.rollback()
+            if stop.wait(1.0):
+                yield False
+                return
+        conn.commit()
+        try:
+            yield True
+        finally:
+            conn.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+            conn.commit()
+
+
+def run_relay(
+    celery: Celery | None = None, stop: threading.Event | None = None, ledger: Ledger | None = None
+) -> None:
+    """Run the relay until `stop` is set (or for ever): `sessionledger relay`, or a thread in embedded mode.
+
+    Also sends a `sweep` every `sweep_interval` seconds, since exactly one relay runs.
+    """
+    if celery is None:
+        from workers.app import app as celery
+    settings = settings_of(celery)
+    stop = stop or threading.Event()
+    service = None if ledger is not None else open_service(settings.database_url)
+    ledger = ledger or service.ledger  # type: ignore[union-attr]
+    engine: sa.Engine = ledger.engine  # type: ignore[attr-defined]
+    sender = EvaluateSender(celery)
+    try:
+        with leadership(engine, RELAY_NAME, stop) as leading:
+            if not leading:
+                return
+            relay = Relay(
+                ledger,
+                RelayOffsets(engine),
+                sender,
+                batch=settings.relay_batch,
+                gap_timeout=settings.relay_gap_timeout,
+            )
+            log_event(log, "relay started", offset=relay.offset)
+            relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop)
+    finally:
+        if service is not None:
+            service.close()
+
+
+def relay_forever(
+    relay: Relay, sender: EvaluateSender, interval: float, sweep_every: float, stop: threading.Event
+) -> None:
+    backoff = interval
+    next_sweep = time.monotonic() + sweep_every
+    while not stop.is_set():
+        try:
+            read = relay.poll()
+            if time.monotonic() >= next_sweep:
+                sender.sweep()
+                next_sweep = time.monotonic() + sweep_every
+        except Exception as error:
+            log_event(log, "relay round failed, retrying", logging.WARNING, error=repr(error), wait=backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, 10.0)
+            continue
+        backoff = interval
+        if read < relay.batch:
+            stop.wait(interval)

@@ -1,0 +1,98 @@
+"""What a worker process needs to run tasks, built lazily, once per process.
+
+Celery's prefork pool forks its children after the application is imported, and database
+connections must not cross a fork, so nothing here is built before the first task of a process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import cached_property
+from typing import Any
+
+from celery import Celery
+
+from domain.ports import TokenCounter
+from domain.tokens import default_counter
+from infrastructure import SessionService, open_service
+from infrastructure.summarizers.factory import summarizer_from_settings
+from workers.app import WorkerSettings, settings_of
+from workers.leases import SessionLeases
+from workers.metrics import Metrics
+from workers.policy import PolicyBook, load_policies_from_env
+
+
+class WorkerRuntime:
+    """The service, policies, leases and counters of one worker process."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        service: SessionService | None = None,
+        policies: PolicyBook | None = None,
+    ) -> None:
+        self.settings = settings
+        self._given_service = service
+        self._given_policies = policies
+
+    @cached_property
+    def service(self) -> SessionService:
+        return self._given_service or open_service(self.settings.database_url)
+
+    @cached_property
+    def policies(self) -> PolicyBook:
+        if self._given_policies is not None:
+            return self._given_policies
+        ledger_settings = self.service.settings
+        return load_policies_from_env(lambda: summarizer_from_settings(ledger_settings), ledger_settings)
+
+    @cached_property
+    def leases(self) -> SessionLeases:
+        engine = getattr(self.service.ledger, "engine", None)
+        if engine is None:
+            raise RuntimeError("compaction leases need a SQL ledger (PostgreSQL or SQLite), not memory://")
+        return SessionLeases(engine)
+
+    @cached_property
+    def metrics(self) -> Metrics:
+        return Metrics(self.settings.database_url)
+
+    @cached_property
+    def token_counter(self) -> TokenCounter:
+        return default_counter()
+
+    def close(self) -> None:
+        if "metrics" in self.__dict__:
+            self.metrics.close()
+        if "service" in self.__dict__ and self._given_service is None:
+            self.service.close()
+
+
+_runtimes: dict[tuple[int, int], WorkerRuntime] = {}
+_lock = threading.Lock()
+
+
+def runtime_of(celery: Celery) -> WorkerRuntime:
+    """The runtime of this process for that application (a fresh one after a fork)."""
+    key = (id(celery), os.getpid())
+    with _lock:
+        runtime = _runtimes.get(key)
+        if runtime is None:
+            runtime = _runtimes[key] = WorkerRuntime(settings_of(celery))
+        return runtime
+
+
+def install_runtime(celery: Celery, runtime: WorkerRuntime) -> None:
+    """Use a runtime built elsewhere (the embedded pipeline shares its service)."""
+    with _lock:
+        _runtimes[(id(celery), os.getpid())] = runtime
+
+
+def close_runtimes(**_: Any) -> None:
+    """Flush counters and close connections of this process (at worker process shutdown)."""
+    with _lock:
+        mine = [key for key in _runtimes if key[1] == os.getpid()]
+        runtimes = [_runtimes.pop(key) for key in mine]
+    for runtime in runtimes:
+        runtime.close()

@@ -1,0 +1,366 @@
+"""The tasks: ingest a batch, evaluate a session's policy, compact a session, sweep expired sessions.
+
+- `ingest(lines)`: each line is one event (`infrastructure.publisher.encode_event`). The batch
+  is stored in ledger transactions of `ingest_chunk` events, idempotently (event id), in order.
+  Poison events (malformed JSON, an invalid event, an unknown session, over the payload limit) go
+  to the dead-letter queue with their reason; the rest of the batch is stored. The message is
+  acked only after that (acks_late). A database outage keeps the message: it is retried in place
+  and then requeued at the head of its partition, so nothing is reordered.
+- `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
+  counts filled in one batch when the threshold is within reach); fires -> `compact`.
+- `compact(session_id)`: claim the session's lease, run `SessionService.compact` (the LLM call
+  runs with no transaction or lock held; the write-back is version-checked), release.
+- `sweep()`: delete expired sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import sqlalchemy as sa
+from celery import Task, shared_task, signals
+from celery.exceptions import Ignore, Reject
+from celery.utils.time import get_exponential_backoff_interval
+
+from domain.codec import event_from_payload
+from domain.compaction import CompactionRequest
+from domain.errors import ConcurrencyConflict, SessionNotFound
+from domain.events import SessionEvent
+from domain.filters import EventFilter
+from domain.ports import AppendOutcome
+from infrastructure import SessionService
+from infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, INGEST_TASK, SWEEP_TASK, partition_of
+from workers import metrics
+from workers.app import settings_of
+from workers.dlq import DeadLetter, dead_letters, route_of
+from workers.metrics import log_event
+from workers.runtime import WorkerRuntime, close_runtimes, runtime_of
+
+log = logging.getLogger(__name__)
+
+_TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError)
+"""Database errors that mean "not now" (connection lost, server restarting), not "never"."""
+
+
+class Redelivered(RuntimeError):
+    """The broker delivered a message again because the worker running it was lost."""
+
+
+class LedgerTask(Task):
+    """Late ack; failures retried with exponential backoff up to `max_retries`, then dead-lettered.
+
+    A message the broker redelivers (its worker died, the connection dropped) counts as a
+    retry too, so a message that kills its worker cannot loop forever.
+    """
+
+    acks_late = True
+    reject_on_worker_lost = True
+    counts_redeliveries = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.counts_redeliveries and (self.request.delivery_info or {}).get("redelivered"):
+            self.retry_later(Redelivered("delivered again after its worker was lost"))
+        return super().__call__(*args, **kwargs)
+
+    def retry_later(self, error: Exception) -> NoReturn:
+        settings = settings_of(self.app)
+        retries = self.request.retries or 0
+        if retries >= settings.max_retries:
+            self.give_up(f"{type(error).__name__}: {error} (gave up after {retries} retries)")
+        countdown = get_exponential_backoff_interval(
+            factor=settings.retry_backoff,
+            retries=retries,
+            maximum=settings.retry_backoff_max,
+            full_jitter=True,
+        )
+        raise self.retry(exc=error, countdown=countdown, max_retries=settings.max_retries)
+
+    def give_up(self, reason: str) -> NoReturn:
+        """Dead-letter the work and ack it; if even that fails, requeue it for later."""
+        try:
+            dead_letters(self.app).send(self.dead_letter(reason))
+        except Exception:
+            log.exception("could not dead-letter %s[%s]; requeued", self.name, self.request.id)
+            time.sleep(1)
+            raise Reject(reason, requeue=True) from None
+        raise Ignore()
+
+    def dead_letter(self, reason: str) -> DeadLetter:
+        return dead_letter_of(self, list(self.request.args or ()), dict(self.request.kwargs or {}), reason)
+
+
+def dead_letter_of(task: Task, args: list[Any], kwargs: dict[str, Any], reason: str) -> DeadLetter:
+    names = settings_of(task.app).queue_names
+    if task.name == INGEST_TASK:
+        lines = args[0] if args and isinstance(args[0], list) else [json.dumps(args)]
+        sessions = [s for s in map(_session_of_line, lines) if s]
+        queue = names.ingest(partition_of(sessions[0], names.partitions)) if sessions else names.ingest(0)
+        return DeadLetter.of_events(lines, queue, reason, sessions)
+    return DeadLetter.of_task(task.name, args, kwargs, route_of(task.name, names), reason)
+
+
+@signals.task_failure.connect
+def _dead_letter_lost_work(sender: Task | None = None, exception: Any = None, **info: Any) -> None:
+    """A task that failed outside its own handling (worker lost after the last retry, hard time limit)."""
+    if not isinstance(sender, LedgerTask):
+        return
+    try:
+        reason = f"{type(exception).__name__}: {exception}"
+        dead_letters(sender.app).send(
+            dead_letter_of(sender, list(info.get("args") or ()), dict(info.get("kwargs") or {}), reason)
+        )
+    except Exception:
+        log.exception("could not dead-letter the failed task %s[%s]", sender.name, info.get("task_id"))
+
+
+signals.worker_process_shutdown.connect(close_runtimes, weak=False)
+signals.worker_shutdown.connect(close_runtimes, weak=False)
+
+
+# --- ingest ----------------------------------------------------------------------------------
+
+
+@dataclass
+class IngestReport:
+    stored: int = 0
+    duplicates: int = 0
+    poison: dict[str, list[tuple[str, str | None]]] = field(default_factory=dict)
+    """reason -> [(line, session id or None)]"""
+
+    def reject(self, reason: str, line: str, session_id: str | None) -> None:
+        self.poison.setdefault(reason, []).append((line, session_id))
+
+
+class IngestTask(LedgerTask):
+    counts_redeliveries = False  # a redelivered batch is simply stored again, idempotently, in place
+
+
+@shared_task(bind=True, base=IngestTask, name=INGEST_TASK)
+def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
+    runtime = runtime_of(self.app)
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        self.give_up("malformed batch: the argument must be a list of JSON strings")
+    report = IngestReport()
+    decoded = decode_lines(lines, report)
+    settings = runtime.settings
+    deadline = time.monotonic() + settings.ingest_time_limit / 2
+    for start in range(0, len(decoded), settings.ingest_chunk):
+        store_with_patience(runtime.service, decoded[start : start + settings.ingest_chunk], report, deadline)
+    send_poison(self, report)
+    runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
+    runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
+    runtime.metrics.maybe_flush()
+    rejected_count = sum(len(r) for r in report.poison.values())
+    log_event(
+        log,
+        "ingested",
+        events=len(lines),
+        stored=report.stored,
+        duplicates=report.duplicates,
+        dead_lettered=rejected_count,
+        batch=self.request.id,
+    )
+    return {"stored": report.stored, "duplicates": report.duplicates, "dead_lettered": rejected_count}
+
+
+def send_poison(task: Task, report: IngestReport) -> None:
+    """Dead-letter the rejected events, one letter per reason; requeue the batch if the broker fails."""
+    sender = dead_letters(task.app)
+    try:
+        for reason, rejected in report.poison.items():
+            sender.send(dead_letter_of(task, [[line for line, _ in rejected]], {}, reason))
+    except Exception as error:
+        log.exception("could not dead-letter poison events; batch requeued")
+        raise Reject(f"dead-letter queue unavailable: {error}", requeue=True) from None
+
+
+def decode_lines(lines: Sequence[str], report: IngestReport) -> list[tuple[str, SessionEvent]]:
+    """The events of a batch, in order; undecodable lines go to `report` as poison."""
+    decoded = []
+    for line in lines:
+        try:
+            document = json.loads(line)
+        except ValueError as error:
+            report.reject(f"malformed JSON: {error}", line, None)
+            continue
+        session_id = document.get("session_id") if isinstance(document, dict) else None
+        session_id = session_id if isinstance(session_id, str) else None
+        try:
+            if not isinstance(document, dict):
+                raise ValueError("an event must be a JSON object")
+            event = event_from_payload(
+                str(document["session_id"]), str(document["id"]), document["event"], validate=True
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            report.reject(
+                f"invalid event: {error}", line, session_id if isinstance(session_id, str) else None
+            )
+            continue
+        decoded.append((line, event))
+    return decoded
+
+
+def store_with_patience(
+    service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport, deadline: float
+) -> None:
+    """`store`, retrying database outages with backoff until `deadline`, then requeueing the message."""
+    pause = 0.25
+    while True:
+        try:
+            store(service, items, report)
+            return
+        except _TRANSIENT as error:
+            if time.monotonic() + pause > deadline:
+                log_event(log, "database unavailable, batch requeued", logging.WARNING, error=str(error))
+                raise Reject(f"database unavailable: {error}", requeue=True) from None
+            log_event(log, "database unavailable, retrying", logging.WARNING, error=str(error), wait=pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+def store(service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport) -> None:
+    """Store a run of events in one transaction; an invalid event is found by halving, and rejected alone.
+
+    The service validates every event before storing any, so a run with an invalid event stores
+    nothing and its halves are tried in order: per-session order is kept.
+    """
+    if not items:
+        return
+    try:
+        outcomes = service.ingest([event for _, event in items])
+    except ValueError as error:
+        if len(items) == 1:
+            line, event = items[0]
+            report.reject(f"invalid event: {error}", line, event.session_id)
+            return
+        middle = len(items) // 2
+        store(service, items[:middle], report)
+        store(service, items[middle:], report)
+        return
+    for (line, event), outcome in zip(items, outcomes, strict=True):
+        if outcome is AppendOutcome.STORED:
+            report.stored += 1
+        elif outcome is AppendOutcome.DUPLICATE:
+            report.duplicates += 1
+        else:
+            report.reject("unknown session (never created, or deleted)", line, event.session_id)
+
+
+def _session_of_line(line: str) -> str | None:
+    try:
+        session_id = json.loads(line).get("session_id")
+    except (ValueError, AttributeError):
+        return None
+    return session_id if isinstance(session_id, str) else None
+
+
+# --- evaluate and compact --------------------------------------------------------------------
+
+
+@shared_task(bind=True, base=LedgerTask, name=EVALUATE_TASK)
+def evaluate(self: LedgerTask, session_id: str) -> str:
+    runtime = runtime_of(self.app)
+    try:
+        decision = should_compact(runtime, session_id)
+    except Exception as error:
+        self.retry_later(error)
+    runtime.metrics.add(metrics.EVALUATIONS)
+    runtime.metrics.maybe_flush()
+    if decision == "compact":
+        compact.apply_async(args=[session_id])
+    log_event(log, "evaluated", logging.DEBUG, session_id=session_id, decision=decision)
+    return decision
+
+
+def should_compact(runtime: WorkerRuntime, session_id: str) -> str:
+    """`"compact"` when the app's trigger fires on the window; otherwise why not."""
+    service = runtime.service
+    session = service.get_session(session_id)
+    if session is None:
+        return "gone"
+    policy = runtime.policies.for_app(session.app_name)
+    if policy is None:
+        return "disabled"
+    stats = service.window_stats(session_id)
+    if stats is None:
+        return "gone"
+    threshold = policy.token_threshold
+    if threshold is not None and stats.uncounted and stats.tokens < threshold <= stats.bytes:
+        service.fill_token_counts(session_id, runtime.token_counter)
+        stats = service.window_stats(session_id) or stats
+    request = CompactionRequest.of(
+        session, lambda: service.get_events(session_id, EventFilter.active()), stats
+    )
+    return "compact" if policy.trigger.should_compact(request) else "below threshold"
+
+
+@shared_task(bind=True, base=LedgerTask, name=COMPACT_TASK)
+def compact(self: LedgerTask, session_id: str) -> str:
+    runtime = runtime_of(self.app)
+    owner = self.request.id or "local"
+    try:
+        if not runtime.leases.claim(session_id, owner, runtime.settings.lease):
+            log_event(log, "compaction already running elsewhere", session_id=session_id)
+            return "busy"
+        try:
+            outcome = run_compaction(runtime, session_id)
+        finally:
+            runtime.leases.release(session_id, owner)
+    except Exception as error:
+        runtime.metrics.add(metrics.COMPACTIONS_FAILED)
+        if isinstance(error, ConcurrencyConflict):
+            runtime.metrics.add(metrics.CONFLICTS_RETRIED)
+        runtime.metrics.flush()
+        log_event(log, "compaction failed", logging.WARNING, session_id=session_id, error=repr(error))
+        self.retry_later(error)
+    runtime.metrics.maybe_flush()
+    if outcome == "compacted":
+        # appends made during the summarizer call were evaluated while the lease was held
+        evaluate.apply_async(args=[session_id])
+    return outcome
+
+
+def run_compaction(runtime: WorkerRuntime, session_id: str) -> str:
+    service = runtime.service
+    session = service.get_session(session_id)
+    policy = runtime.policies.for_app(session.app_name) if session else None
+    if session is None or policy is None:
+        return "gone" if session is None else "disabled"
+    if policy.token_threshold is not None:
+        service.fill_token_counts(session_id, runtime.token_counter)
+    started = time.monotonic()
+    try:
+        result = service.compact(session_id, policy.trigger, policy.strategy)
+    except SessionNotFound:
+        return "gone"
+    if not result.archived:
+        return "nothing to compact"
+    runtime.metrics.add(metrics.COMPACTIONS_RUN)
+    log_event(
+        log,
+        "compacted",
+        session_id=session_id,
+        app_name=session.app_name,
+        archived=result.events_removed,
+        window=len(result.compacted),
+        tokens_saved=result.tokens_saved,
+        seconds=round(time.monotonic() - started, 3),
+    )
+    return "compacted"
+
+
+@shared_task(bind=True, base=LedgerTask, name=SWEEP_TASK)
+def sweep(self: LedgerTask) -> int:
+    runtime = runtime_of(self.app)
+    try:
+        deleted = runtime.service.delete_expired_sessions()
+    except Exception as error:
+        self.retry_later(error)
+    if deleted:
+        log_event(log, "expired sessions deleted", deleted=deleted)
+    return deleted
