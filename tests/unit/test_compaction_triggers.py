@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from domain import format_event
@@ -18,6 +16,7 @@ from domain.compaction import (
 )
 from domain.compaction import window as window_module
 from domain.ports import WindowStats
+from domain.tokens import default_counter
 from tests.unit.compaction_support import (
     SESSION,
     answering,
@@ -28,11 +27,6 @@ from tests.unit.compaction_support import (
     request,
     summary_pair,
     user,
-)
-
-needs_default_counter = pytest.mark.skipif(
-    importlib.util.find_spec("infrastructure.tokens") is None,
-    reason="infrastructure.tokens (the default tiktoken counter) is not there yet",
 )
 
 
@@ -124,10 +118,7 @@ def test_too_few_bytes_cannot_reach_the_threshold(no_tokenizing):
     assert not TokenCountTrigger(22).should_compact(request(events))
 
 
-@needs_default_counter
 def test_default_counter_counts_formatted_events_with_tiktoken():
-    from infrastructure.tokens import default_counter
-
     events = [
         user("Tell me about the weather in Paris."),
         calling("c1"),
@@ -140,10 +131,7 @@ def test_default_counter_counts_formatted_events_with_tiktoken():
     assert not TokenCountTrigger(tokens + 1).should_compact(request(events))
 
 
-@needs_default_counter
 def test_default_counter_counts_events_when_stats_are_incomplete():
-    from infrastructure.tokens import default_counter
-
     events = [user("Tell me about the weather in Paris."), assistant("Sunny.")]
     tokens = sum(default_counter()(format_event(e)) for e in events)
     stats = WindowStats(events=2, bytes=10_000, tokens=1, uncounted=1)
