@@ -24,7 +24,7 @@ def create_ledger_engine(url: str, *, pool_size: int = 5, busy_timeout_ms: int =
     url = normalize_url(url)
     backend = sa.make_url(url).get_backend_name()
     if backend == "postgresql":
-        return sa.create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size * 2)
+        return sa.create_engine(url, pool_pre_ping=False, pool_size=pool_size, max_overflow=pool_size * 2)
     if backend == "sqlite":
         return _sqlite_engine(url, busy_timeout_ms)
     raise ValueError(f"unsupported database URL {url!r}: use postgresql+psycopg://, sqlite:/// or memory://")
@@ -52,7 +52,8 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
         immediate = connection.get_execution_options().get(WRITE, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        # straight to the driver: this runs once per transaction, on the append path
+        connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
 

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from domain.codec import event_from_payload
-from domain.errors import SessionNotFound
+from domain.errors import ConcurrencyConflict, SessionNotFound
 from domain.events import SessionEvent
 from domain.filters import EventFilter, MatchMode
 from domain.ledger import (
@@ -42,6 +42,7 @@ from domain.ledger import (
 from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
 from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
+from infrastructure.ledger.driver import DriverStatement, one_flush
 from infrastructure.ledger.engine import WRITE
 from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
@@ -126,7 +127,14 @@ def _criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
     return where
 
 
+_MAX_HEAD_RACES = 1000
+_ROW_COLUMNS = (
+    "session_id", "position", "version", "event_id", "kind", "occurred_at", "recorded_at", "event_type",
+    "branch", "synthetic", "payload", "token_count", "content_hash", "prev_hash", "row_hash",
+)  # fmt: skip
+
 # The one-event append: moves the head only if nobody else did since it was cached.
+_ONE = sa.literal_column("1", sa.Integer)
 _MOVE_HEAD = (
     sessions.update()
     .where(
@@ -135,14 +143,15 @@ _MOVE_HEAD = (
         sessions.c.deleted_at.is_(None),
     )
     .values(
-        version=sessions.c.version + 1,
-        head_position=sa.bindparam("new_position"),
-        head_hash=sa.bindparam("new_hash"),
-        window_events=sessions.c.window_events + 1,
-        window_turns=sessions.c.window_turns + sa.bindparam("turn"),
-        window_bytes=sessions.c.window_bytes + sa.bindparam("size"),
-        window_uncounted=sessions.c.window_uncounted + 1,
-        events_since_summary=(sessions.c.events_since_summary + 1) * sa.bindparam("keep_count"),
+        version=sessions.c.version + _ONE,
+        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+        head_hash=sa.bindparam("new_hash", type_=sa.Text),
+        window_events=sessions.c.window_events + _ONE,
+        window_turns=sessions.c.window_turns + sa.bindparam("turn", type_=sa.Integer),
+        window_bytes=sessions.c.window_bytes + sa.bindparam("size", type_=sa.BigInteger),
+        window_uncounted=sessions.c.window_uncounted + _ONE,
+        events_since_summary=(sessions.c.events_since_summary + _ONE)
+        * sa.bindparam("keep_count", type_=sa.Integer),
     )
 )
 
@@ -155,6 +164,9 @@ class SqlLedger:
         self._writer = engine.execution_options(**{WRITE: True})
         self._postgres = engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._postgres else sqlite.insert
+        self._move_head = DriverStatement(_MOVE_HEAD, engine.dialect)
+        self._insert_row = DriverStatement(ledger.insert().inline(), engine.dialect, _ROW_COLUMNS)
+        self._integrity_errors = (sa.exc.IntegrityError, engine.dialect.loaded_dbapi.IntegrityError)
         self._heads: dict[str, Head] = {}
         self._heads_lock = Lock()
 
@@ -266,41 +278,48 @@ class SqlLedger:
         return self._append_batch(drafts)
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
+        """The one-event path: move the cached head and insert the row, in one flush.
+
+        UNIQUE(session_id, position) is the guard: when the cached head is stale, position + 1
+        is taken (by an append, a compaction, or the erasure of a deleted session), so the INSERT
+        fails and the transaction rolls back; the head is re-read and the append retried. A
+        failing INSERT whose event id is already stored is the idempotent duplicate.
+        """
         event = _event_of(draft)
         session_id = event.session_id
         scopes = split_state_delta(event.state_delta)
-        while True:
+        moves = {
+            "sid": session_id,
+            "turn": int(starts_turn(event)),
+            "size": event_bytes(event),
+            "keep_count": 0 if event.is_synthetic else 1,
+        }
+        for _ in range(_MAX_HEAD_RACES):
             head = self._heads.get(session_id) or self._read_head(session_id)
             if head is None:
                 return AppendOutcome.NO_SESSION
             record = draft.place(session_id, head.position + 1, head.version + 1, head.hash)
+            moves.update(cached=head.position, new_position=record.position, new_hash=record.row_hash)
             try:
                 with self._writer.begin() as conn:
-                    moved = conn.execute(
-                        _MOVE_HEAD,
-                        {
-                            "sid": session_id,
-                            "cached": head.position,
-                            "new_position": record.position,
-                            "new_hash": record.row_hash,
-                            "turn": int(starts_turn(event)),
-                            "size": event_bytes(event),
-                            "keep_count": 0 if event.is_synthetic else 1,
-                        },
-                    ).rowcount
-                    if moved:
-                        conn.execute(ledger.insert(), [_row(draft, record, _now())])
-                        if any(scopes):
-                            self._merge_state(conn, session_id, scopes)
-            except sa.exc.IntegrityError:
+                    with one_flush(conn) as driver:
+                        move = driver.cursor()
+                        self._move_head.execute(move, moves)
+                        self._insert_row.execute(driver.cursor(), _row(draft, record, _now()))
+                    if move.rowcount != 1:
+                        raise RuntimeError(f"ledger head of {session_id!r} moved without a position conflict")
+                    if any(scopes):
+                        self._merge_state(conn, session_id, scopes)
+            except self._integrity_errors:
                 self._forget(session_id)
                 if self._has_event(session_id, event.id):
                     return AppendOutcome.DUPLICATE
-                raise
-            if moved:
-                self._cache(session_id, Head(record.position, record.row_hash, record.version))
-                return AppendOutcome.STORED
-            self._forget(session_id)  # someone else moved the head: re-read it and retry
+                continue  # someone else took the position: re-read the head and retry
+            self._cache(session_id, Head(record.position, record.row_hash, record.version))
+            return AppendOutcome.STORED
+        raise ConcurrencyConflict(
+            f"append to {session_id!r} lost {_MAX_HEAD_RACES} races for the ledger head"
+        )
 
     def _append_batch(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
         events = [_event_of(d) for d in drafts]

@@ -1,0 +1,167 @@
+"""Real concurrent writers on one session: threads and processes on PostgreSQL, threads on SQLite.
+
+Checks what the ledger promises under contention: every append stored once, positions dense and
+unique, the hash chain intact, exactly one compaction per window epoch, and no appended event
+lost or dropped from the window by a compaction running at the same time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
+from domain.compaction import CompactionResult
+from domain.ledger import chain_problems, window_stats
+from infrastructure import SessionService, open_service
+
+pytestmark = pytest.mark.slow
+
+
+def run_together(workers: list[Callable[[], None]]) -> None:
+    """Start every worker at the same instant; re-raise the first failure."""
+    barrier = threading.Barrier(len(workers))
+    errors: list[BaseException] = []
+
+    def run(work: Callable[[], None]) -> None:
+        barrier.wait()
+        try:
+            work()
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+
+
+def assert_dense_ledger(service: SessionService, session_id: str, appended: int) -> None:
+    records = service.records(session_id)
+    assert [r.position for r in records] == list(range(1, len(records) + 1))
+    assert chain_problems(records) == []
+    events = [r for r in records if r.kind == "event"]
+    assert len(events) == appended
+    assert len({r.event_id for r in events}) == appended
+    assert service.event_version(session_id) == appended
+
+
+def append_many(url: str, session_id: str, writer: int, count: int) -> None:
+    """One writer: its own service (its own connections and head cache)."""
+    with open_service(url) as service:
+        for i in range(count):
+            service.append_message(session_id, UserMessage(f"w{writer}-{i}"))
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_threads_append_to_one_session(backend: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_url")
+    with open_service(url) as shared:
+        session = shared.create_session("u")
+        per_writer = 40
+        # two threads share one service (one head cache), two have their own
+        workers = [
+            lambda w=w: [
+                shared.append_message(session.id, UserMessage(f"s{w}-{i}")) for i in range(per_writer)
+            ]
+            for w in range(2)
+        ]
+        workers += [lambda w=w: append_many(url, session.id, w, per_writer) for w in range(2)]
+        run_together(workers)
+        assert_dense_ledger(shared, session.id, 4 * per_writer)
+        texts = [e.message.text for e in shared.get_events(session.id)]
+        for w in range(2):  # each writer's own order is kept
+            mine = [t for t in texts if t.startswith(f"w{w}-")]
+            assert mine == [f"w{w}-{i}" for i in range(per_writer)]
+
+
+@pytest.mark.postgres
+def test_processes_append_to_one_session(pg_url: str) -> None:
+    with open_service(pg_url) as service:
+        session = service.create_session("u")
+        context = multiprocessing.get_context("spawn")
+        processes = [context.Process(target=append_many, args=(pg_url, session.id, w, 30)) for w in range(3)]
+        for p in processes:
+            p.start()
+        with open_service(pg_url) as local:  # and this process at the same time
+            for i in range(30):
+                local.append_message(session.id, UserMessage(f"local-{i}"))
+        for p in processes:
+            p.join(timeout=120)
+            assert p.exitcode == 0
+        assert_dense_ledger(service, session.id, 4 * 30)
+
+
+class SummarizeAllButTwo:
+    """Archives everything but the last two window events behind one synthetic summary."""
+
+    def compact(self, request) -> CompactionResult:
+        events = list(request.events)
+        summary = SessionEvent(
+            session_id=request.session.id,
+            message=AssistantMessage(f"summary of {len(events) - 2}"),
+            metadata={"synthetic": True, "compactionSource": "test"},
+        )
+        return CompactionResult((summary, *events[-2:]), tuple(events[:-2]), 0)
+
+
+class AtLeast:
+    def __init__(self, events: int) -> None:
+        self.events = events
+
+    def should_compact(self, request) -> bool:
+        return len(request.events) >= self.events
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_compactions_race_with_appends(backend: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_url")
+    appends = 60
+    with open_service(url, compaction_attempts=100) as service:
+        session = service.create_session("u")
+        for i in range(4):
+            service.append_message(session.id, UserMessage(f"seed-{i}"))
+        done = threading.Event()
+
+        def appender() -> None:
+            with open_service(url) as own:
+                for i in range(appends):
+                    own.append_message(session.id, UserMessage(f"live-{i}"))
+            done.set()
+
+        def compactor() -> None:
+            with open_service(url, compaction_attempts=100) as own:
+                while not done.is_set():
+                    own.compact(session.id, AtLeast(4), SummarizeAllButTwo())
+
+        run_together([appender, compactor, compactor, lambda: [service.compact(session.id, AtLeast(4),
+                      SummarizeAllButTwo()) for _ in range(5)]])  # fmt: skip
+
+        records = service.records(session.id)
+        assert chain_problems(records) == []
+        assert [r.position for r in records] == list(range(1, len(records) + 1))
+        compactions = [r for r in records if r.kind == "compaction"]
+        assert compactions, "no compaction applied"
+        assert [r.payload["epoch"] for r in compactions] == list(range(len(compactions)))
+        real = [e for e in service.get_events(session.id) if not e.is_synthetic]
+        texts = [e.message.text for e in real]
+        assert sorted(texts) == sorted(
+            [f"seed-{i}" for i in range(4)] + [f"live-{i}" for i in range(appends)]
+        )
+        live = [t for t in texts if t.startswith("live-")]
+        assert live == [f"live-{i}" for i in range(appends)]  # log order kept across compactions
+        window = service.get_events(session.id, EventFilter.active())
+        assert window[-1].message.text == f"live-{appends - 1}"  # the last append is in the window
+        assert [e.id for e in service.replay(session.id).window] == [e.id for e in window]
+        stats, expected = service.window_stats(session.id), window_stats((e, None) for e in window)
+        assert (stats.events, stats.turns, stats.bytes, stats.events_since_summary) == (
+            expected.events, expected.turns, expected.bytes, expected.events_since_summary,
+        )  # fmt: skip
+        summaries = sum(1 for r in records if r.kind == "event" and r.synthetic)
+        assert service.event_version(session.id) == 4 + appends + len(compactions)
+        assert summaries == len(compactions)
