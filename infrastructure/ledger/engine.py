@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 import sqlalchemy as sa
+from psycopg.pq import ConnStatus
 from sqlalchemy import event
 
 WRITE = "ledger_write"
@@ -24,10 +26,41 @@ def create_ledger_engine(url: str, *, pool_size: int = 5, busy_timeout_ms: int =
     url = normalize_url(url)
     backend = sa.make_url(url).get_backend_name()
     if backend == "postgresql":
-        return sa.create_engine(url, pool_pre_ping=False, pool_size=pool_size, max_overflow=pool_size * 2)
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
+        _check_idle_connections(engine)
+        return engine
     if backend == "sqlite":
         return _sqlite_engine(url, busy_timeout_ms)
     raise ValueError(f"unsupported database URL {url!r}: use postgresql+psycopg://, sqlite:/// or memory://")
+
+
+PING_AFTER_IDLE_SECONDS = 1.0
+
+
+def _check_idle_connections(engine: sa.Engine) -> None:
+    """`pool_pre_ping`, but only for a connection idle for more than a second.
+
+    A dead pooled connection (server restart, idle timeout, failover) is found at checkout and
+    replaced, as with `pool_pre_ping`; a connection in steady use skips the ping, which would
+    otherwise add a network round trip to every append.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+            return
+        pgconn = dbapi_connection.pgconn
+        try:
+            pgconn.exec_(b"")  # an empty query: one round trip, no transaction
+        except Exception as error:
+            raise sa.exc.DisconnectionError(str(error)) from error
+        if pgconn.status != ConnStatus.OK:
+            raise sa.exc.DisconnectionError("connection lost while idle in the pool")
 
 
 def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
