@@ -264,6 +264,20 @@ class SessionService:
             "to concurrent compactions"
         )
 
+    # --- rewind (google-adk, reference/adk-sessions.md §5) ------------------------------------
+
+    def rewind(self, session_id: str, before_invocation_id: str) -> int:
+        """Undo the active window from the first event of that invocation on; the new event_version.
+
+        The rewind is itself a ledger record: the window and session-scoped state then behave as
+        if the rewound events never happened (`app:`/`user:` state is never rewound), while the
+        ledger keeps them for audit. `SessionNotFound` for an unknown session, `LookupError` when
+        no event of the active window has that invocation id.
+        """
+        return self._ledger.apply_rewind(
+            _require_id(session_id, "session_id"), _require_id(before_invocation_id, "before_invocation_id")
+        )
+
     # --- audit --------------------------------------------------------------------------------
 
     def records(self, session_id: str) -> list[LedgerRecord]:

@@ -31,6 +31,7 @@ from domain.ledger import (
     window_stats,
 )
 from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from domain.rewind import plan_rewind
 from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event
 
@@ -281,7 +282,18 @@ class MemoryLedger:
             return version
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
-        raise NotImplementedError("rewind is not implemented yet")
+        with self._lock:
+            log = self._live(session_id)
+            if log is None:
+                raise SessionNotFound(f"session {session_id!r} not found")
+            draft = plan_rewind(log.records, before_invocation_id, datetime.now(UTC))
+            log.version += 1
+            record = log.add(draft, log.version, next(self._global))
+            log.shape.rewind(draft.payload, record.position)
+            log.state.update(draft.payload["state_delta"])
+            log.epoch += 1
+            log.stats = self._stats(log)
+            return log.version
 
     # --- state ------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from domain.ledger import (
     window_stats,
 )
 from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from domain.rewind import plan_rewind
 from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
 from infrastructure.ledger.driver import DriverStatement, one_flush
@@ -598,7 +599,39 @@ class SqlLedger:
         conn.execute(sessions.update().where(sessions.c.id == session_id).values(**_stats_columns(stats)))
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
-        raise NotImplementedError("rewind is not implemented yet")
+        """Under the session row lock: the rewind record, the new prefix and hidden slots, state."""
+        now = _now()
+        with self._writer.begin() as conn:
+            head = self._locked_head(conn, session_id)
+            if head is None:
+                raise SessionNotFound(f"session {session_id!r} not found")
+            records = [_record(r) for r in conn.execute(_records_query(session_id))]
+            draft = plan_rewind(records, before_invocation_id, now)
+            version = head.version + 1
+            record = draft.place(session_id, head.position + 1, version, head.hash)
+            conn.execute(ledger.insert(), [_row(draft, record, now)])
+            conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id, _in_prefix))
+            slots = [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
+                     for i, p in enumerate(draft.payload["window"])]  # fmt: skip
+            slots += [{"session_id": session_id, "position": p, "ordinal": None, "rewound": True}
+                      for p in draft.payload["hidden"]]  # fmt: skip
+            conn.execute(window_slots.insert(), slots)
+            state = conn.execute(sa.select(sessions.c.state).where(sessions.c.id == session_id)).scalar_one()
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id)
+                .values(
+                    version=version,
+                    head_position=record.position,
+                    head_hash=record.row_hash,
+                    window_base=record.position,
+                    window_epoch=sessions.c.window_epoch + 1,
+                    state={**state, **draft.payload["state_delta"]},
+                )
+            )
+            self._refresh_window_stats(conn, session_id)
+        self._cache(session_id, Head(record.position, record.row_hash, version))
+        return version
 
     # --- state ------------------------------------------------------------------------------
 
@@ -651,28 +684,9 @@ class SqlLedger:
     # --- audit and relay --------------------------------------------------------------------
 
     def records(self, session_id: str) -> Iterator[LedgerRecord]:
-        query = sa.select(ledger).where(ledger.c.session_id == session_id).order_by(ledger.c.position)
         with self._engine.connect() as conn:
-            rows = conn.execute(query).all()
-        for r in rows:
-            yield LedgerRecord(
-                session_id=r.session_id,
-                position=r.position,
-                version=r.version,
-                kind=Kind(r.kind),
-                event_id=r.event_id,
-                occurred_at=r.occurred_at,
-                payload=r.payload,
-                content_hash=r.content_hash,
-                prev_hash=r.prev_hash,
-                row_hash=r.row_hash,
-                event_type=r.event_type,
-                branch=r.branch,
-                synthetic=r.synthetic,
-                recorded_at=r.recorded_at,
-                token_count=r.token_count,
-                global_position=r.global_position,
-            )
+            rows = conn.execute(_records_query(session_id)).all()
+        return iter([_record(r) for r in rows])
 
     def session_ids(self) -> list[str]:
         with self._engine.connect() as conn:
@@ -757,6 +771,31 @@ def _session(row: Any) -> Session:
         expires_at=row.expires_at,
         metadata=row.metadata,
         state=merge_state(row.state, row.app_state or {}, row.user_state or {}),
+    )
+
+
+def _records_query(session_id: str) -> sa.Select:
+    return sa.select(ledger).where(ledger.c.session_id == session_id).order_by(ledger.c.position)
+
+
+def _record(r: Any) -> LedgerRecord:
+    return LedgerRecord(
+        session_id=r.session_id,
+        position=r.position,
+        version=r.version,
+        kind=Kind(r.kind),
+        event_id=r.event_id,
+        occurred_at=r.occurred_at,
+        payload=r.payload,
+        content_hash=r.content_hash,
+        prev_hash=r.prev_hash,
+        row_hash=r.row_hash,
+        event_type=r.event_type,
+        branch=r.branch,
+        synthetic=r.synthetic,
+        recorded_at=r.recorded_at,
+        token_count=r.token_count,
+        global_position=r.global_position,
     )
 
 
