@@ -8,10 +8,8 @@ import sys
 import time
 import traceback
 
-from rich.console import Console
-
 import bench
-from bench.report import Row, markdown, show, write
+from bench.report import Row, console, markdown, show, write
 
 
 def modules() -> list[str]:
@@ -19,25 +17,25 @@ def modules() -> list[str]:
 
 
 def main() -> int:
-    console = Console()
+    out = console()
     sections: list[str] = []
     failed = False
     for name in modules():
         started = time.monotonic()
-        console.rule(name)
+        out.rule(name)
         try:
             rows: list[Row] = importlib.import_module(f"bench.{name}").run()
         except Exception:
-            console.print(traceback.format_exc(), style="red", markup=False)
+            out.print(traceback.format_exc(), style="red", markup=False)
             sections.append(f"## {name}\n\nfailed: see the console output\n")
             failed = True
             continue
         elapsed = time.monotonic() - started
-        show(rows, f"{name} ({elapsed:.0f} s)", console)
+        show(rows, f"{name} ({elapsed:.0f} s)", out)
         sections.append(f"## {name}\n\n{markdown(rows)}")
         failed |= any(row.passed is False for row in rows)
     path = write("\n".join(sections), "latest.md")
-    console.print(f"written to {path}")
+    out.print(f"written to {path}")
     return 1 if failed else 0
 
 

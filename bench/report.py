@@ -50,14 +50,20 @@ def markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def show(rows: Sequence[Row], title: str, console: Console | None = None) -> None:
+def console() -> Console:
+    """Wide enough for the table when the output is not a terminal (rich would wrap at 80)."""
+    found = Console()
+    return found if found.is_terminal else Console(width=160)
+
+
+def show(rows: Sequence[Row], title: str, out: Console | None = None) -> None:
     table = Table(title=title)
     for name in COLUMNS:
         table.add_column(name, justify="left" if name in ("benchmark", "target") else "right")
     for row in rows:
         style = "red" if row.passed is False else None
         table.add_row(*row.cells(), style=style)
-    (console or Console()).print(table)
+    (out or console()).print(table)
 
 
 def write(text: str, name: str) -> Path:
@@ -68,9 +74,10 @@ def write(text: str, name: str) -> Path:
     return path
 
 
-def main(run: Callable[[], list[Row]], module: str) -> None:
-    """Entry point of one benchmark module run alone: table, `results/<module>.md`, exit status."""
-    name = module.rsplit(".", 1)[-1]
+def main(run: Callable[[], list[Row]]) -> None:
+    """Entry point of a benchmark module run alone (`python -m bench.<module>`): table,
+    `results/<module>.md`, exit status 1 when a target is missed."""
+    name = Path(sys.argv[0]).stem
     rows = run()
     show(rows, name)
     path = write(f"## {name}\n\n{markdown(rows)}", f"{name}.md")

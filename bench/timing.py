@@ -21,13 +21,18 @@ def timed(call: Callable[[], object]) -> float:
             gc.enable()
 
 
-def interleaved(rounds: int, cases: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """Median seconds per case, the cases alternating each round (their order flips every round),
-    so a burst of load on the machine hits every case alike."""
+def alternating(rounds: int, cases: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Median of what each case reports (its own measured seconds), the cases alternating each
+    round with their order flipped every round, so a burst of load hits every case alike."""
     samples: dict[str, list[float]] = {name: [] for name in cases}
     order = list(cases)
     for _ in range(rounds):
         for name in order:
-            samples[name].append(timed(cases[name]))
+            samples[name].append(cases[name]())
         order.reverse()
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def interleaved(rounds: int, cases: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Median seconds per call of each case, alternating as `alternating` does."""
+    return alternating(rounds, {name: (lambda call=call: timed(call)) for name, call in cases.items()})

@@ -1,0 +1,147 @@
+"""Compaction costs (issue 3, "Performance"), on PostgreSQL and ShareGPT text.
+
+- trigger evaluation after each append, through the workers' own path (`workers.tasks.should_compact`:
+  session, the app's policy, the window's running stats, `trigger.should_compact`) with the built-in
+  default policy, for a 10-event against a 10,000-event session (whose token counts the evaluator
+  filled once, as it does when the threshold comes within reach);
+- token counting: the offline tiktoken counter against `len()` as the estimator, per message;
+- a compaction without the LLM (`SessionService.compact`: read, plan, CAS write) of a
+  1,000-event session with the recursive strategy and an instant summarizer; a raw SELECT of a
+  1,000-event window is shown next to it for scale.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import psycopg
+
+from bench import payloads, raw, report
+from bench.database import fresh_postgres
+from bench.report import Row
+from bench.timing import alternating, interleaved, timed
+from domain.compaction import RecursiveSummarizationStrategy
+from domain.tokens import default_counter
+from infrastructure import SessionService, open_service
+from workers.app import WorkerSettings
+from workers.policy import load_policies
+from workers.runtime import WorkerRuntime
+from workers.tasks import should_compact
+
+SMALL_EVENTS, LARGE_EVENTS, EVALUATION_ROUNDS = 10, 10_000, 80
+COUNTED_MESSAGES, COUNTING_ROUNDS = 2_000, 7
+COMPACTED_EVENTS, COMPACTIONS = 1_000, 15
+
+
+class InstantSummarizer:
+    """The LLM call left out: a fixed summary, at once."""
+
+    def summarize(self, system_prompt: str, user_prompt: str) -> str:
+        return "The user and the assistant discussed several topics; nothing is pending."
+
+
+def run() -> list[Row]:
+    with fresh_postgres() as url, open_service(url) as service:
+        runtime = WorkerRuntime(
+            WorkerSettings(database_url=url),
+            service=service,
+            policies=load_policies(InstantSummarizer),
+        )
+        return [*_trigger_evaluation(runtime), *_token_counting(), *_compaction(service, url)]
+
+
+def _trigger_evaluation(runtime: WorkerRuntime) -> list[Row]:
+    service = runtime.service
+    large = payloads.session_with(service, LARGE_EVENTS)
+    service.fill_token_counts(large, runtime.token_counter)
+    # a fresh small session per round, so every evaluation sees exactly SMALL_EVENTS events
+    smalls = iter([payloads.session_with(service, SMALL_EVENTS - 1) for _ in range(EVALUATION_ROUNDS + 1)])
+    appended = iter(payloads.cycled(2 * EVALUATION_ROUNDS + 2, pool=200))
+    decisions: dict[str, set[str]] = {"small": set(), "large": set()}
+
+    def after_append(name: str, session_id: str) -> float:
+        service.append_message(session_id, next(appended))
+        decision: list[str] = []
+        seconds = timed(lambda: decision.append(should_compact(runtime, session_id)))
+        decisions[name].add(decision[0])
+        return seconds
+
+    cases = {
+        "small": lambda: after_append("small", next(smalls)),
+        "large": lambda: after_append("large", large),
+    }
+    for case in cases.values():
+        case()
+    medians = alternating(EVALUATION_ROUNDS, cases)
+    ratio = medians["large"] / medians["small"]
+    said = {name: "/".join(sorted(found)) for name, found in decisions.items()}
+    return [
+        Row(
+            f"trigger evaluation after an append, {LARGE_EVENTS:,} events ({said['large']})",
+            report.duration(medians["large"]),
+            f"{SMALL_EVENTS} events ({said['small']}) {report.duration(medians['small'])}",
+            ratio,
+            "<= 1.5x",
+            ratio <= 1.5,
+        )
+    ]
+
+
+def _token_counting() -> list[Row]:
+    texts = [message.text or "" for message in payloads.messages(COUNTED_MESSAGES)]
+    counter = default_counter()  # the offline tiktoken counter (vocabulary loaded here, untimed)
+    tokens = sum(counter(text) for text in texts)
+    medians = interleaved(
+        COUNTING_ROUNDS,
+        {"tiktoken": lambda: [counter(text) for text in texts], "len": lambda: [len(text) for text in texts]},
+    )
+
+    def throughput(name: str) -> str:
+        seconds = medians[name]
+        return f"{report.rate(tokens / seconds, 'tokens')} ({report.rate(len(texts) / seconds, 'msgs')})"
+
+    return [
+        Row(
+            f"token counting, offline tiktoken ({counter.encoding.name}), ShareGPT messages",
+            throughput("tiktoken"),
+            f"len() {throughput('len')}",
+            medians["len"] / medians["tiktoken"],
+            "report (ratio = tiktoken/len throughput)",
+        )
+    ]
+
+
+def _compaction(service: SessionService, url: str) -> list[Row]:
+    reference = payloads.session_with(service, COMPACTED_EVENTS)
+    targets = iter([payloads.session_with(service, COMPACTED_EVENTS) for _ in range(COMPACTIONS + 1)])
+    policy = load_policies(InstantSummarizer).for_app("bench")
+    assert policy is not None
+    strategy = RecursiveSummarizationStrategy(InstantSummarizer(), max_events_to_keep=10, overlap_size=2)
+    archived: list[int] = []
+
+    def compact() -> None:
+        archived.append(service.compact(next(targets), policy.trigger, strategy).events_removed)
+
+    with psycopg.connect(url) as conn:
+
+        def raw_select() -> None:
+            raw.select_window(conn, reference)
+
+        compact()
+        raw_select()
+        medians = interleaved(COMPACTIONS, {"compact": compact, "raw": raw_select})
+    assert statistics.median(archived) > 0, "the compactions archived nothing"
+    return [
+        Row(
+            f"compaction without the LLM (read, plan, CAS write), {COMPACTED_EVENTS:,} events",
+            report.duration(medians["compact"]),
+            f"raw SELECT of the window {report.duration(medians['raw'])}",
+            medians["compact"] / medians["raw"],
+            "< 20 ms (median)",
+            medians["compact"] < 0.020,
+        )
+    ]
+
+
+if __name__ == "__main__":
+    report.main(run)

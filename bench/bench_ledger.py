@@ -1,0 +1,133 @@
+"""The ledger on PostgreSQL against raw psycopg on the same database (issue 2, "Performance").
+
+- appends: `append_message`, one event per call as an agent appends, against a raw single-row
+  INSERT + commit loop into a copy of the ledger table (same columns, constraints and indexes),
+  the same payload text, the same server and durability settings;
+- the active window of a 1,000-event session (`get_events(active)`, `get_messages`) against a raw
+  SELECT of those rows (psycopg decodes the JSON payloads, as the ledger must too);
+- `get_events(last_n=20)` on a 100,000-event session against a 1,000-event one: must not grow.
+Cases alternate round by round; figures are medians.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+import psycopg
+
+from bench import payloads, raw, report
+from bench.database import fresh_postgres
+from bench.report import Row
+from bench.timing import interleaved
+from domain.filters import EventFilter
+from infrastructure import SessionService, open_service
+
+APPEND_ROUNDS, APPENDS_PER_ROUND = 12, 150
+READ_ROUNDS = 40
+WINDOW_EVENTS = 1_000
+LONG_EVENTS = 100_000
+LAST_N, LAST_N_ROUNDS = 20, 60
+
+T = TypeVar("T")
+
+
+def run() -> list[Row]:
+    with fresh_postgres() as url, open_service(url) as service, psycopg.connect(url) as conn:
+        return [*_appends(service, conn), *_window_reads(service, conn), *_last_n(service, conn)]
+
+
+def _appends(service: SessionService, conn: psycopg.Connection) -> list[Row]:
+    messages = payloads.messages(APPEND_ROUNDS * APPENDS_PER_ROUND)
+    session_id = service.create_session("bench", app_name="bench").id
+    raw.create_table(conn)
+    ledger_batches = _rounds(messages)
+    raw_batches = _rounds([raw.row_of(message, n) for n, message in enumerate(messages, 1)])
+
+    def ledger_round() -> None:
+        for message in next(ledger_batches):
+            service.append_message(session_id, message)
+
+    def raw_round() -> None:
+        for row in next(raw_batches):
+            raw.insert(conn, row)
+
+    ledger_round()  # warm up: pooled connections, prepared statements, caches
+    raw_round()
+    medians = interleaved(APPEND_ROUNDS - 1, {"ledger": ledger_round, "raw": raw_round})
+    ledger_rate, raw_rate = (APPENDS_PER_ROUND / medians[name] for name in ("ledger", "raw"))
+    return [
+        Row(
+            "append_message, sequential (1 event per commit)",
+            report.rate(ledger_rate, "events"),
+            f"raw INSERT+commit {report.rate(raw_rate, 'events')}",
+            ledger_rate / raw_rate,
+            ">= 0.80 of raw rate",
+            ledger_rate / raw_rate >= 0.8,
+        )
+    ]
+
+
+def _rounds(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """One round's worth of items after the other."""
+    return (items[start : start + APPENDS_PER_ROUND] for start in range(0, len(items), APPENDS_PER_ROUND))
+
+
+def _analyze(conn: psycopg.Connection) -> None:
+    """Planner statistics after a bulk load, as autovacuum would soon have them."""
+    conn.execute("ANALYZE")
+    conn.commit()
+
+
+def _window_reads(service: SessionService, conn: psycopg.Connection) -> list[Row]:
+    session_id = payloads.session_with(service, WINDOW_EVENTS)
+    _analyze(conn)
+    active = EventFilter.active()
+    cases = {
+        "raw": lambda: raw.select_window(conn, session_id),
+        "events": lambda: service.get_events(session_id, active),
+        "messages": lambda: service.get_messages(session_id),
+    }
+    assert {len(case()) for case in cases.values()} == {WINDOW_EVENTS}
+    medians = interleaved(READ_ROUNDS, cases)
+    return [
+        Row(
+            f"{name}, {WINDOW_EVENTS:,}-event session",
+            report.duration(medians[key]),
+            f"raw SELECT {report.duration(medians['raw'])}",
+            medians[key] / medians["raw"],
+            "<= 2x raw time",
+            medians[key] <= 2 * medians["raw"],
+        )
+        for key, name in (("events", "get_events(active)"), ("messages", "get_messages"))
+    ]
+
+
+def _last_n(service: SessionService, conn: psycopg.Connection) -> list[Row]:
+    short = payloads.session_with(service, WINDOW_EVENTS)
+    loading: list[float] = []
+    long = payloads.session_with(service, LONG_EVENTS, loading)
+    _analyze(conn)
+    last = EventFilter.last(LAST_N)
+    cases = {"short": lambda: service.get_events(short, last), "long": lambda: service.get_events(long, last)}
+    assert [len(case()) for case in cases.values()] == [LAST_N, LAST_N]
+    medians = interleaved(LAST_N_ROUNDS, cases)
+    ratio = medians["long"] / medians["short"]
+    return [
+        Row(
+            f"get_events(last_n={LAST_N}), {LONG_EVENTS:,}-event session",
+            report.duration(medians["long"]),
+            f"{WINDOW_EVENTS:,} events {report.duration(medians['short'])}",
+            ratio,
+            "<= 1.5x (no growth)",
+            ratio <= 1.5,
+        ),
+        Row(
+            f"batch ingest (loading that session), {payloads.LOAD_BATCH:,} events per transaction",
+            report.rate(LONG_EVENTS / sum(loading), "events"),
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    report.main(run)
