@@ -321,7 +321,7 @@ class EventPublisher:
                 },
             )
             try:
-                connection.connect()
+                connection.ensure_connection(max_retries=0)  # no sleeping here: `_run` backs off
                 channel = connection.channel()
                 for queue in self.names.ingest_queues():
                     queue.bind(channel).declare()

@@ -46,11 +46,10 @@ class WorkerSettings(BaseSettings):
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1)
     ingest_chunk: int = Field(default=1000, ge=1)
     """Events per ledger transaction in the ingest task."""
-    max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    """An ingest message larger than this is dead-lettered unread."""
     task_soft_time_limit: int = Field(default=240, gt=0)
     task_time_limit: int = Field(default=300, gt=0)
-    ingest_time_limit: int = Field(default=120, gt=0)
+    ingest_patience: int = Field(default=600, gt=0)
+    """Seconds an ingest batch waits in place for the database before going back to its queue."""
     redelivery_horizon: int = Field(default=1800, gt=0)
     """Seconds before the broker redelivers an unacked message (RabbitMQ consumer_timeout)."""
     max_retries: int = Field(default=5, ge=0)
@@ -71,7 +70,7 @@ class WorkerSettings(BaseSettings):
         if self.task_soft_time_limit >= self.task_time_limit:
             raise ValueError("task_soft_time_limit must be below task_time_limit")
         # a reserved message may wait for one running task before its own run: two limits must fit
-        longest = max(self.task_time_limit, self.ingest_time_limit)
+        longest = max(self.task_time_limit, self.ingest_patience)
         if 2 * longest >= self.redelivery_horizon:
             raise ValueError(
                 f"time limits ({longest}s) must stay below half the broker's redelivery horizon "
@@ -147,6 +146,8 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
             SWEEP_TASK: {"queue": names.compact, "routing_key": names.compact},
         },
         task_create_missing_queues=False,
+        # the delay before a task whose pool process died runs again (Celery's default is 3 minutes)
+        task_annotations={"*": {"default_retry_delay": settings.retry_backoff}},
         worker_consumer="workers.app:DeadLetteringConsumer",
     )
     celery.sessionledger_settings = settings  # type: ignore[attr-defined]

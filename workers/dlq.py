@@ -166,14 +166,16 @@ def _dead_queue(broker_url: str, names: QueueNames) -> Iterator[tuple[Connection
 
 def list_dead(broker_url: str, names: QueueNames, limit: int = 100) -> list[DeadLetter]:
     """Up to `limit` dead letters, oldest first, left in the queue."""
-    letters = []
+    letters, held = [], []
     with _dead_queue(broker_url, names) as (_connection, queue):
         for _ in range(limit):
             message = queue.get(no_ack=False)
             if message is None:
                 break
+            held.append(message)
             letters.append(DeadLetter.of_broker_message(message))
-        # closing the channel without acking puts every message back
+        for message in held:
+            message.requeue()
     return letters
 
 
@@ -183,7 +185,7 @@ def replay_dead(broker_url: str, names: QueueNames, limit: int | None = None) ->
     Each is removed only after the broker confirmed its replay. Dead letters with nothing to
     replay (no task, no raw body) stay where they are.
     """
-    replayed = kept = 0
+    replayed, kept = 0, []
     with _dead_queue(broker_url, names) as (connection, queue):
         channel = connection.channel()
         for target in names.all_queues():
@@ -193,14 +195,15 @@ def replay_dead(broker_url: str, names: QueueNames, limit: int | None = None) ->
             message = queue.get(no_ack=False)
             if message is None:
                 break
-            letter = DeadLetter.of_broker_message(message)
-            if not _replay(producer, names, letter):
-                kept += 1
-                continue
-            message.ack()
-            replayed += 1
+            if _replay(producer, names, DeadLetter.of_broker_message(message)):
+                message.ack()
+                replayed += 1
+            else:
+                kept.append(message)
+        for message in kept:
+            message.requeue()
     if kept:
-        log.warning("%d dead letters had nothing to replay and were kept", kept)
+        log.warning("%d dead letters had nothing to replay and were kept", len(kept))
     return replayed
 
 

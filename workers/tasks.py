@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from celery import Task, shared_task, signals
 from celery.exceptions import Ignore, Reject
 from celery.utils.time import get_exponential_backoff_interval
+from celery.worker import state as worker_state
 
 from domain.codec import event_from_payload
 from domain.compaction import CompactionRequest
@@ -148,7 +149,7 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     report = IngestReport()
     decoded = decode_lines(lines, report)
     settings = runtime.settings
-    deadline = time.monotonic() + settings.ingest_time_limit / 2
+    deadline = time.monotonic() + settings.ingest_patience
     for start in range(0, len(decoded), settings.ingest_chunk):
         store_with_patience(runtime.service, decoded[start : start + settings.ingest_chunk], report, deadline)
     send_poison(self, report)
@@ -208,14 +209,19 @@ def decode_lines(lines: Sequence[str], report: IngestReport) -> list[tuple[str, 
 def store_with_patience(
     service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport, deadline: float
 ) -> None:
-    """`store`, retrying database outages with backoff until `deadline`, then requeueing the message."""
+    """`store`, waiting out a database outage (with backoff) until `deadline` or a worker shutdown.
+
+    Waiting in place keeps the partition in order; after that the message is requeued (at the
+    head of its queue on RabbitMQ; Redis puts a requeued message at the back).
+    """
     pause = 0.25
     while True:
         try:
             store(service, items, report)
             return
         except _TRANSIENT as error:
-            if time.monotonic() + pause > deadline:
+            stopping = worker_state.should_stop is not None or worker_state.should_terminate is not None
+            if stopping or time.monotonic() + pause > deadline:
                 log_event(log, "database unavailable, batch requeued", logging.WARNING, error=str(error))
                 raise Reject(f"database unavailable: {error}", requeue=True) from None
             log_event(log, "database unavailable, retrying", logging.WARNING, error=str(error), wait=pause)

@@ -1,0 +1,169 @@
+"""The ingest path for real: publisher threads -> broker -> ingest worker processes -> PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+
+import pytest
+from kombu import Connection, Producer
+
+from domain import SessionEvent, UserMessage
+from infrastructure.publisher import encode_event, task_message
+from infrastructure.queue_names import INGEST_TASK
+from tests.e2e.queue_deployment import RABBITMQ_URL, REDIS_URL, Deployment, wait_for
+from workers import metrics
+from workers.metrics import read_counters
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+SESSIONS = 200
+EVENTS = 10_000
+THREADS = 5
+
+
+@pytest.fixture
+def deployment(request, pg_url, tmp_path):
+    deployment = Deployment(pg_url, request.param, tmp_path, partitions=4)
+    yield deployment
+    deployment.close()
+
+
+def event_rows(deployment: Deployment) -> list[tuple[str, str, int]]:
+    """(session id, event id, position) of every event row in the ledger."""
+    import sqlalchemy as sa
+
+    engine = deployment.service.ledger.engine
+    with engine.connect() as conn:
+        return list(
+            conn.execute(sa.text("SELECT session_id, event_id, position FROM ledger WHERE kind = 'event'"))
+        )
+
+
+@pytest.mark.parametrize(
+    "deployment",
+    [
+        pytest.param(RABBITMQ_URL, marks=pytest.mark.rabbitmq),
+        pytest.param(REDIS_URL, marks=pytest.mark.redis),
+    ],
+    indirect=True,
+    ids=["rabbitmq", "redis"],
+)
+def test_every_published_event_is_stored_exactly_once_in_publish_order(deployment):
+    """10,000 events from five threads over 200 sessions, two ingest workers of two partitions each."""
+    service = deployment.service
+    sessions = [service.create_session("agent", app_name="bench").id for _ in range(SESSIONS)]
+    deployment.start("ingest-a", "ingest", "--partitions=0-1")
+    deployment.start("ingest-b", "ingest", "--partitions=2-3")
+    published: dict[str, list[str]] = defaultdict(list)
+
+    def agent(thread: int, publisher) -> None:
+        mine = sessions[thread::THREADS]  # a session's events come from one agent: its order is defined
+        for i in range(EVENTS // THREADS):
+            event = SessionEvent(session_id=mine[i % len(mine)], message=UserMessage(f"{thread}-{i}"))
+            publisher.publish(event)
+            published[event.session_id].append(event.id)
+
+    with deployment.publisher() as publisher:
+        threads = [threading.Thread(target=agent, args=(t, publisher)) for t in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert publisher.flush(timeout=60)
+    wait_for(lambda: len(event_rows(deployment)) >= EVENTS, 90, "all events in the ledger", interval=0.5)
+
+    rows = event_rows(deployment)
+    assert len(rows) == EVENTS
+    assert not [key for key, n in Counter((s, e) for s, e, _ in rows).items() if n > 1]
+    stored: dict[str, list[str]] = defaultdict(list)
+    for session_id, event_id, _ in sorted(rows, key=lambda row: (row[0], row[2])):
+        stored[session_id].append(event_id)
+    assert stored == published
+    deployment.stop()  # workers flush their counters on shutdown
+    counters = read_counters(deployment.database_url)
+    assert counters[metrics.EVENTS_INGESTED] == EVENTS and counters[metrics.DUPLICATES_SKIPPED] == 0
+
+
+@pytest.fixture(scope="module")
+def rabbit_deployment(tmp_path_factory):
+    from tests.conftest import _pg_database
+
+    database = _pg_database()
+    deployment = Deployment(next(database), RABBITMQ_URL, tmp_path_factory.mktemp("ingest"), partitions=2)
+    deployment.start("ingest", "ingest")
+    deployment.wait_ready("ingest")
+    yield deployment
+    deployment.close()
+    next(database, None)
+
+
+def send_raw(deployment: Deployment, body: bytes, headers: dict, partition: int = 0) -> None:
+    with Connection(deployment.broker_url, transport_options={"confirm_publish": True}) as connection:
+        producer = Producer(connection.channel())
+        producer.publish(
+            body,
+            exchange=deployment.names.exchange,
+            routing_key=deployment.names.ingest(partition),
+            headers=headers,
+            content_type="application/json",
+            content_encoding="utf-8",
+        )
+
+
+def send_batch(deployment: Deployment, lines: list[str]) -> None:
+    headers, body = task_message(INGEST_TASK, [lines])
+    send_raw(deployment, body, headers)
+
+
+def texts(deployment: Deployment, session_id: str) -> list[str]:
+    return [event.message.text for event in deployment.service.get_events(session_id)]
+
+
+@pytest.mark.rabbitmq
+def test_the_same_message_delivered_twice_is_stored_once(rabbit_deployment):
+    deployment = rabbit_deployment
+    session = deployment.service.create_session("agent").id
+    lines = [encode_event(SessionEvent(session_id=session, message=UserMessage(f"m{i}"))) for i in range(50)]
+    headers, body = task_message(INGEST_TASK, [lines])
+    send_raw(deployment, body, headers)
+    send_raw(deployment, body, headers)  # the very same message (same task id) a second time
+    later = encode_event(SessionEvent(session_id=session, message=UserMessage("after")))
+    send_batch(deployment, [later])
+    wait_for(lambda: texts(deployment, session)[-1:] == ["after"], 30, "the later batch")
+    assert texts(deployment, session) == [f"m{i}" for i in range(50)] + ["after"]
+    assert deployment.service.event_version(session) == 51
+
+
+@pytest.mark.rabbitmq
+def test_poison_messages_go_to_the_dead_letter_queue_with_their_reason(rabbit_deployment):
+    deployment = rabbit_deployment
+    session = deployment.service.create_session("agent").id
+
+    def line(text: str, session_id: str = session) -> str:
+        return encode_event(SessionEvent(session_id=session_id, message=UserMessage(text)))
+
+    ghost = f"never-created-{session}"
+    oversized = line("x" * (1024 * 1024 + 10))
+    send_batch(
+        deployment, [line("one"), "{broken json", line("two"), line("lost", ghost), oversized, line("three")]
+    )
+    send_raw(deployment, b"\x00 this is not JSON at all", {"task": INGEST_TASK, "id": "garbage-1"})
+    send_raw(deployment, b"[[[]], {}, {}]", {"task": "sessionledger.no_such_task", "id": "unknown-1"})
+
+    wait_for(lambda: texts(deployment, session) == ["one", "two", "three"], 30, "the good events")
+    wait_for(lambda: len(deployment.dead_letters()) >= 5, 30, "five dead letters")
+    letters = deployment.dead_letters()
+    reasons = {letter.reason.split(":")[0]: letter for letter in letters}
+    assert reasons["malformed JSON"].args[0] == ["{broken json"]
+    assert reasons["unknown session (never created, or deleted)"].session_ids == [ghost]
+    assert any("payload limit" in letter.reason and letter.args[0] == [oversized] for letter in letters)
+    assert any(letter.reason.startswith("undecodable message") and letter.raw_body for letter in letters)
+    assert any(letter.reason == "unknown task 'sessionledger.no_such_task'" for letter in letters)
+
+    # the operator creates the missing session and replays: the event is stored after all
+    from workers.dlq import replay_dead
+
+    deployment.service.create_session("agent", session_id=ghost)
+    replay_dead(deployment.broker_url, deployment.names)
+    wait_for(lambda: texts(deployment, ghost) == ["lost"], 30, "the replayed event")

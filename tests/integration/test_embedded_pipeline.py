@@ -1,0 +1,45 @@
+"""The embedded default: publisher, in-process Celery worker and relay on a SQLite ledger."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from domain import SessionEvent
+from infrastructure.sharegpt import conversations
+from infrastructure.summarizers.extractive import ExtractiveSummarizer
+from workers import metrics
+from workers.embedded import EmbeddedPipeline
+from workers.metrics import read_counters
+from workers.policy import load_policies
+
+POLICY = """
+apps.default.trigger = { type = "turns", max_turns = 4 }
+apps.default.strategy = { type = "recursive", max_events_to_keep = 4, overlap_size = 1 }
+"""
+
+
+def test_real_conversations_are_ingested_in_order_and_compacted_in_the_background(sqlite_url):
+    policies = load_policies(ExtractiveSummarizer, inline=POLICY)
+    published: dict[str, list[str]] = defaultdict(list)
+    turns: dict[str, int] = defaultdict(int)
+    with EmbeddedPipeline(sqlite_url, policies=policies) as pipeline:
+        service = pipeline.service
+        for conversation in conversations(limit=25):
+            session = service.create_session("demo").id
+            for message in conversation.messages:
+                event = SessionEvent(session_id=session, message=message)
+                pipeline.publisher.publish(event)
+                published[session].append(event.id)
+                turns[session] += event.type.value == "user"
+        assert pipeline.wait_idle(timeout=120)
+        compacted = 0
+        for session, ids in published.items():
+            events = service.get_events(session)
+            assert [event.id for event in events if not event.is_synthetic] == ids  # archived, then window
+            was_compacted = any(record.kind == "compaction" for record in service.records(session))
+            assert was_compacted == (turns[session] > 4), session
+            compacted += was_compacted
+        assert compacted > 0
+    counters = read_counters(sqlite_url)
+    assert counters[metrics.EVENTS_INGESTED] == sum(map(len, published.values()))
+    assert counters[metrics.COMPACTIONS_RUN] >= compacted

@@ -1,0 +1,71 @@
+"""Counters add up across processes through the database; Prometheus text; JSON log lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+
+from workers import metrics
+from workers.metrics import (
+    JsonFormatter,
+    Metrics,
+    log_event,
+    prometheus_text,
+    read_counters,
+    serve_prometheus,
+)
+
+
+def test_counters_of_several_processes_add_up_in_the_database(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    first, second = Metrics(url), Metrics(url)
+    first.add(metrics.EVENTS_INGESTED, 100)
+    first.add(metrics.DUPLICATES_SKIPPED, 3)
+    second.add(metrics.EVENTS_INGESTED, 50)
+    second.add(metrics.COMPACTIONS_RUN)
+    assert read_counters(url)[metrics.EVENTS_INGESTED] == 0  # nothing flushed yet
+    first.flush()
+    second.close()
+    first.add(metrics.EVENTS_INGESTED, 1)
+    first.close()
+    totals = read_counters(url)
+    assert totals[metrics.EVENTS_INGESTED] == 151
+    assert totals[metrics.DUPLICATES_SKIPPED] == 3 and totals[metrics.COMPACTIONS_RUN] == 1
+    assert totals[metrics.DEAD_LETTERED] == 0
+    assert first.totals()[metrics.EVENTS_INGESTED] == 101
+
+
+def test_prometheus_text_format():
+    text = prometheus_text({metrics.EVENTS_INGESTED: 7}, {"dead_letter_queue_depth": 2})
+    assert (
+        "# TYPE sessionledger_events_ingested_total counter\nsessionledger_events_ingested_total 7\n" in text
+    )
+    assert "# HELP sessionledger_events_ingested_total Events stored" in text
+    assert text.endswith(
+        "# TYPE sessionledger_dead_letter_queue_depth gauge\nsessionledger_dead_letter_queue_depth 2\n"
+    )
+
+
+def test_metrics_are_served_over_http():
+    server = serve_prometheus(0, lambda: prometheus_text({metrics.COMPACTIONS_RUN: 4}), host="127.0.0.1")
+    try:
+        port = server.server_address[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert "sessionledger_compactions_run_total 4" in response.read().decode()
+    finally:
+        server.shutdown()
+
+
+def test_log_lines_are_json_with_their_fields():
+    record = logging.LogRecord("workers.tasks", logging.INFO, __file__, 1, "compacted", None, None)
+    record.fields = {"session_id": "s-1", "tokens_saved": 120}
+    line = json.loads(JsonFormatter().format(record))
+    assert line["msg"] == "compacted" and line["session_id"] == "s-1" and line["tokens_saved"] == 120
+    assert line["level"] == "info" and line["logger"] == "workers.tasks" and line["ts"].endswith("+00:00")
+
+
+def test_log_event_attaches_fields(caplog):
+    with caplog.at_level(logging.INFO, logger="t"):
+        log_event(logging.getLogger("t"), "ingested", stored=3)
+    assert caplog.records[0].fields == {"stored": 3}

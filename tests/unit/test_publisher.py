@@ -1,0 +1,195 @@
+"""EventPublisher on kombu's in-memory transport (no services): batching, order, bound, retries."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+from kombu import Connection
+
+from domain import SessionEvent, UserMessage
+from domain.codec import event_from_payload
+from infrastructure.publisher import EventPublisher, PublisherClosed, PublisherFull
+from infrastructure.queue_names import INGEST_TASK, QueueNames
+
+MEMORY = "memory://localhost//"
+
+
+@pytest.fixture
+def names() -> QueueNames:
+    return QueueNames(f"t{uuid.uuid4().hex[:8]}", 4)
+
+
+def drain(names: QueueNames) -> list[tuple[dict, list[dict]]]:
+    """Every message on the ingest queues: (headers, decoded event documents)."""
+    messages = []
+    with Connection(MEMORY) as connection:
+        for queue in names.ingest_queues():
+            bound = queue(connection.default_channel)
+            while (message := bound.get(no_ack=True)) is not None:
+                args, kwargs, _embed = json.loads(message.body)
+                assert kwargs == {}
+                messages.append((message.headers, [json.loads(line) for line in args[0]]))
+    return messages
+
+
+def events_for(sessions: int, count: int) -> list[SessionEvent]:
+    return [SessionEvent(session_id=f"s{i % sessions}", message=UserMessage(f"m{i}")) for i in range(count)]
+
+
+def texts_by_session(documents) -> dict[str, list[str]]:
+    seen = defaultdict(list)
+    for document in documents:
+        seen[document["session_id"]].append(document["event"]["message"]["text"])
+    return dict(seen)
+
+
+def test_events_arrive_as_celery_ingest_tasks_batched_per_partition_in_publish_order(names):
+    events = events_for(sessions=20, count=1000)
+    with EventPublisher(MEMORY, queue_prefix=names.prefix, partitions=4, flush_interval=0.05) as publisher:
+        for event in events:
+            publisher.publish(event)
+        assert publisher.flush(timeout=10)
+        assert publisher.pending == 0
+        assert publisher.delivered == 1000
+    messages = drain(names)
+    assert len(messages) < 40  # batched, not one message per event
+    headers = messages[0][0]
+    assert headers["task"] == INGEST_TASK and headers["id"] and headers["sl_events"] == len(messages[0][1])
+    documents = [doc for _, docs in messages for doc in docs]
+    assert len(documents) == 1000
+    expected = defaultdict(list)
+    for event in events:
+        expected[event.session_id].append(event.message.text)
+    assert texts_by_session(documents) == expected
+    original = {event.id: event for event in events}
+    for doc in documents[:50]:
+        decoded = event_from_payload(doc["session_id"], doc["id"], doc["event"], validate=True)
+        assert decoded == original[doc["id"]]
+        assert decoded.timestamp == original[doc["id"]].timestamp
+
+
+def test_each_session_stays_on_its_own_partition_queue(names):
+    with EventPublisher(MEMORY, queue_prefix=names.prefix, partitions=4) as publisher:
+        for event in events_for(sessions=50, count=500):
+            publisher.publish(event)
+    with Connection(MEMORY) as connection:
+        for partition, queue in enumerate(names.ingest_queues()):
+            bound = queue(connection.default_channel)
+            while (message := bound.get(no_ack=True)) is not None:
+                for line in json.loads(message.body)[0][0]:
+                    assert names.ingest_for(json.loads(line)["session_id"]) == names.ingest(partition)
+
+
+def test_a_message_holds_at_most_max_batch_events(names):
+    with EventPublisher(
+        MEMORY, queue_prefix=names.prefix, partitions=4, max_batch_events=7, flush_interval=0.2
+    ) as publisher:
+        for event in events_for(sessions=1, count=50):
+            publisher.publish(event)
+    sizes = [len(docs) for _, docs in drain(names)]
+    assert sum(sizes) == 50 and max(sizes) <= 7
+
+
+def test_threads_publishing_concurrently_each_keep_their_order(names):
+    def agent(thread: int) -> None:
+        for i in range(300):
+            publisher.publish(
+                SessionEvent(session_id=f"t{thread}-s{i % 5}", message=UserMessage(f"{thread}:{i}"))
+            )
+
+    with EventPublisher(MEMORY, queue_prefix=names.prefix, partitions=4) as publisher:
+        threads = [threading.Thread(target=agent, args=(t,)) for t in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    seen = texts_by_session(doc for _, docs in drain(names) for doc in docs)
+    assert sum(map(len, seen.values())) == 1800
+    for session, texts in seen.items():
+        numbers = [int(text.split(":")[1]) for text in texts]
+        assert numbers == sorted(numbers), session
+
+
+def test_publish_does_not_wait_for_the_broker():
+    publisher = EventPublisher("amqp://guest:guest@127.0.0.1:1//", max_buffered=100_000, confirm_timeout=0.2)
+    try:
+        events = events_for(sessions=10, count=5000)
+        started = time.perf_counter()
+        for event in events:
+            publisher.publish(event)
+        assert time.perf_counter() - started < 1.0  # ~1 µs each, while every send attempt fails
+        assert publisher.pending == 5000
+    finally:
+        with pytest.raises(TimeoutError):
+            publisher.close(timeout=0.2)
+
+
+def test_when_the_broker_is_down_the_bound_is_enforced_and_nothing_is_silently_dropped():
+    publisher = EventPublisher("amqp://guest:guest@127.0.0.1:1//", max_buffered=100, confirm_timeout=0.2)
+    events = events_for(sessions=3, count=101)
+    for event in events[:100]:
+        publisher.publish(event)
+    with pytest.raises(PublisherFull, match="max_buffered=100"):
+        publisher.publish(events[100])
+    assert publisher.pending == 100
+    assert publisher.flush(timeout=0.3) is False
+    with pytest.raises(TimeoutError, match="100 published events were not delivered"):
+        publisher.close(timeout=0.2)
+    with pytest.raises(PublisherClosed):
+        publisher.publish(events[0])
+
+
+class FlakyPublisher(EventPublisher):
+    """Fails to connect the first `failures` times, as a broker that is down and comes back."""
+
+    def __init__(self, *args, failures: int, **kwargs) -> None:
+        self.failures = failures
+        super().__init__(*args, **kwargs)
+
+    def _ensure_producer(self):
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionRefusedError("broker down")
+        return super()._ensure_producer()
+
+
+def test_events_kept_while_the_broker_is_down_are_delivered_in_order_when_it_is_back(names):
+    publisher = FlakyPublisher(MEMORY, queue_prefix=names.prefix, partitions=4, failures=4, max_backoff=0.05)
+    events = events_for(sessions=10, count=400)
+    for event in events:
+        publisher.publish(event)
+    assert publisher.flush(timeout=10)
+    publisher.close()
+    assert publisher.send_failures == 4
+    expected = defaultdict(list)
+    for event in events:
+        expected[event.session_id].append(event.message.text)
+    assert texts_by_session(doc for _, docs in drain(names) for doc in docs) == expected
+
+
+def test_an_event_that_is_not_json_is_refused_at_publish():
+    publisher = EventPublisher(MEMORY, queue_prefix=f"t{uuid.uuid4().hex[:8]}")
+    try:
+        with pytest.raises(ValueError, match="metadata"):
+            publisher.publish(
+                SessionEvent(session_id="s", message=UserMessage("x"), metadata={"at": object()})
+            )
+        with pytest.raises(ValueError, match="SessionEvent"):
+            publisher.publish({"session_id": "s"})  # type: ignore[arg-type]
+        assert publisher.pending == 0
+    finally:
+        publisher.close()
+
+
+def test_bad_options_are_value_errors():
+    with pytest.raises(ValueError):
+        EventPublisher("")
+    with pytest.raises(ValueError):
+        EventPublisher(MEMORY, max_buffered=0)
+    with pytest.raises(ValueError):
+        EventPublisher(MEMORY, flush_interval=0)
