@@ -103,6 +103,38 @@ def _live_session_events(session_id: str) -> sa.Select:
     )
 
 
+def _last(query: sa.Select, session_id: str, n: int, archived: bool) -> sa.Select:
+    """The last `n` rows of `query` in `get_events()` order, adding each row's group.
+
+    Each group's own last `n` rows (a backward range read of UNIQUE(session_id, position) from
+    the end or from the window base, or the prefix by ordinal), then the last `n` of their union:
+    the cost follows `n` and the window prefix, not the length of the history.
+    """
+    base = sessions.alias("base")
+    window_base = sa.select(base.c.window_base).where(base.c.id == session_id).scalar_subquery()
+    outside_prefix = window_slots.c.ordinal.is_(None)
+    groups = [
+        (2, sa.and_(outside_prefix, ledger.c.position > window_base), ledger.c.position),
+        (1, _in_prefix, window_slots.c.ordinal),
+    ]
+    if archived:
+        groups.append((0, sa.and_(outside_prefix, ledger.c.position <= window_base), ledger.c.position))
+    parts = [
+        query.add_columns(sa.literal(group).label("grp"), key.label("key"))
+        .where(where)
+        .order_by(key.desc())
+        .limit(n)
+        .subquery()
+        for group, where, key in groups
+    ]  # each part in a subquery: SQLite allows no ORDER BY/LIMIT on a UNION member itself
+    union = sa.union_all(*(sa.select(part) for part in parts)).subquery()
+    return (
+        sa.select(union.c.event_id, union.c.payload, union.c.grp)
+        .order_by(union.c.grp.desc(), union.c.key.desc())
+        .limit(n)
+    )
+
+
 def _criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
     """Every per-event criterion of the filter but `pattern`, as SQL."""
     where: list[sa.ColumnElement[bool]] = []
@@ -402,12 +434,13 @@ class SqlLedger:
     # --- reads ------------------------------------------------------------------------------
 
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
-        query = _live_session_events(session_id).add_columns(ledger.c.event_id, ledger.c.payload, _group)
+        query = _live_session_events(session_id).add_columns(ledger.c.event_id, ledger.c.payload)
         query = query.where(*_criteria(filter))
         in_python = filter.pattern is not None
         if not in_python and filter.last_n is not None:
-            query = query.order_by(_group.desc(), _order_key.desc()).limit(filter.last_n)
+            query = _last(query, session_id, filter.last_n, archived=not filter.exclude_archived)
         else:
+            query = query.add_columns(_group)
             query = query.order_by(_group, _order_key)
             if not in_python and filter.page_size is not None:
                 query = query.limit(filter.page_size).offset((filter.page or 0) * filter.page_size)
