@@ -166,24 +166,23 @@ def worker_arguments(
     concurrency: int | None = None,
     loglevel: str = "INFO",
 ) -> list[str]:
-    """The `celery worker` arguments of one role: `ingest` (solo, in order) or `tasks` (prefork)."""
+    """The `celery worker` arguments of one role: `ingest` (solo, in order) or `tasks` (prefork).
+
+    Node names say what a worker serves (`ingest-0.1@host`, `tasks@host`), so a health check
+    can ping exactly that worker: `celery -A workers.app inspect ping -d ingest-0.1@$HOSTNAME`.
+    """
     names = settings.queue_names
     common = ["worker", f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
     if role == "ingest":
-        queues = ",".join(q.name for q in names.ingest_queues(partitions))
-        return [*common, "--pool=solo", f"--queues={queues}", f"--hostname=ingest-{_node()}"]
+        chosen = list(range(names.partitions)) if partitions is None else partitions
+        queues = ",".join(q.name for q in names.ingest_queues(chosen))
+        node = "ingest-" + ".".join(map(str, chosen))
+        return [*common, "--pool=solo", f"--queues={queues}", f"--hostname={node}@%h"]
     if role == "tasks":
         extra = [f"--concurrency={concurrency}"] if concurrency else []
         queues = f"{names.evaluate},{names.compact}"
-        return [*common, "--pool=prefork", *extra, f"--queues={queues}", f"--hostname=tasks-{_node()}"]
+        return [*common, "--pool=prefork", *extra, f"--queues={queues}", "--hostname=tasks@%h"]
     raise ValueError(f"unknown worker role {role!r}: use ingest or tasks")
-
-
-def _node() -> str:
-    import os
-    import socket
-
-    return f"{os.getpid()}@{socket.gethostname()}"
 
 
 @signals.after_setup_logger.connect

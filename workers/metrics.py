@@ -114,7 +114,12 @@ class Metrics:
 
 def counters_engine(database_url: str) -> sa.Engine:
     engine = create_ledger_engine(database_url, pool_size=1)
-    _counters_table.create(engine, checkfirst=True)
+    try:
+        _counters_table.create(engine, checkfirst=True)
+    except sa.exc.DBAPIError:
+        if not sa.inspect(engine).has_table(_counters_table.name):  # else another process won the race
+            engine.dispose()
+            raise
     return engine
 
 

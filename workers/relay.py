@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
 
 import sqlalchemy as sa
 from celery import Celery
@@ -31,8 +32,8 @@ from infrastructure import open_service
 from infrastructure.ledger.engine import WRITE
 from infrastructure.ledger.schema import relay_offsets
 from infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
-from workers.app import settings_of
-from workers.metrics import log_event
+from workers.app import WorkerSettings, settings_of
+from workers.metrics import log_event, serve_prometheus
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,7 @@ def run_relay(
     ledger = ledger or service.ledger  # type: ignore[union-attr]
     engine: sa.Engine = ledger.engine  # type: ignore[attr-defined]
     sender = EvaluateSender(celery)
+    server = _serve_metrics(settings) if settings.metrics_port else None
     try:
         with leadership(engine, RELAY_NAME, stop) as leading:
             if not leading:
@@ -193,8 +195,17 @@ def run_relay(
             log_event(log, "relay started", offset=relay.offset)
             relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop)
     finally:
+        if server is not None:
+            server.shutdown()
         if service is not None:
             service.close()
+
+
+def _serve_metrics(settings: WorkerSettings) -> ThreadingHTTPServer:
+    """`/metrics` in Prometheus text, from the relay: there is exactly one per deployment."""
+    from workers.stats import collect_stats
+
+    return serve_prometheus(settings.metrics_port or 0, lambda: collect_stats(settings).prometheus())
 
 
 def relay_forever(

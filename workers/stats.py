@@ -1,0 +1,87 @@
+"""What an operator sees: `sessionledger stats` and the relay's `/metrics`.
+
+Counters come from the database (every worker process adds to them), queue depths from the
+broker, and the relay's lag from the ledger itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from kombu import Connection
+from kombu.exceptions import KombuError
+
+from infrastructure.ledger.engine import create_ledger_engine
+from infrastructure.ledger.schema import ledger, relay_offsets
+from infrastructure.queue_names import QueueNames
+from workers.app import WorkerSettings
+from workers.metrics import prometheus_text, read_counters
+from workers.relay import RELAY_NAME
+
+
+@dataclass(frozen=True)
+class Stats:
+    counters: dict[str, int]
+    queues: dict[str, int | None]
+    """Messages waiting per queue; None when the broker could not be asked."""
+    relay_lag: int | None
+    """Ledger rows the relay has not handled yet (None for the in-memory ledger)."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {"counters": self.counters, "queues": self.queues, "relay_lag": self.relay_lag}
+
+    def prometheus(self) -> str:
+        gauges: dict[str, int] = {}
+        for queue, depth in self.queues.items():
+            if depth is not None:
+                gauges[f'queue_messages{{queue="{queue}"}}'] = depth
+        if self.relay_lag is not None:
+            gauges["relay_lag_rows"] = self.relay_lag
+        return prometheus_text(self.counters, gauges)
+
+
+def collect_stats(settings: WorkerSettings | None = None) -> Stats:
+    settings = settings or WorkerSettings()
+    return Stats(
+        read_counters(settings.database_url),
+        queue_depths(settings.broker_url, settings.queue_names),
+        relay_lag(settings.database_url),
+    )
+
+
+def queue_depths(broker_url: str, names: QueueNames) -> dict[str, int | None]:
+    """Messages ready in each queue of the deployment (a passive declare: nothing is created)."""
+    depths: dict[str, int | None] = {queue.name: None for queue in names.all_queues()}
+    try:
+        with Connection(broker_url, connect_timeout=5) as connection:
+            connection.ensure_connection(max_retries=0)
+            for queue in names.all_queues():
+                channel = connection.channel()
+                try:
+                    depths[queue.name] = queue(channel).queue_declare(passive=True).message_count
+                except connection.channel_errors:
+                    depths[queue.name] = 0  # not declared yet: nothing was ever sent to it
+                finally:
+                    channel.close()
+    except (OSError, KombuError):
+        pass  # the broker is down: depths stay unknown
+    return depths
+
+
+def relay_lag(database_url: str) -> int | None:
+    if database_url.startswith("memory:"):
+        return None
+    engine = create_ledger_engine(database_url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            head = conn.execute(sa.select(sa.func.max(ledger.c.global_position))).scalar() or 0
+            offset = (
+                conn.execute(
+                    sa.select(relay_offsets.c.global_position).where(relay_offsets.c.name == RELAY_NAME)
+                ).scalar()
+                or 0
+            )
+    finally:
+        engine.dispose()
+    return max(0, int(head) - int(offset))
