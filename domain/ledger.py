@@ -64,17 +64,21 @@ def row_hash(
     occurred_at: datetime,
     content_hash: str,
 ) -> str:
-    """`sha256(prev_hash + "\\n" + canonical(header))`: chains a record to its predecessor."""
-    header = {
-        "session_id": session_id,
-        "position": position,
-        "version": version,
-        "event_id": event_id,
-        "kind": str(kind),
-        "occurred_at": format_timestamp(occurred_at),
-        "content_hash": content_hash,
-    }
-    return sha256_hex(prev_hash + "\n" + canonical(header))
+    """`sha256(prev_hash + "\\n" + canonical(header))`: chains a record to its predecessor.
+
+    The header is `canonical({session_id, position, version, event_id, kind, occurred_at,
+    content_hash})`, written out directly (keys in sorted order): it is hashed on every append.
+    """
+    header = (
+        f'{{"content_hash":"{content_hash}","event_id":{_json_string(event_id)},"kind":"{kind}",'
+        f'"occurred_at":"{format_timestamp(occurred_at)}","position":{int(position)},'
+        f'"session_id":{_json_string(session_id)},"version":{int(version)}}}'
+    )
+    return sha256_hex(prev_hash + "\n" + header)
+
+
+_json_string = json.JSONEncoder(ensure_ascii=False).encode
+"""A string (or None) as canonical JSON, exactly as `canonical` writes it inside a document."""
 
 
 @dataclass(frozen=True, slots=True)

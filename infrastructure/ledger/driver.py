@@ -1,15 +1,14 @@
 """Core statements compiled once per dialect and run straight on the driver, for the append path.
 
 SQLAlchemy still writes the SQL (one definition for PostgreSQL and SQLite) and its types still
-convert the values; only its per-execution machinery is skipped, which on a one-row append
-costs more than the database does. On PostgreSQL the statements of one append are sent in a
-single psycopg pipeline flush (one network round trip instead of one per statement).
+convert the values; only its per-execution machinery (and its `Connection` wrapper) is skipped,
+which on a one-row append costs more than the database does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,12 +37,37 @@ class DriverStatement:
 
 
 @contextmanager
-def one_flush(connection: sa.Connection) -> Iterator[Any]:
-    """The DBAPI connection of an open transaction; on PostgreSQL its statements go in one flush.
+def write_transaction(engine: sa.Engine) -> Iterator[Any]:
+    """A write transaction on a pooled DBAPI connection, without a SQLAlchemy `Connection`.
 
-    Errors of pipelined statements surface when the block ends (as the driver's exceptions).
+    SQLite connections run with the driver's own transaction handling off (see `engine.py`), so
+    the write lock is taken here with BEGIN IMMEDIATE; psycopg begins implicitly.
     """
-    dbapi_connection = connection.connection.dbapi_connection
-    pipeline = getattr(dbapi_connection, "pipeline", None)
-    with pipeline() if pipeline is not None else nullcontext():
-        yield dbapi_connection
+    pooled = engine.raw_connection()
+    driver = pooled.dbapi_connection
+    try:
+        if engine.dialect.name == "sqlite":
+            driver.execute("BEGIN IMMEDIATE")
+        yield driver
+        driver.commit()
+    except BaseException:
+        driver.rollback()
+        raise
+    finally:
+        pooled.close()
+
+
+@contextmanager
+def autocommit(engine: sa.Engine) -> Iterator[Any]:
+    """A pooled DBAPI connection in autocommit mode: each statement is its own transaction."""
+    pooled = engine.raw_connection()
+    driver = pooled.dbapi_connection
+    driver.autocommit = True
+    try:
+        yield driver
+    finally:
+        try:
+            driver.autocommit = False
+        except Exception:  # a broken connection: never hand it out again
+            pooled.invalidate()
+        pooled.close()

@@ -43,7 +43,7 @@ from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHea
 from domain.rewind import plan_rewind
 from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
-from infrastructure.ledger.driver import DriverStatement, one_flush
+from infrastructure.ledger.driver import DriverStatement, autocommit, write_transaction
 from infrastructure.ledger.engine import WRITE
 from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
@@ -188,6 +188,25 @@ _MOVE_HEAD = (
     )
 )
 
+_moved = _MOVE_HEAD.returning(sessions.c.id).cte("moved")
+_APPEND_ROW = (
+    ledger.insert()
+    .from_select(
+        list(_ROW_COLUMNS),
+        sa.select(
+            *(
+                sa.cast(sa.bindparam(name), ledger.c[name].type)
+                if name == "payload"
+                else sa.bindparam(name, type_=ledger.c[name].type)
+                for name in _ROW_COLUMNS
+            )
+        ).select_from(_moved),
+    )
+    .add_cte(_moved)
+)
+"""`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
+the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
+
 
 class SqlLedger:
     """The durable ledger; safe to share between threads, and between processes on one database."""
@@ -199,6 +218,8 @@ class SqlLedger:
         self._insert = postgresql.insert if self._postgres else sqlite.insert
         self._move_head = DriverStatement(_MOVE_HEAD, engine.dialect)
         self._insert_row = DriverStatement(ledger.insert().inline(), engine.dialect, _ROW_COLUMNS)
+        # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
+        self._append_row = DriverStatement(_APPEND_ROW, engine.dialect) if self._postgres else None
         self._integrity_errors = (sa.exc.IntegrityError, engine.dialect.loaded_dbapi.IntegrityError)
         self._heads: dict[str, Head] = {}
         self._heads_lock = Lock()
@@ -311,12 +332,13 @@ class SqlLedger:
         return self._append_batch(drafts)
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
-        """The one-event path: move the cached head and insert the row, in one flush.
+        """The one-event path: move the cached head and insert the row, atomically.
 
-        UNIQUE(session_id, position) is the guard: when the cached head is stale, position + 1
-        is taken (by an append, a compaction, or the erasure of a deleted session), so the INSERT
-        fails and the transaction rolls back; the head is re-read and the append retried. A
-        failing INSERT whose event id is already stored is the idempotent duplicate.
+        The head moves only from the cached position; when it moved elsewhere (an append, a
+        compaction, a deletion) nothing is written and the head is re-read and the append
+        retried. On PostgreSQL the two writes are one autocommitted statement (one round trip);
+        on SQLite, and with a state delta, two statements in one transaction. An INSERT that
+        violates UNIQUE(session_id, event_id) is the idempotent duplicate.
         """
         event = _event_of(draft)
         session_id = event.session_id
@@ -333,26 +355,42 @@ class SqlLedger:
                 return AppendOutcome.NO_SESSION
             record = draft.place(session_id, head.position + 1, head.version + 1, head.hash)
             moves.update(cached=head.position, new_position=record.position, new_hash=record.row_hash)
+            values = {**moves, **_row(draft, record, _now())}
             try:
-                with self._writer.begin() as conn:
-                    with one_flush(conn) as driver:
-                        move = driver.cursor()
-                        self._move_head.execute(move, moves)
-                        self._insert_row.execute(driver.cursor(), _row(draft, record, _now()))
-                    if move.rowcount != 1:
-                        raise RuntimeError(f"ledger head of {session_id!r} moved without a position conflict")
-                    if any(scopes):
-                        self._merge_state(conn, session_id, scopes)
+                if any(scopes):
+                    with self._writer.begin() as conn:
+                        moved = self._move_and_insert(conn.connection.dbapi_connection, values)
+                        if moved:
+                            self._merge_state(conn, session_id, scopes)
+                elif self._append_row is not None:
+                    with autocommit(self._engine) as driver:
+                        cursor = driver.cursor()
+                        self._append_row.execute(cursor, values)
+                        moved = cursor.rowcount == 1
+                else:
+                    with write_transaction(self._engine) as driver:
+                        moved = self._move_and_insert(driver, values)
             except self._integrity_errors:
                 self._forget(session_id)
                 if self._has_event(session_id, event.id):
                     return AppendOutcome.DUPLICATE
                 continue  # someone else took the position: re-read the head and retry
-            self._cache(session_id, Head(record.position, record.row_hash, record.version))
-            return AppendOutcome.STORED
+            if moved:
+                self._cache(session_id, Head(record.position, record.row_hash, record.version))
+                return AppendOutcome.STORED
+            self._forget(session_id)  # the head moved: re-read it and retry
         raise ConcurrencyConflict(
             f"append to {session_id!r} lost {_MAX_HEAD_RACES} races for the ledger head"
         )
+
+    def _move_and_insert(self, driver: Any, values: dict[str, Any]) -> bool:
+        """Move the head, then insert the row if it moved (inside the caller's transaction)."""
+        move = driver.cursor()
+        self._move_head.execute(move, values)
+        if move.rowcount != 1:
+            return False
+        self._insert_row.execute(driver.cursor(), values)
+        return True
 
     def _append_batch(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
         events = [_event_of(d) for d in drafts]

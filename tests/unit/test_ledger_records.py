@@ -245,3 +245,21 @@ def test_replay_of_a_rewind() -> None:
     assert projection.hidden == tuple(p[1:]) and projection.archived == ()
     assert projection.session_state == {"n": None}
     assert after[0] in projection.window_positions
+
+
+@pytest.mark.parametrize("session_id, event_id", [("s", "e"), ('we"ird\\ü✓\n', None), ("\u2028x", "\x00")])
+def test_row_hash_header_is_canonical_json(session_id: str, event_id: str | None) -> None:
+    from domain.codec import format_timestamp
+    from domain.ledger import row_hash, sha256_hex
+
+    header = {
+        "session_id": session_id,
+        "position": 3,
+        "version": 2,
+        "event_id": event_id,
+        "kind": "event",
+        "occurred_at": format_timestamp(T0),
+        "content_hash": "ab" * 32,
+    }
+    expected = sha256_hex(GENESIS_HASH + "\n" + canonical(header))
+    assert row_hash(GENESIS_HASH, session_id, 3, 2, event_id, Kind.EVENT, T0, "ab" * 32) == expected
