@@ -2,7 +2,8 @@
 
 - appends: `append_message`, one event per call as an agent appends, against a raw single-row
   INSERT + commit loop into a copy of the ledger table (same columns, constraints and indexes),
-  the same payload text, the same server and durability settings;
+  the same payload text, the same server and durability settings; and, for the record, against
+  the floor of one autocommitted INSERT per event (a single round trip);
 - the active window of a 1,000-event session (`get_events(active)`, `get_messages`) against a raw
   SELECT of those rows (psycopg decodes the JSON payloads, as the ledger must too);
 - `get_events(last_n=20)` on a 100,000-event session against a 1,000-event one: must not grow.
@@ -23,7 +24,7 @@ from bench.timing import interleaved
 from domain.filters import EventFilter
 from infrastructure import SessionService, open_service
 
-APPEND_ROUNDS, APPENDS_PER_ROUND = 12, 150
+APPEND_ROUNDS, APPENDS_PER_ROUND = 12, 100
 READ_ROUNDS = 40
 WINDOW_EVENTS = 1_000
 LONG_EVENTS = 100_000
@@ -34,37 +35,45 @@ T = TypeVar("T")
 
 def run() -> list[Row]:
     with fresh_postgres() as url, open_service(url) as service, psycopg.connect(url) as conn:
-        return [*_appends(service, conn), *_window_reads(service, conn), *_last_n(service, conn)]
+        return [*_appends(service, conn, url), *_window_reads(service, conn), *_last_n(service, conn)]
 
 
-def _appends(service: SessionService, conn: psycopg.Connection) -> list[Row]:
+def _appends(service: SessionService, conn: psycopg.Connection, url: str) -> list[Row]:
     messages = payloads.messages(APPEND_ROUNDS * APPENDS_PER_ROUND)
     session_id = service.create_session("bench", app_name="bench").id
     raw.create_table(conn)
     ledger_batches = _rounds(messages)
-    raw_batches = _rounds([raw.row_of(message, n) for n, message in enumerate(messages, 1)])
+    # the two raw loops store the same messages at positions of their own (odd and even)
+    committed_batches = _rounds([raw.row_of(m, 2 * n + 1) for n, m in enumerate(messages)])
+    autocommit_batches = _rounds([raw.row_of(m, 2 * n + 2) for n, m in enumerate(messages)])
 
-    def ledger_round() -> None:
-        for message in next(ledger_batches):
-            service.append_message(session_id, message)
-
-    def raw_round() -> None:
-        for row in next(raw_batches):
-            raw.insert(conn, row)
-
-    ledger_round()  # warm up: pooled connections, prepared statements, caches
-    raw_round()
-    medians = interleaved(APPEND_ROUNDS - 1, {"ledger": ledger_round, "raw": raw_round})
-    ledger_rate, raw_rate = (APPENDS_PER_ROUND / medians[name] for name in ("ledger", "raw"))
+    with psycopg.connect(url, autocommit=True) as autocommit:
+        cases = {
+            "ledger": lambda: [service.append_message(session_id, m) for m in next(ledger_batches)],
+            "committed": lambda: [raw.insert(conn, row) for row in next(committed_batches)],
+            "autocommit": lambda: [raw.insert(autocommit, row) for row in next(autocommit_batches)],
+        }
+        for case in cases.values():  # warm up: pooled connections, prepared statements, caches
+            case()
+        medians = interleaved(APPEND_ROUNDS - 1, cases)
+    rates = {name: APPENDS_PER_ROUND / seconds for name, seconds in medians.items()}
+    committed = rates["ledger"] / rates["committed"]
     return [
         Row(
-            "append_message, sequential (1 event per commit)",
-            report.rate(ledger_rate, "events"),
-            f"raw INSERT+commit {report.rate(raw_rate, 'events')}",
-            ledger_rate / raw_rate,
+            "append_message, sequential (1 event per transaction)",
+            report.rate(rates["ledger"], "events"),
+            f"raw INSERT + commit {report.rate(rates['committed'], 'events')}",
+            committed,
             ">= 0.80 of raw rate",
-            ledger_rate / raw_rate >= 0.8,
-        )
+            committed >= 0.8,
+        ),
+        Row(
+            "append_message against the floor: one autocommitted raw INSERT",
+            report.rate(rates["ledger"], "events"),
+            f"raw autocommit INSERT {report.rate(rates['autocommit'], 'events')}",
+            rates["ledger"] / rates["autocommit"],
+            "report",
+        ),
     ]
 
 

@@ -34,9 +34,11 @@ def row_of(message: Message, position: int) -> tuple[Any, ...]:
 
 
 def insert(conn: psycopg.Connection, row: tuple[Any, ...]) -> None:
-    """One event, one transaction."""
+    """One event, one transaction: INSERT then COMMIT (psycopg opens the transaction itself);
+    on an autocommit connection the INSERT is its own transaction (one round trip)."""
     conn.execute(_INSERT, row)
-    conn.commit()
+    if not conn.autocommit:
+        conn.commit()
 
 
 def select_window(conn: psycopg.Connection, session_id: str) -> list[tuple[Any, ...]]:
