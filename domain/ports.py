@@ -60,13 +60,14 @@ class Window:
 
     `head.head_position` is the highest position read: a compaction written from this window
     leaves every later event after the compacted window. `stats` are the running window stats
-    read in the same snapshot.
+    read in the same snapshot; `token_counts` the events' stored counts (None = not yet counted).
     """
 
     head: WindowHead
     events: tuple[SessionEvent, ...]
     positions: tuple[int, ...]
     stats: WindowStats = WindowStats()
+    token_counts: tuple[int | None, ...] = ()
 
 
 class AppendOutcome(StrEnum):

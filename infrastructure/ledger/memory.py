@@ -219,6 +219,7 @@ class MemoryLedger:
                 tuple(log.events[p] for p in positions),
                 tuple(positions),
                 log.stats,
+                tuple(log.token_counts.get(p) for p in positions),
             )
 
     def window_stats(self, session_id: str) -> WindowStats | None:

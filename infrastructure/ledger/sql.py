@@ -504,7 +504,12 @@ class SqlLedger:
         query = (
             _live_session_events(session_id)
             .add_columns(
-                ledger.c.event_id, ledger.c.payload, ledger.c.position, *head_columns, *stats_columns
+                *head_columns,
+                *stats_columns,
+                ledger.c.event_id,
+                ledger.c.payload,
+                ledger.c.position,
+                ledger.c.token_count,
             )
             .where(_in_window)
             .order_by(_group, _order_key)
@@ -521,13 +526,13 @@ class SqlLedger:
                     return None
                 return Window(WindowHead(*rows[0][:3]), (), (), WindowStats(*rows[0][3:]))
         first = rows[0]
-        events = tuple(event_from_payload(session_id, r.event_id, r.payload) for r in rows)
         positions = tuple(r.position for r in rows)
         return Window(
             WindowHead(first.version, first.window_epoch, max(positions)),
-            events,
+            tuple(event_from_payload(session_id, r.event_id, r.payload) for r in rows),
             positions,
-            WindowStats(*first[6:]),
+            WindowStats(*first[3 : 3 + len(_STATS)]),
+            tuple(r.token_count for r in rows),
         )
 
     def window_stats(self, session_id: str) -> WindowStats | None:
@@ -611,7 +616,8 @@ class SqlLedger:
                 return None
             version = row.version + 1
             head = Head(row.head_position, row.head_hash, version)
-            inserts, window, new_events = [], [], []
+            counts = dict(zip(read.positions, read.token_counts, strict=True)) if read.token_counts else {}
+            inserts, window, prefix = [], [], []
             for event in result.compacted:
                 position = known.get(event.id)
                 if position is None:
@@ -620,8 +626,8 @@ class SqlLedger:
                     head = Head(record.position, record.row_hash, version)
                     inserts.append(_row(draft, record, now))
                     position = record.position
-                    new_events.append(position)
                 window.append(position)
+                prefix.append((event, counts.get(position)))
             kept = set(window)
             draft = compaction_draft(
                 at=now,
@@ -652,7 +658,22 @@ class SqlLedger:
                     window_epoch=sessions.c.window_epoch + 1,
                 )
             )
-            self._refresh_window_stats(conn, session_id)
+            if read.token_counts:  # the new window is in hand but for events appended since the read
+                tail = conn.execute(
+                    _live_session_events(session_id)
+                    .add_columns(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
+                    .where(ledger.c.position > read.head.head_position, window_slots.c.ordinal.is_(None))
+                    .order_by(ledger.c.position)
+                ).all()
+                appended = [
+                    (event_from_payload(session_id, r.event_id, r.payload), r.token_count) for r in tail
+                ]
+                stats = window_stats([*prefix, *appended])
+                conn.execute(
+                    sessions.update().where(sessions.c.id == session_id).values(**_stats_columns(stats))
+                )
+            else:
+                self._refresh_window_stats(conn, session_id)
         self._cache(session_id, Head(record.position, record.row_hash, version))
         return version
 
