@@ -13,6 +13,9 @@
 from __future__ import annotations
 
 import statistics
+import time
+from collections import defaultdict
+from typing import Any
 
 import psycopg
 
@@ -20,7 +23,8 @@ from bench import payloads, raw, report
 from bench.database import fresh_postgres
 from bench.report import Row
 from bench.timing import alternating, interleaved, timed
-from domain.compaction import RecursiveSummarizationStrategy
+from domain.compaction import CompactionResult, RecursiveSummarizationStrategy
+from domain.ports import Ledger
 from domain.tokens import default_counter
 from infrastructure import SessionService, open_service
 from workers.app import WorkerSettings
@@ -111,26 +115,57 @@ def _token_counting() -> list[Row]:
     ]
 
 
+class TimedLedger:
+    """A ledger that adds up the seconds spent in each of its methods (the read and the write of
+    a compaction), so the rest of `SessionService.compact` is the plan."""
+
+    def __init__(self, inner: Ledger) -> None:
+        self._inner = inner
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if not callable(found):
+            return found
+
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return found(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - started
+
+        return timed_call
+
+
 def _compaction(service: SessionService, url: str) -> list[Row]:
     reference = payloads.session_with(service, COMPACTED_EVENTS)
     targets = iter([payloads.session_with(service, COMPACTED_EVENTS) for _ in range(COMPACTIONS + 1)])
+    ledger = TimedLedger(service.ledger)
+    timed_service = SessionService(ledger, service.settings)  # type: ignore[arg-type]
     policy = load_policies(InstantSummarizer).for_app("bench")
     assert policy is not None
     strategy = RecursiveSummarizationStrategy(InstantSummarizer(), max_events_to_keep=10, overlap_size=2)
-    archived: list[int] = []
+    parts: dict[str, list[float]] = defaultdict(list)
 
-    def compact() -> None:
-        archived.append(service.compact(next(targets), policy.trigger, strategy).events_removed)
+    def compact() -> float:
+        ledger.seconds.clear()
+        result: list[CompactionResult] = []
+        seconds = timed(lambda: result.append(timed_service.compact(next(targets), policy.trigger, strategy)))
+        assert result[0].events_removed > 0, "the compaction archived nothing"
+        read = ledger.seconds["get_session"] + ledger.seconds["window"]
+        write = ledger.seconds["apply_compaction"]
+        for name, value in (("read", read), ("write", write), ("plan", seconds - read - write)):
+            parts[name].append(value)
+        return seconds
 
     with psycopg.connect(url) as conn:
-
-        def raw_select() -> None:
-            raw.select_window(conn, reference)
-
-        compact()
-        raw_select()
-        medians = interleaved(COMPACTIONS, {"compact": compact, "raw": raw_select})
-    assert statistics.median(archived) > 0, "the compactions archived nothing"
+        cases = {"compact": compact, "raw": lambda: timed(lambda: raw.select_window(conn, reference))}
+        for case in cases.values():
+            case()
+        parts.clear()
+        medians = alternating(COMPACTIONS, cases)
+    part = {name: report.duration(statistics.median(values)) for name, values in parts.items()}
     return [
         Row(
             f"compaction without the LLM (read, plan, CAS write), {COMPACTED_EVENTS:,} events",
@@ -139,7 +174,11 @@ def _compaction(service: SessionService, url: str) -> list[Row]:
             medians["compact"] / medians["raw"],
             "< 20 ms (median)",
             medians["compact"] < 0.020,
-        )
+        ),
+        Row(
+            "  of which: read / plan (incl. tiktoken count of the archived, tokens_saved) / write",
+            f"{part['read']} / {part['plan']} / {part['write']}",
+        ),
     ]
 
 

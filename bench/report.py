@@ -29,7 +29,7 @@ class Row:
     passed: bool | None = None
 
     def cells(self) -> tuple[str, ...]:
-        ratio = "-" if self.ratio is None else f"{self.ratio:.2f}"
+        ratio = "-" if self.ratio is None else f"{self.ratio:.{'2f' if self.ratio >= 0.1 else '2g'}}"
         verdict = {None: "-", True: "yes", False: "NO"}[self.passed]
         return (self.benchmark, self.measured, self.baseline, ratio, self.target, verdict)
 
