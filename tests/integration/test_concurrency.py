@@ -165,3 +165,18 @@ def test_compactions_race_with_appends(backend: str, request: pytest.FixtureRequ
         summaries = sum(1 for r in records if r.kind == "event" and r.synthetic)
         assert service.event_version(session.id) == 4 + appends + len(compactions)
         assert summaries == len(compactions)
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_concurrent_opens_create_the_schema_once(backend: str, request: pytest.FixtureRequest) -> None:
+    """Fresh database, several services opened at once: the migration runs once, all of them work."""
+    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_url")
+    created: list[str] = []
+
+    def open_and_use() -> None:
+        with open_service(url) as service:
+            created.append(service.create_session("u").id)
+
+    run_together([open_and_use] * 4)
+    with open_service(url) as service:
+        assert all(service.get_session(sid) is not None for sid in created) and len(created) == 4

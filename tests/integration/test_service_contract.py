@@ -515,3 +515,45 @@ def test_ingest_batch(service: SessionService) -> None:
     service.append_message(b.id, UserMessage("b3"))  # the single-event path after a batch
     assert [m.text for m in service.get_messages(b.id)] == ["b1", "b2", "b3"]
     assert chain_problems(service.records(b.id)) == []
+
+
+# --- bootstrap and pushdown -----------------------------------------------------------------------
+
+
+def test_open_service_defaults(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SESSIONLEDGER_DATABASE_URL", raising=False)
+    with open_service() as service:
+        sid = service.create_session("u").id
+    assert (tmp_path / "sessionledger.db").exists()
+    with open_service() as service:  # durable: the same file again
+        assert service.get_session(sid) is not None
+    with open_service("memory://") as first, open_service("memory://") as second:
+        first.create_session("u", session_id="same")
+        assert second.get_session("same") is None  # each memory:// open is a fresh store
+    with pytest.raises(ValueError):
+        open_service("memory://", no_such_option=1)
+    with pytest.raises(ValueError):
+        open_service("mysql://nowhere/db")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_filters_run_in_sql(backend: str, request: pytest.FixtureRequest) -> None:
+    """Keyword, paging and last_n reach the database as LIKE ... ESCAPE and LIMIT, not Python."""
+    import sqlalchemy as sa
+
+    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url_shared")
+    with open_service(url) as service:
+        s = service.create_session(unique("u"))
+        for i in range(30):
+            service.append_message(s.id, UserMessage(f"message {i}"))
+        statements: list[str] = []
+        engine = service.ledger.engine  # type: ignore[attr-defined]
+        sa.event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+        found = service.get_events(s.id, EventFilter.keyword_search("MESSAGE 1", page=1, page_size=3))
+        assert texts(found) == ["message 12", "message 13", "message 14"]
+        assert len(statements) == 1 and "LIKE" in statements[0] and "ESCAPE" in statements[0]
+        assert "LIMIT" in statements[0]
+        statements.clear()
+        assert texts(service.get_events(s.id, EventFilter.last(2))) == ["message 28", "message 29"]
+        assert statements and all("LIMIT" in sql for sql in statements)
