@@ -46,7 +46,7 @@ class CheckFailed(Exception):
 
 def fail(message: str, status: int = 2) -> NoReturn:
     """One line on stderr, then exit: 2 for bad arguments, 1 for a failed check."""
-    errors.print(f"error: {message}", markup=False, highlight=False)
+    errors.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(status)
 
 

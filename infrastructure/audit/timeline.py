@@ -1,0 +1,123 @@
+"""A session's history as people read it: one entry per ledger record, in ledger order.
+
+Appends, compactions (with the events they archived and the summaries they wrote), rewinds (with
+the events they hid) and the erasure that deleted the session, each with its position, version and
+times. Built from the records alone, so it shows a deleted session's history without its content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from domain.codec import format_timestamp
+from domain.errors import SessionNotFound
+from domain.ledger import Kind, LedgerRecord
+from domain.turns import format_event
+from infrastructure.service import SessionService
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    position: int
+    version: int
+    kind: str
+    occurred_at: datetime
+    recorded_at: datetime | None
+    event_id: str | None
+    text: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "version": self.version,
+            "kind": self.kind,
+            "occurred_at": format_timestamp(self.occurred_at),
+            "recorded_at": None if self.recorded_at is None else format_timestamp(self.recorded_at),
+            "event_id": self.event_id,
+            "text": self.text,
+            "details": dict(self.details),
+        }
+
+
+def timeline(service: SessionService, session_id: str) -> list[TimelineEntry]:
+    """Every record of the session, described; `SessionNotFound` when it has none."""
+    records = service.records(session_id)
+    if not records:
+        raise SessionNotFound(f"session {session_id!r} not found")
+    event_ids = {r.position: r.event_id for r in records if r.kind is Kind.EVENT}
+    same_version: dict[int, list[int]] = {}
+    for record in records:
+        if record.kind is Kind.EVENT:
+            same_version.setdefault(record.version, []).append(record.position)
+    return [_entry(record, event_ids, same_version) for record in records]
+
+
+def _entry(
+    record: LedgerRecord, event_ids: Mapping[int, str | None], same_version: Mapping[int, Sequence[int]]
+) -> TimelineEntry:
+    text, details = _describe(record, event_ids, same_version)
+    return TimelineEntry(
+        record.position,
+        record.version,
+        str(record.kind),
+        record.occurred_at,
+        record.recorded_at,
+        record.event_id,
+        text,
+        details,
+    )
+
+
+def _describe(
+    record: LedgerRecord, event_ids: Mapping[int, str | None], same_version: Mapping[int, Sequence[int]]
+) -> tuple[str, dict[str, Any]]:
+    payload = record.payload
+    if payload is None:
+        return f"{record.kind} (erased)", {"erased": True}
+    if record.kind is Kind.CREATED:
+        return (
+            f"session created for user {payload['user_id']} in app {payload['app_name']}",
+            {"user_id": payload["user_id"], "app_name": payload["app_name"], "state": payload["state"]},
+        )
+    if record.kind is Kind.EVENT:
+        return format_event(record.event()), {
+            "type": record.event_type,
+            "branch": record.branch,
+            "synthetic": record.synthetic,
+            "invocation_id": payload["invocation_id"],
+            "state_delta": payload["state_delta"],
+        }
+    if record.kind is Kind.COMPACTION:
+        summaries = [p for p in same_version.get(record.version, ()) if p < record.position]
+        archived = payload["archived"]
+        return (
+            f"compaction ({payload['source']}): archived {len(archived)} events, window of "
+            f"{len(payload['window'])}, {len(summaries)} summary events added",
+            {
+                "source": payload["source"],
+                "archived": archived,
+                "archived_event_ids": [event_ids.get(p) for p in archived],
+                "window": payload["window"],
+                "summaries": summaries,
+                "read_head": payload["read_head"],
+                "tokens_saved": payload["tokens_saved"],
+            },
+        )
+    if record.kind is Kind.REWIND:
+        hidden = payload["hidden"]
+        return (
+            f"rewind before invocation {payload['before_invocation_id']}: {len(hidden)} events hidden",
+            {
+                "before_invocation_id": payload["before_invocation_id"],
+                "hidden": hidden,
+                "hidden_event_ids": [event_ids.get(p) for p in hidden],
+                "state_delta": payload["state_delta"],
+            },
+        )
+    if record.kind is Kind.ERASURE:
+        return f"session deleted ({payload['reason']}); its messages were erased", dict(payload)
+    return str(record.kind), {}

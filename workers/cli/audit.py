@@ -1,0 +1,290 @@
+"""Audit commands: `replay`, `verify`, `export`, `import` and `timeline` (CONTRACT.md section 5).
+
+`verify` exits 1 when a check fails, naming the first broken position and the kind of break;
+`import` exits 1 when the export does not verify. Unknown sessions and bad arguments exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from domain import format_event
+from domain.codec import format_timestamp, parse_timestamp
+from infrastructure import audit
+from infrastructure.audit import ModelView, TamperedExport, TimelineEntry, Verification, WindowReplay
+from workers.cli.app import (
+    AsJson,
+    BrokerUrl,
+    DatabaseUrl,
+    cli,
+    command,
+    console,
+    emit_json,
+    fail,
+    service_for,
+)
+from workers.cli.browse import event_row
+
+_TEXT_WIDTH = 160
+_KIND_STYLES = {"created": "cyan", "compaction": "magenta", "rewind": "yellow", "erasure": "red"}
+
+
+def _short(text: str, width: int = _TEXT_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        moment = parse_timestamp(text.replace("Z", "+00:00"))
+    except ValueError as error:
+        fail(f"--at must be an ISO-8601 time with a timezone, e.g. 2026-01-31T12:00:00Z ({error})")
+    return moment
+
+
+@command
+def replay(
+    session_id: Annotated[str, typer.Argument(help="The session to replay.")],
+    version: Annotated[int | None, typer.Option("--version", help="The event_version to stop at.")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="ISO-8601 time with timezone to stop at.")] = None,
+    event: Annotated[
+        str | None, typer.Option("--event", help="Show what the model saw when this event was produced.")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Rebuild the active window from the ledger alone, as it stood at a version or time."""
+    if sum(option is not None for option in (version, at, event)) > 1:
+        fail("give at most one of --version, --at and --event")
+    moment = None if at is None else _parse_time(at)
+    with service_for(database_url, broker_url) as service:
+        try:
+            if event is not None:
+                _show_model_view(audit.what_the_model_saw(service, session_id, event), as_json)
+            else:
+                _show_replay(audit.replay(service, session_id, version=version, at=moment), as_json)
+        except LookupError as error:
+            fail(str(error).strip("'\""))
+
+
+def _replay_dict(found: WindowReplay) -> dict[str, Any]:
+    return {
+        "session_id": found.session_id,
+        "version": found.version,
+        "deleted": found.deleted,
+        "window": [
+            {"position": p, **event_row(e)} for p, e in zip(found.positions, found.window, strict=False)
+        ],
+        "state": dict(found.state),
+        "archived": list(found.archived),
+        "hidden": list(found.hidden),
+        "stand_ins": [stand_in.as_dict() for stand_in in found.stand_ins],
+    }
+
+
+def _show_replay(found: WindowReplay, as_json: bool) -> None:
+    if as_json:
+        emit_json(_replay_dict(found))
+        return
+    if found.deleted:
+        console.print(
+            f"session {found.session_id} was deleted at version {found.version}: its messages were erased"
+        )
+        return
+    _window_table(found, f"window of {found.session_id} at version {found.version}")
+
+
+def _window_table(found: WindowReplay, title: str) -> None:
+    summaries = {p: s for s in found.stand_ins for p in s.summaries}
+    table = Table("position", "time", "event", "stands in for", title=title)
+    for position, event in zip(found.positions, found.window, strict=False):
+        stand_in = summaries.get(position)
+        covers = (
+            ""
+            if stand_in is None
+            else f"{len(stand_in.covers)} archived events (compaction @{stand_in.compaction})"
+        )
+        table.add_row(
+            str(position), format_timestamp(event.timestamp)[:19], _short(format_event(event)), covers
+        )
+    console.print(table)
+    console.print(
+        f"archived: {len(found.archived)} events, rewound: {len(found.hidden)}, state: {dict(found.state)}",
+        markup=False,
+    )
+
+
+def _show_model_view(view: ModelView, as_json: bool) -> None:
+    if as_json:
+        emit_json(
+            {
+                "event": event_row(view.event),
+                "before": _replay_dict(view.before),
+                "summary": view.summary,
+                "facts": view.facts,
+                "system_prompt": view.system_prompt,
+            }
+        )
+        return
+    _window_table(view.before, f"what the model saw before {view.event.id} (version {view.before.version})")
+    console.print(f"produced: {_short(format_event(view.event))}", markup=False)
+    if view.facts is not None:
+        console.print(f"injected summary (system prompt facts):\n{view.facts}", markup=False)
+
+
+@command
+def verify(
+    session_id: Annotated[str | None, typer.Argument(help="The session to check (all when omitted).")] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Check the hash chains and that each stored window equals the one replayed from the ledger."""
+    with service_for(database_url, broker_url) as service:
+        if session_id is None:
+            results = list(audit.verify_all(service))
+        else:
+            try:
+                results = [audit.verify(service, session_id)]
+            except LookupError:
+                fail(f"unknown session {session_id!r}")
+        if as_json:
+            emit_json(results[0].as_dict() if session_id is not None else [r.as_dict() for r in results])
+        else:
+            _verification_table(results)
+        broken = [r for r in results if not r.ok]
+        if broken:
+            first = broken[0]
+            more = f" (and {len(broken) - 1} more sessions)" if len(broken) > 1 else ""
+            fail(f"session {first.session_id}: {_problem(first)}{more}", status=1)
+
+
+def _problem(result: Verification) -> str:
+    first = result.first
+    if first is None:
+        return "ok"
+    where = "" if first.position is None else f" at position {first.position}"
+    return f"{first.kind}{where}: {first.detail}"
+
+
+def _verification_table(results: Iterable[Verification]) -> None:
+    table = Table("session", "records", "version", "status", "detail", title="ledger verification")
+    for result in results:
+        status = "ok" if result.ok else f"[red]{_problem(result).split(':', 1)[0]}[/red]"
+        if result.deleted:
+            status += " (deleted)"
+        detail = "" if result.first is None else _short(result.first.detail, 100)
+        table.add_row(result.session_id, str(result.records), str(result.version), status, Text(detail))
+    console.print(table)
+
+
+@command
+def export(
+    session_id: Annotated[str, typer.Argument(help="The session to export.")],
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Write the session's ledger as JSON lines (docs/export-format.md) to standard output."""
+    with service_for(database_url, broker_url) as service:
+        try:
+            lines = audit.export_lines(service, session_id)
+            first = next(lines)
+        except LookupError:
+            fail(f"unknown session {session_id!r}")
+        write = sys.stdout.write
+        write(first + "\n")
+        for line in lines:
+            write(line + "\n")
+
+
+@cli.command(name="import")
+def import_(
+    path: Annotated[Path, typer.Argument(help="An export file (JSON lines); '-' reads standard input.")],
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Rebuild a session from an export, after verifying its whole chain."""
+    try:
+        stream = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
+    except OSError as error:
+        fail(f"cannot read {path}: {error.strerror}")
+    with stream, service_for(database_url, broker_url) as service:
+        try:
+            imported = audit.import_lines(service, stream)
+        except TamperedExport as error:
+            fail(str(error), status=1)
+        if as_json:
+            emit_json(
+                {
+                    "session_id": imported.session_id,
+                    "records": imported.records,
+                    "version": imported.version,
+                    "head_hash": imported.head_hash,
+                }
+            )
+            return
+        console.print(
+            f"imported session {imported.session_id}: {imported.records} records, version "
+            f"{imported.version}, head {imported.head_hash}",
+            markup=False,
+        )
+
+
+@command
+def timeline(
+    session_id: Annotated[str, typer.Argument(help="The session whose history to show.")],
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """The session's whole history: versions, compactions and what they archived, rewinds, erasure."""
+    with service_for(database_url, broker_url) as service:
+        try:
+            entries = audit.timeline(service, session_id)
+        except LookupError:
+            fail(f"unknown session {session_id!r}")
+        if as_json:
+            emit_json([entry.as_dict() for entry in entries])
+            return
+        _timeline_table(session_id, entries)
+
+
+def _timeline_table(session_id: str, entries: list[TimelineEntry]) -> None:
+    table = Table("pos", "version", "kind", "recorded", "what happened", title=f"timeline of {session_id}")
+    for entry in entries:
+        style = _KIND_STYLES.get(entry.kind)
+        kind = entry.kind if style is None else f"[{style}]{entry.kind}[/{style}]"
+        text = entry.text
+        if entry.kind == "compaction":
+            text += f"\n  archived positions {_positions(entry.details['archived'])}"
+        elif entry.kind == "rewind" and "hidden" in entry.details:
+            text += f"\n  hid positions {_positions(entry.details['hidden'])}"
+        recorded = entry.recorded_at or entry.occurred_at
+        table.add_row(
+            str(entry.position), str(entry.version), kind, format_timestamp(recorded)[:19], _short(text)
+        )
+    console.print(table)
+
+
+def _positions(positions: list[int]) -> str:
+    """`2-9, 13, 15-18`: runs of consecutive positions."""
+    runs: list[str] = []
+    start = prev = None
+    for p in [*positions, None]:
+        if p is not None and prev is not None and p == prev + 1:
+            prev = p
+            continue
+        if start is not None:
+            runs.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = p
+    return ", ".join(runs)
