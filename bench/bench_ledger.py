@@ -24,7 +24,7 @@ from bench.timing import interleaved
 from domain.filters import EventFilter
 from infrastructure import SessionService, open_service
 
-APPEND_ROUNDS, APPENDS_PER_ROUND = 12, 100
+APPEND_ROUNDS, APPENDS_PER_ROUND = 16, 100
 READ_ROUNDS = 40
 WINDOW_EVENTS = 1_000
 LONG_EVENTS = 100_000
