@@ -1,0 +1,222 @@
+"""`sessionledger demo`: the main job on the embedded default, end to end, shown as tables.
+
+Real ShareGPT conversations are published fire-and-forget through the same pipeline production
+runs (publisher -> ingest -> ledger -> relay -> evaluate -> compact), here in one process on
+SQLite; then every session's ledger, window, summaries and tokens are shown.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+from uuid import uuid4
+
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from domain import EventFilter, SessionEvent, format_event
+from infrastructure import SessionService
+from infrastructure.settings import Settings
+from infrastructure.sharegpt import conversations
+from infrastructure.summarizers.factory import summarizer_from_settings
+from infrastructure.tokens import count_chat_tokens
+from workers.cli.app import AsJson, BrokerUrl, DatabaseUrl, command, console, emit_json, errors, fail
+from workers.embedded import EmbeddedPipeline
+from workers.policy import load_policies
+
+DEMO_APP = "sharegpt-demo"
+DEMO_USER = "demo-user"
+DEMO_POLICY = f"""
+[apps.{DEMO_APP}]
+trigger = {{ type = "any_of", triggers = [ {{ type = "turns", max_turns = 4 }},
+                                           {{ type = "tokens", threshold = 3000 }} ] }}
+strategy = {{ type = "recursive", max_events_to_keep = 4, overlap_size = 1 }}
+"""
+"""Compact early so that a short demo shows it: past 4 turns or 3,000 tokens, keep the last 4 events."""
+
+
+@dataclass(frozen=True)
+class SessionReport:
+    session_id: str
+    events: int
+    window: int
+    summaries: int
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def saved(self) -> float:
+        return 1 - self.tokens_after / self.tokens_before if self.tokens_before else 0.0
+
+
+@command
+def demo(
+    count: Annotated[int, typer.Option("--conversations", "-n", help="How many conversations.")] = 100,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Publish real conversations, compact them in the background, and show the result."""
+    if count <= 0:
+        fail("--conversations must be greater than 0")
+    if broker_url:
+        errors.print("note: the demo runs its own in-process pipeline; --broker-url is not used")
+    settings = Settings()
+    url = database_url or settings.database_url
+    summarizer = summarizer_from_settings(settings)
+    policies = load_policies(lambda: summarizer, inline=DEMO_POLICY, model=settings.model)
+    run = uuid4().hex[:8]
+    quiet = as_json
+    if not quiet:
+        console.print(
+            f"ledger: [bold]{_describe(url)}[/]   summarizer: [bold]{_describe_summarizer(summarizer)}[/]"
+        )
+    started = time.perf_counter()
+    with EmbeddedPipeline(url, policies=policies) as pipeline:
+        service = pipeline.service
+        assert service is not None and pipeline.publisher is not None
+        loaded = list(conversations(limit=count))
+        total = sum(len(c.messages) for c in loaded)
+        session_ids = [
+            service.create_session(DEMO_USER, session_id=f"{c.id}-{run}", app_name=DEMO_APP, ttl=None).id
+            for c in loaded
+        ]
+        with _progress(quiet) as progress:
+            publishing = progress.add_task("publishing fire-and-forget", total=total)
+            publish_started = time.perf_counter()
+            for session_id, conversation in zip(session_ids, loaded, strict=True):
+                for message in conversation.messages:
+                    pipeline.publisher.publish(SessionEvent(session_id=session_id, message=message))
+                progress.advance(publishing, len(conversation.messages))
+            published_in = time.perf_counter() - publish_started
+            settling = progress.add_task("ingest, evaluate, compact in the background", total=None)
+            if not pipeline.wait_idle(timeout=300):
+                fail("the pipeline did not settle within 300 s", status=1)
+            progress.update(settling, total=1, completed=1)
+        reports = [_report(service, sid, settings.model) for sid in session_ids]
+        elapsed = time.perf_counter() - started
+        if as_json:
+            emit_json(_as_json(reports, url, published_in, elapsed))
+            return
+        _show(service, reports, total, published_in, elapsed, url)
+
+
+def _progress(quiet: bool) -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=False,
+    )
+
+
+def _report(service: SessionService, session_id: str, model: str) -> SessionReport:
+    real = service.get_events(session_id, EventFilter.real_only())
+    window = service.get_events(session_id, EventFilter.active())
+    summaries = sum(1 for e in service.get_events(session_id) if e.is_synthetic and e.message.text)
+    return SessionReport(
+        session_id=session_id,
+        events=len(real),
+        window=len(window),
+        summaries=summaries // 2,
+        tokens_before=count_chat_tokens([e.message for e in real], model),
+        tokens_after=count_chat_tokens([e.message for e in window], model),
+    )
+
+
+def _show(
+    service: SessionService,
+    reports: list[SessionReport],
+    total: int,
+    published_in: float,
+    elapsed: float,
+    url: str,
+) -> None:
+    table = Table(title="sessions (largest 15)", show_footer=True)
+    before = sum(r.tokens_before for r in reports)
+    after = sum(r.tokens_after for r in reports)
+    table.add_column("session", footer=f"{len(reports)} sessions", no_wrap=True)
+    table.add_column("events", justify="right", footer=str(sum(r.events for r in reports)))
+    table.add_column("in window", justify="right", footer=str(sum(r.window for r in reports)))
+    table.add_column("summaries", justify="right", footer=str(sum(r.summaries for r in reports)))
+    table.add_column("tokens before", justify="right", footer=f"{before:,}")
+    table.add_column("tokens after", justify="right", footer=f"{after:,}")
+    table.add_column("saved", justify="right", footer=f"{1 - after / before:.0%}" if before else "-")
+    for report in sorted(reports, key=lambda r: r.tokens_before, reverse=True)[:15]:
+        table.add_row(
+            report.session_id,
+            str(report.events),
+            str(report.window),
+            str(report.summaries),
+            f"{report.tokens_before:,}",
+            f"{report.tokens_after:,}",
+            f"{report.saved:.0%}",
+        )
+    console.print(table)
+    compacted = max(reports, key=lambda r: (r.summaries, r.tokens_before))
+    window = Table(
+        "#", "", "event", title=f"active window of {compacted.session_id} (what the model sees next)"
+    )
+    for index, event in enumerate(service.get_events(compacted.session_id, EventFilter.active()), start=1):
+        text = format_event(event).replace("\n", " ")
+        window.add_row(
+            str(index),
+            "summary" if event.is_synthetic else "",
+            escape(text if len(text) <= 140 else text[:137] + "..."),
+        )
+    console.print(window)
+    console.print(
+        f"{total:,} events published in {published_in * 1000:.0f} ms "
+        f"({total / published_in:,.0f} events/s, without waiting for the ledger); all stored and "
+        f"compacted {elapsed:.1f} s after the start. Audit it: "
+        f"[bold]sessionledger verify --database-url {url}[/]"
+    )
+
+
+def _as_json(
+    reports: list[SessionReport], url: str, published_in: float, elapsed: float
+) -> dict[str, object]:
+    return {
+        "database_url": url,
+        "published_seconds": round(published_in, 3),
+        "elapsed_seconds": round(elapsed, 3),
+        "sessions": [
+            {
+                "id": r.session_id,
+                "events": r.events,
+                "window": r.window,
+                "summaries": r.summaries,
+                "tokens_before": r.tokens_before,
+                "tokens_after": r.tokens_after,
+            }
+            for r in reports
+        ],
+    }
+
+
+def _describe(url: str) -> str:
+    if url.startswith("sqlite:///"):
+        return f"{Path(url.removeprefix('sqlite:///')).resolve()} (SQLite)"
+    return url.split("@")[-1] if "@" in url else url
+
+
+def _describe_summarizer(summarizer: object) -> str:
+    name = type(summarizer).__name__
+    if name == "ExtractiveSummarizer":
+        return "offline extractive (set OPENAI_BASE_URL or OPENAI_API_KEY for an LLM)"
+    return f"{name} ({getattr(summarizer, 'model', '?')} at {getattr(summarizer, 'base_url', '?')})"
