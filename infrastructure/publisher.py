@@ -108,7 +108,7 @@ class EventPublisher:
         queue_prefix: str | None = None,
         partitions: int | None = None,
         max_buffered: int = 100_000,
-        flush_interval: float = 0.01,
+        flush_interval: float = 0.05,
         max_batch_events: int = 2_000,
         max_batch_bytes: int = 4 * 1024 * 1024,
         confirm_timeout: float = 10.0,

@@ -14,7 +14,7 @@ from functools import cached_property
 from kombu import Exchange, Queue
 
 DEFAULT_PREFIX = "sessionledger"
-DEFAULT_PARTITIONS = 4
+DEFAULT_PARTITIONS = 2
 
 INGEST_TASK = "sessionledger.ingest"
 EVALUATE_TASK = "sessionledger.evaluate"

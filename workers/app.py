@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from celery import Celery, signals
@@ -165,23 +166,26 @@ def worker_arguments(
     partitions: list[int] | None = None,
     concurrency: int | None = None,
     loglevel: str = "INFO",
+    process_id: int | None = None,
 ) -> list[str]:
     """The `celery worker` arguments of one role: `ingest` (solo, in order) or `tasks` (prefork).
 
-    Node names say what a worker serves (`ingest-0.1@host`, `tasks@host`), so a health check
-    can ping exactly that worker: `celery -A workers.app inspect ping -d ingest-0.1@$HOSTNAME`.
+    Node names say what a worker serves and which process it is (`ingest-0.1-<pid>@host`,
+    `tasks-<pid>@host`): unique on a host, and predictable in a container, where the worker is
+    process 1, so a health check can ping exactly it (`-d ingest-0.1-1@$HOSTNAME`).
     """
     names = settings.queue_names
+    process_id = os.getpid() if process_id is None else process_id
     common = ["worker", f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
     if role == "ingest":
         chosen = list(range(names.partitions)) if partitions is None else partitions
         queues = ",".join(q.name for q in names.ingest_queues(chosen))
-        node = "ingest-" + ".".join(map(str, chosen))
+        node = f"ingest-{'.'.join(map(str, chosen))}-{process_id}"
         return [*common, "--pool=solo", f"--queues={queues}", f"--hostname={node}@%h"]
     if role == "tasks":
         extra = [f"--concurrency={concurrency}"] if concurrency else []
         queues = f"{names.evaluate},{names.compact}"
-        return [*common, "--pool=prefork", *extra, f"--queues={queues}", "--hostname=tasks@%h"]
+        return [*common, "--pool=prefork", *extra, f"--queues={queues}", f"--hostname=tasks-{process_id}@%h"]
     raise ValueError(f"unknown worker role {role!r}: use ingest or tasks")
 
 

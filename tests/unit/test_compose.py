@@ -44,11 +44,14 @@ def test_ingest_services_cover_every_partition_exactly_once_and_are_pinged_by_th
             continue
         chosen = parse_partitions(service["command"][1].removeprefix("--partitions="), partitions)
         owned += chosen
-        hostname = next(a for a in worker_arguments(settings, "ingest", partitions=chosen) if "hostname" in a)
+        arguments = worker_arguments(
+            settings, "ingest", partitions=chosen, process_id=1
+        )  # process 1 of its container
+        hostname = next(a for a in arguments if "hostname" in a)
         node = hostname.removeprefix("--hostname=").replace("%h", "$$HOSTNAME")
         assert f"-d {node} " in service["healthcheck"]["test"][1]
     assert sorted(owned) == list(range(partitions))
-    assert "-d tasks@$$HOSTNAME " in services["worker"]["healthcheck"]["test"][1]
+    assert "-d tasks-1@$$HOSTNAME " in services["worker"]["healthcheck"]["test"][1]
 
 
 def test_the_relay_serves_the_metrics_its_health_check_reads(compose):
