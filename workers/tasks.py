@@ -311,6 +311,8 @@ def compact(self: LedgerTask, session_id: str) -> str:
     owner = self.request.id or "local"
     try:
         if not runtime.leases.claim(session_id, owner, runtime.settings.lease):
+            if runtime.leases.holder(session_id) is None:
+                return "gone"  # deleted, or never existed
             log_event(log, "compaction already running elsewhere", session_id=session_id)
             return "busy"
         try:

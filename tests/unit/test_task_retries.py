@@ -1,0 +1,94 @@
+"""The tasks' retry rules on the in-memory broker: backoff retries, redeliveries counted, then the DLQ."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from celery.exceptions import Ignore, Retry
+from kombu import Connection
+
+from infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
+from workers.app import WorkerSettings, create_app
+from workers.dlq import list_dead
+
+MEMORY = "memory://localhost//"
+
+
+@pytest.fixture
+def celery(tmp_path):
+    settings = WorkerSettings(
+        broker_url=MEMORY,
+        queue_prefix=f"r{uuid.uuid4().hex[:8]}",
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        max_retries=2,
+        retry_backoff=3,
+    )
+    app = create_app(settings)
+    app.loader.import_default_modules()
+    return app
+
+
+def call(task, *args, retries: int = 0, redelivered: bool = False):
+    task.push_request(
+        id="task-1",
+        args=list(args),
+        kwargs={},
+        retries=retries,
+        called_directly=False,  # as in a worker: a retry is sent to the broker
+        delivery_info={"redelivered": redelivered},
+    )
+    try:
+        return task(*args)
+    finally:
+        task.pop_request()
+
+
+def queued(celery, queue: str) -> list:
+    names = celery.sessionledger_settings.queue_names
+    with Connection(MEMORY) as connection:
+        bound = next(q for q in names.all_queues() if q.name == queue)(connection.default_channel)
+        found = []
+        while (message := bound.get(no_ack=True)) is not None:
+            found.append(message)
+        return found
+
+
+def test_a_redelivered_task_counts_as_a_retry_and_runs_again_later(celery):
+    task = celery.tasks[COMPACT_TASK]
+    with pytest.raises(Retry):
+        call(task, "session-1", retries=0, redelivered=True)
+    (again,) = queued(celery, celery.sessionledger_settings.queue_names.compact)
+    assert again.headers["retries"] == 1 and again.headers["id"] == "task-1"
+    assert json.loads(again.body)[0] == ["session-1"]
+    assert again.headers["eta"] is not None  # with a backoff
+
+
+def test_after_the_last_retry_the_task_is_dead_lettered_with_its_reason(celery):
+    task = celery.tasks[COMPACT_TASK]
+    with pytest.raises(Ignore):  # acked: nothing more to do with it
+        call(task, "session-1", retries=2, redelivered=True)
+    (letter,) = list_dead(MEMORY, celery.sessionledger_settings.queue_names)
+    assert (
+        letter.task == COMPACT_TASK and letter.args == ["session-1"] and letter.session_ids == ["session-1"]
+    )
+    assert letter.reason == "Redelivered: delivered again after its worker was lost (gave up after 2 retries)"
+    assert letter.queue == celery.sessionledger_settings.queue_names.compact
+
+
+def test_a_redelivered_ingest_batch_is_simply_stored_again(celery):
+    task = celery.tasks[INGEST_TASK]
+    assert call(task, [], redelivered=True) == {"stored": 0, "duplicates": 0, "dead_lettered": 0}
+
+
+def test_an_ingest_message_that_is_not_a_batch_is_dead_lettered(celery):
+    task = celery.tasks[INGEST_TASK]
+    with pytest.raises(Ignore):
+        call(task, {"not": "a list"})
+    (letter,) = list_dead(MEMORY, celery.sessionledger_settings.queue_names)
+    assert letter.reason.startswith("malformed batch")
+
+
+def test_compacting_a_session_that_does_not_exist_does_nothing(celery):
+    assert call(celery.tasks[COMPACT_TASK], "no-such-session") == "gone"
