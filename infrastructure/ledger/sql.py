@@ -642,11 +642,12 @@ class SqlLedger:
             inserts.append(_row(draft, record, now))
             conn.execute(ledger.insert(), inserts)
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id, _in_prefix))
-            conn.execute(
-                window_slots.insert(),
-                [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
-                 for i, p in enumerate(window)],
-            )  # fmt: skip
+            if window:  # a compaction may archive the whole window
+                conn.execute(
+                    window_slots.insert(),
+                    [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
+                     for i, p in enumerate(window)],
+                )  # fmt: skip
             conn.execute(
                 sessions.update()
                 .where(sessions.c.id == session_id)
