@@ -147,8 +147,11 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
             SWEEP_TASK: {"queue": names.compact, "routing_key": names.compact},
         },
         task_create_missing_queues=False,
-        # the delay before a task whose pool process died runs again (Celery's default is 3 minutes)
-        task_annotations={"*": {"default_retry_delay": settings.retry_backoff}},
+        # a task whose pool process died runs again after this delay (Celery's default: 3 minutes),
+        # at most max_retries times (Celery's default: 3), like every other retry
+        task_annotations={
+            "*": {"default_retry_delay": settings.retry_backoff, "max_retries": settings.max_retries}
+        },
         worker_consumer="workers.app:DeadLetteringConsumer",
     )
     celery.sessionledger_settings = settings  # type: ignore[attr-defined]
