@@ -17,7 +17,7 @@ from domain.ledger import GENESIS_HASH, Kind, LedgerRecord, row_hash
 
 _ERASABLE = frozenset({Kind.CREATED, Kind.EVENT, Kind.REWIND})
 _MAX_SHIFT = 10_000
-"""How far back a record's original position is looked for when records before it are missing."""
+"""How far from where it is a moved record's original position is looked for (only on a break)."""
 
 
 class BreakKind(StrEnum):
@@ -136,7 +136,7 @@ def _classify(
     """Record i fails: tell an edit from a deletion, a move or an insertion by how it links.
 
     A record names its predecessor's hash, and its row hash covers the position it was written
-    at, so an intact record that was moved still says where it belongs.
+    at, so an intact record that was moved or renumbered still says where it belongs.
     """
     record = records[i]
     p = record.position
@@ -145,13 +145,10 @@ def _classify(
             p, BreakKind.INSERTED, f"record {p} is past the session head (position {head.position})"
         )
     linked = _index_of(records, record.prev_hash)
-    origin = None if linked is None else (1 if linked < 0 else records[linked].position + 1)
-    moved = origin is not None and origin != p and _verifies_at(record, origin)
-    if moved and linked is not None and linked > i:
-        return ChainBreak(
-            p, BreakKind.REORDERED, f"record {p} was written as position {origin}, after {origin - 1}"
-        )
-    if moved and linked is not None and linked < i - 1:
+    origin = _written_at(record, len(records) + 1)
+    if origin is not None and origin > p and linked is not None and linked > i:
+        return ChainBreak(p, BreakKind.REORDERED, f"record {p} was written as position {origin}")
+    if origin is not None and origin < p and linked is not None and linked < i - 1:
         first = records[linked + 1].position
         return ChainBreak(
             first,
@@ -167,6 +164,14 @@ def _classify(
         )
     if record.prev_hash == prev:
         return ChainBreak(p, BreakKind.EDITED, f"record {p}: {problem}")
+    if origin is not None and origin > p and linked is None:
+        return ChainBreak(
+            p,
+            BreakKind.DELETED,
+            f"record {p} was written as {origin}: {origin - p} record(s) before it are missing",
+        )
+    if origin is not None and origin < p:
+        return ChainBreak(p, BreakKind.REORDERED, f"record {p} was written as position {origin}")
     if problem is None:  # intact where it is, but its predecessor is not the record it names
         rewritten = max(p - 1, 1)
         return ChainBreak(
@@ -174,15 +179,17 @@ def _classify(
             BreakKind.EDITED,
             f"record {rewritten} was rewritten: record {p} names a different hash for its predecessor",
         )
-    if linked is None:
-        for origin in range(p + 1, p + 1 + _MAX_SHIFT):
-            if _verifies_at(record, origin):
-                return ChainBreak(
-                    p,
-                    BreakKind.DELETED,
-                    f"record {p} was written as {origin}: {origin - p} record(s) before it are missing",
-                )
     return ChainBreak(p, BreakKind.EDITED, f"record {p}: {problem}")
+
+
+def _written_at(record: LedgerRecord, last: int) -> int | None:
+    """The position the record's row hash was computed for, searched outwards from where it is."""
+    p = record.position
+    for distance in range(min(max(last, p), _MAX_SHIFT) + 1):
+        for candidate in {p + distance, p - distance}:
+            if candidate >= 1 and _verifies_at(record, candidate):
+                return candidate
+    return None
 
 
 def _is_named(records: Sequence[LedgerRecord], hash_: str) -> bool:
