@@ -176,7 +176,7 @@ class EventPublisher:
                 )
             self._buffer.append(event)
             self._published += 1
-            if held + 1 == self._max_batch_events:
+            if len(self._buffer) == self._max_batch_events:
                 self._wake.set()
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -254,6 +254,8 @@ class EventPublisher:
             backoff = 0.0
             self._settle(taken)
             taken = 0
+            if len(self._buffer) >= self._max_batch_events:
+                self._wake.set()  # a full batch is already waiting: no pause
 
     def _take(self) -> tuple[list[_Outgoing], int]:
         """Move what the buffer holds into broker messages, one run per partition, in publish order."""
@@ -269,7 +271,7 @@ class EventPublisher:
         for event in batch:
             try:
                 line = encode_event(event)
-            except (ValueError, TypeError) as error:
+            except Exception as error:  # publish() checked it; dropping it here is logged and counted
                 self.rejected += 1
                 log.error("event %s of %s cannot be encoded, not sent: %s", event.id, event.session_id, error)
                 continue
