@@ -5,7 +5,8 @@
   Poison events (malformed JSON, an invalid event, an unknown session, over the payload limit) go
   to the dead-letter queue with their reason; the rest of the batch is stored. The message is
   acked only after that (acks_late). A database outage keeps the message: it is retried in place
-  and then requeued at the head of its partition, so nothing is reordered.
+  (for `ingest_patience` seconds), then requeued: at the head of its partition on RabbitMQ, so
+  nothing is reordered; Redis puts a requeued message at the back.
 - `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
   counts filled in one batch when the threshold is within reach); fires -> `compact`.
 - `compact(session_id)`: claim the session's lease, run `SessionService.compact` (the LLM call
@@ -107,7 +108,8 @@ def dead_letter_of(task: Task, args: list[Any], kwargs: dict[str, Any], reason: 
 
 @signals.task_failure.connect
 def _dead_letter_lost_work(sender: Task | None = None, exception: Any = None, **info: Any) -> None:
-    """A task that failed outside its own handling (worker lost after the last retry, hard time limit)."""
+    """A task that failed outside its own handling: its pool process lost after the last retry,
+    the hard time limit, an unexpected error in ingest. Its work goes to the dead-letter queue."""
     if not isinstance(sender, LedgerTask):
         return
     try:
@@ -135,6 +137,12 @@ class IngestReport:
 
     def reject(self, reason: str, line: str, session_id: str | None) -> None:
         self.poison.setdefault(reason, []).append((line, session_id))
+
+    def add(self, other: IngestReport) -> None:
+        self.stored += other.stored
+        self.duplicates += other.duplicates
+        for reason, rejected in other.poison.items():
+            self.poison.setdefault(reason, []).extend(rejected)
 
 
 class IngestTask(LedgerTask):
@@ -198,9 +206,7 @@ def decode_lines(lines: Sequence[str], report: IngestReport) -> list[tuple[str, 
                 str(document["session_id"]), str(document["id"]), document["event"], validate=True
             )
         except (KeyError, TypeError, ValueError) as error:
-            report.reject(
-                f"invalid event: {error}", line, session_id if isinstance(session_id, str) else None
-            )
+            report.reject(f"invalid event: {error}", line, session_id)
             continue
         decoded.append((line, event))
     return decoded
@@ -216,8 +222,10 @@ def store_with_patience(
     """
     pause = 0.25
     while True:
+        attempt = IngestReport()  # counted only once it went through, not per try
         try:
-            store(service, items, report)
+            store(service, items, attempt)
+            report.add(attempt)
             return
         except _TRANSIENT as error:
             stopping = worker_state.should_stop is not None or worker_state.should_terminate is not None

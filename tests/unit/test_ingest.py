@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+import sqlalchemy as sa
+from celery.exceptions import Reject
 
 from domain import SessionEvent, UserMessage
 from infrastructure import open_service
 from infrastructure.publisher import encode_event
-from workers.tasks import IngestReport, decode_lines, store
+from workers.tasks import IngestReport, decode_lines, store, store_with_patience
 
 
 @pytest.fixture
@@ -94,3 +97,40 @@ def test_an_invalid_event_costs_a_few_transactions_not_one_per_event(service):
     report = ingest(service, batch)
     assert report.stored == 499 and len(calls) < 25
     assert texts(service, session) == [f"m{i}" for i in range(500) if i != 321]
+
+
+class Outage:
+    """The service, with its database failing on the given calls of `ingest` (1-based)."""
+
+    def __init__(self, service, failing) -> None:
+        self.service, self.failing, self.calls = service, failing, 0
+
+    def ingest(self, events):
+        self.calls += 1
+        if self.calls in self.failing:
+            raise sa.exc.OperationalError("INSERT", {}, ConnectionRefusedError("database restarting"))
+        return self.service.ingest(events)
+
+
+def test_a_database_outage_is_waited_out_in_place_and_what_it_found_is_counted_once(service, monkeypatch):
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    session = service.create_session("u").id
+    lines = lines_for(session, ["a", "x" * 5_000, "c"])
+    report = IngestReport()
+    items = decode_lines(lines, report)
+    # calls: all (invalid) -> [a] stored -> [big, c] -> [big] rejected -> [c] fails: the try is abandoned
+    store_with_patience(Outage(service, failing={5}), items, report, time.monotonic() + 60)
+    assert texts(service, session) == ["a", "c"]
+    assert report.stored + report.duplicates == 2
+    assert [len(rejected) for rejected in report.poison.values()] == [1]
+
+
+def test_a_long_outage_puts_the_batch_back_on_its_queue(service, monkeypatch):
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    session = service.create_session("u").id
+    report = IngestReport()
+    items = decode_lines(lines_for(session, ["a"]), report)
+    with pytest.raises(Reject) as rejected:
+        store_with_patience(Outage(service, failing=range(1, 10**6)), items, report, time.monotonic() + 0.05)
+    assert rejected.value.requeue is True
+    assert texts(service, session) == [] and report.stored == 0
