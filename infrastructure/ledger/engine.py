@@ -8,7 +8,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from psycopg.pq import ConnStatus
+from psycopg.types.json import set_json_loads
 from sqlalchemy import event
+
+from infrastructure.ledger.schema import loads
 
 WRITE = "ledger_write"
 """Execution option marking a connection that writes: on SQLite its transaction is BEGIN IMMEDIATE."""
@@ -28,6 +31,7 @@ def create_ledger_engine(url: str, *, pool_size: int = 5, busy_timeout_ms: int =
     if backend == "postgresql":
         engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
         _check_idle_connections(engine)
+        event.listen(engine, "connect", lambda connection, _record: set_json_loads(loads, connection))
         return engine
     if backend == "sqlite":
         return _sqlite_engine(url, busy_timeout_ms)

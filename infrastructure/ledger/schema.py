@@ -10,10 +10,20 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator, UserDefinedType
 
 from domain.ledger import canonical
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse a stored payload: orjson (several times faster than `json` on the read path), with
+    `json` for what orjson refuses (integers beyond 64 bits), so every value comes back exact."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 class _JsonColumn(UserDefinedType):
@@ -47,7 +57,7 @@ class Json(TypeDecorator):
         return canonical(value)
 
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
-        return json.loads(value) if isinstance(value, str) else value
+        return loads(value) if isinstance(value, str) else value
 
 
 class UtcDateTime(TypeDecorator):
