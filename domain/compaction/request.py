@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from domain.events import SessionEvent
-from domain.ports import WindowStats
+from domain.ports import TokenCounter, WindowStats
 from domain.sessions import Session
-from domain.turns import turn_count
+from domain.tokens import default_counter
+from domain.turns import format_event, turn_count
 
 EventSource = Iterable[SessionEvent] | Callable[[], Iterable[SessionEvent]]
 
@@ -16,24 +17,52 @@ class CompactionRequest:
     """A session's active window, plus the ledger's running aggregates of it when known.
 
     `events` may be a zero-argument callable: it is called once, the first time something needs the
-    events, so a trigger that can decide from `stats` never loads the history.
+    events, so a trigger that can decide from `stats` never loads the history. `token_counts` maps
+    event ids to the default counter's count of `format_event(event)` as the ledger stored it, so
+    strategies never tokenize an event twice.
     """
 
-    __slots__ = ("_events", "_load", "session", "stats")
+    __slots__ = ("_events", "_load", "session", "stats", "token_counts")
 
-    def __init__(self, session: Session, events: EventSource, stats: WindowStats | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        events: EventSource,
+        stats: WindowStats | None = None,
+        token_counts: Mapping[str, int] | None = None,
+    ) -> None:
         if session is None:
             raise ValueError("session must not be None")
         if events is None:
             raise ValueError("events must not be None")
         self.session = session
         self.stats = stats
+        self.token_counts: Mapping[str, int] = token_counts or {}
         self._load = events if callable(events) else None
         self._events: tuple[SessionEvent, ...] | None = None if callable(events) else tuple(events)
 
     @classmethod
-    def of(cls, session: Session, events: EventSource, stats: WindowStats | None = None) -> CompactionRequest:
-        return cls(session, events, stats)
+    def of(
+        cls,
+        session: Session,
+        events: EventSource,
+        stats: WindowStats | None = None,
+        token_counts: Mapping[str, int] | None = None,
+    ) -> CompactionRequest:
+        return cls(session, events, stats, token_counts)
+
+    def tokens_of(self, estimator: TokenCounter | None) -> Callable[[SessionEvent], int]:
+        """How to weigh one event: `estimator` on its formatted text, or, for the default counter,
+        the count the ledger already stored (counting only events it has not)."""
+        if estimator is not None:
+            return lambda event: estimator(format_event(event))
+        known = self.token_counts
+
+        def tokens(event: SessionEvent) -> int:
+            stored = known.get(event.id)
+            return default_counter()(format_event(event)) if stored is None else stored
+
+        return tokens
 
     @property
     def events(self) -> tuple[SessionEvent, ...]:

@@ -10,7 +10,7 @@ summary as an ASSISTANT message, sharing one timestamp, on the root branch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from domain.compaction.checks import non_negative, not_blank, optional_counter, positive, required
@@ -24,7 +24,6 @@ from domain.compaction.prompts import (
 from domain.compaction.request import CompactionRequest
 from domain.compaction.result import CompactionResult
 from domain.compaction.window import (
-    counter_or_default,
     index_after_root,
     reaches,
     settle_cut,
@@ -34,7 +33,7 @@ from domain.compaction.window import (
 from domain.events import SessionEvent
 from domain.messages import AssistantMessage, MessageType, UserMessage
 from domain.ports import Summarizer, TokenCounter
-from domain.turns import format_event, starts_turn
+from domain.turns import starts_turn
 
 
 def _archiving(
@@ -42,14 +41,14 @@ def _archiving(
     synthetic: list[SessionEvent],
     real: list[SessionEvent],
     cut: int,
-    estimator: TokenCounter | None,
+    tokens_of: Callable[[SessionEvent], int],
     start: int = 0,
 ) -> CompactionResult:
     """Archive `real[start:cut]`, keep the rest behind the synthetic events; a no-op if that is empty."""
     if cut <= start:
         return CompactionResult.noop(events)
     archived = real[start:cut]
-    return CompactionResult([*synthetic, *real[:start], *real[cut:]], archived, weigh(archived, estimator))
+    return CompactionResult([*synthetic, *real[:start], *real[cut:]], archived, weigh(archived, tokens_of))
 
 
 class SlidingWindowStrategy:
@@ -69,7 +68,7 @@ class SlidingWindowStrategy:
         if roots <= self.max_events:
             return CompactionResult.noop(events)
         cut = settle_cut(real, index_after_root(real, roots - self.max_events))
-        return _archiving(events, synthetic, real, cut, self.estimator)
+        return _archiving(events, synthetic, real, cut, request.tokens_of(self.estimator))
 
     def __repr__(self) -> str:
         return f"SlidingWindowStrategy(max_events={self.max_events})"
@@ -90,7 +89,7 @@ class TurnWindowStrategy:
             return CompactionResult.noop(events)
         preamble = starts[0]
         cut = settle_cut(real, starts[-self.max_turns], start=preamble)
-        return _archiving(events, synthetic, real, cut, self.estimator, start=preamble)
+        return _archiving(events, synthetic, real, cut, request.tokens_of(self.estimator), start=preamble)
 
     def __repr__(self) -> str:
         return f"TurnWindowStrategy(max_turns={self.max_turns})"
@@ -110,16 +109,16 @@ class TokenCountStrategy:
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
         synthetic, real = split_synthetic(events)
-        count = counter_or_default(self.estimator)
-        remaining = self.max_tokens - weigh(synthetic, count)
+        tokens_of = request.tokens_of(self.estimator)
+        remaining = self.max_tokens - weigh(synthetic, tokens_of)
         raw_cut, used = len(real), 0
         for index in range(len(real) - 1, -1, -1):
-            tokens = count(format_event(real[index]))
+            tokens = tokens_of(real[index])
             if used + tokens > remaining:
                 break
             used += tokens
             raw_cut = index
-        return _archiving(events, synthetic, real, settle_cut(real, raw_cut), count)
+        return _archiving(events, synthetic, real, settle_cut(real, raw_cut), tokens_of)
 
     def __repr__(self) -> str:
         return f"TokenCountStrategy(max_tokens={self.max_tokens})"
@@ -195,7 +194,9 @@ class RecursiveSummarizationStrategy:
         if _is_blank(summary):
             return CompactionResult.noop(events)
         pair = _summary_pair(request.session.id, self.shadow_prompt, summary, datetime.now(UTC), self.SOURCE)
-        return CompactionResult([*pair, *active], to_archive, weigh(to_archive, self.estimator))
+        return CompactionResult(
+            [*pair, *active], to_archive, weigh(to_archive, request.tokens_of(self.estimator))
+        )
 
     def __repr__(self) -> str:
         return (
@@ -270,7 +271,9 @@ class AdkSlidingWindowStrategy:
         dated = max(event.timestamp for event in window)
         pair = _summary_pair(request.session.id, self.shadow_prompt, summary, dated, self.SOURCE)
         return CompactionResult(
-            [*synthetic, *pair, *real[:start], *real[end:]], window, weigh(window, self.estimator)
+            [*synthetic, *pair, *real[:start], *real[end:]],
+            window,
+            weigh(window, request.tokens_of(self.estimator)),
         )
 
     def __repr__(self) -> str:
@@ -325,7 +328,9 @@ class AdkTokenThresholdStrategy:
             return CompactionResult.noop(events)
         dated = max(event.timestamp for event in (*synthetic, *window))
         pair = _summary_pair(request.session.id, self.shadow_prompt, summary, dated, self.SOURCE)
-        return CompactionResult([*pair, *real[end:]], window, weigh(window, self.estimator))
+        return CompactionResult(
+            [*pair, *real[end:]], window, weigh(window, request.tokens_of(self.estimator))
+        )
 
     def __repr__(self) -> str:
         return (

@@ -8,12 +8,11 @@ the last turn, is still running: its response will arrive after the end, so it i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from domain.compaction.request import CompactionRequest
 from domain.events import SessionEvent
 from domain.ports import TokenCounter
-from domain.tokens import default_counter
 from domain.turns import format_event, starts_turn
 
 
@@ -78,14 +77,9 @@ def settle_cut(real: Sequence[SessionEvent], cut: int, *, start: int = 0, grow: 
     return next((end for end in candidates if keeps_pairs(end)), start)
 
 
-def counter_or_default(estimator: TokenCounter | None) -> TokenCounter:
-    return default_counter() if estimator is None else estimator
-
-
-def weigh(events: Iterable[SessionEvent], estimator: TokenCounter | None) -> int:
-    """Tokens of the events as rendered by `format_event`."""
-    count = counter_or_default(estimator)
-    return sum(count(format_event(event)) for event in events)
+def weigh(events: Iterable[SessionEvent], tokens_of: Callable[[SessionEvent], int]) -> int:
+    """Tokens of the events, each weighed by `tokens_of` (see `CompactionRequest.tokens_of`)."""
+    return sum(tokens_of(event) for event in events)
 
 
 def reaches(request: CompactionRequest, threshold: int, estimator: TokenCounter | None) -> bool:
@@ -103,13 +97,13 @@ def reaches(request: CompactionRequest, threshold: int, estimator: TokenCounter 
             return True
         if stats.uncounted == 0 or stats.bytes < threshold:
             return False
-    texts = [format_event(event) for event in request.events]
-    if estimator is None and stats is None and sum(len(text.encode()) for text in texts) < threshold:
+    events = request.events
+    if estimator is None and stats is None and sum(len(format_event(e).encode()) for e in events) < threshold:
         return False
-    count = counter_or_default(estimator)
+    tokens_of = request.tokens_of(estimator)
     total = 0
-    for text in texts:
-        total += count(text)
+    for event in events:
+        total += tokens_of(event)
         if total >= threshold:
             return True
     return False

@@ -10,11 +10,13 @@ from domain.compaction import (
     CompactionRequest,
     ContextWindowTrigger,
     EventCountTrigger,
+    SlidingWindowStrategy,
+    TokenCountStrategy,
     TokenCountTrigger,
     TurnCountTrigger,
     context_window_for,
 )
-from domain.compaction import window as window_module
+from domain.compaction import request as request_module
 from domain.ports import WindowStats
 from domain.tokens import default_counter
 from tests.unit.compaction_support import (
@@ -46,7 +48,7 @@ def no_tokenizing(monkeypatch):
     def refuse():
         raise AssertionError("the default counter was used")
 
-    monkeypatch.setattr(window_module, "default_counter", refuse)
+    monkeypatch.setattr(request_module, "default_counter", refuse)
 
 
 # --- TurnCountTrigger ---------------------------------------------------------------------------
@@ -328,3 +330,23 @@ def test_an_estimator_must_be_callable():
         TokenCountTrigger(10, "len")
     with pytest.raises(ValueError, match="estimator must be callable"):
         ContextWindowTrigger(1000, 60, 3)
+
+
+# --- stored token counts --------------------------------------------------------------------------
+
+
+def test_strategies_weigh_events_with_the_counts_the_ledger_stored(no_tokenizing):
+    events = chat(6)
+    stored = {event.id: 7 for event in events}
+    counted = CompactionRequest.of(SESSION, events, None, stored)
+    result = SlidingWindowStrategy(max_events=4).compact(counted)
+    assert result.archived and result.tokens_saved == 7 * len(result.archived)
+    assert TokenCountStrategy(max_tokens=7 * 4).compact(counted).compacted == tuple(events[-4:])
+    assert TokenCountTrigger(7 * 12).should_compact(counted)
+    assert not TokenCountTrigger(7 * 12 + 1).should_compact(counted)
+
+
+def test_an_explicit_estimator_ignores_stored_counts():
+    events = chat(2)
+    counted = CompactionRequest.of(SESSION, events, None, {event.id: 1000 for event in events})
+    assert not TokenCountTrigger(1000, estimator=len).should_compact(counted)
