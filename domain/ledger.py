@@ -359,8 +359,9 @@ def replay(
         elif record.kind is Kind.COMPACTION:
             shape.compact(payload or {})
         elif record.kind is Kind.REWIND:
-            shape.rewind(payload or {}, record.position)
-            state.update((payload or {}).get("state_delta", {}))
+            if payload is not None:  # erased with its session (the projection is empty then)
+                shape.rewind(payload, record.position)
+                state.update(payload["state_delta"])
         elif record.kind is Kind.ERASURE:
             deleted = True
     if deleted:

@@ -282,6 +282,8 @@ def run_session_machine(service: SessionService, examples: int) -> None:
             service.delete_session(self.session_id)
             after = verify(service, self.session_id)
             assert after.ok and after.deleted, after.findings
+            erased = replay(service.records(self.session_id))
+            assert erased.deleted and erased.window == () and erased.session_state == {}
 
     run_state_machine_as_test(
         SessionMachine,
