@@ -1,0 +1,134 @@
+"""Commands that run or inspect the queue side: `worker`, `relay`, `dlq list|replay`, `stats`."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from workers.cli.app import AsJson, BrokerUrl, DatabaseUrl, cli, command, console, emit_json, fail
+
+dlq = typer.Typer(help="Inspect and replay the dead-letter queue.", no_args_is_help=True)
+cli.add_typer(dlq, name="dlq")
+
+
+def _configure(database_url: str | None, broker_url: str | None) -> None:
+    """Worker settings come from the environment (Celery reads them at import): put options there."""
+    if database_url:
+        os.environ["SESSIONLEDGER_DATABASE_URL"] = database_url
+    if broker_url:
+        os.environ["SESSIONLEDGER_BROKER_URL"] = broker_url
+
+
+def _worker_settings(database_url: str | None, broker_url: str | None):  # -> WorkerSettings
+    _configure(database_url, broker_url)
+    from workers.app import WorkerSettings
+
+    try:
+        return WorkerSettings()
+    except ValueError as error:
+        fail(str(error).splitlines()[0])
+
+
+@command
+def worker(
+    role: Annotated[str, typer.Option("--role", help="all, ingest, tasks or relay.")] = "all",
+    partitions: Annotated[str, typer.Option("--partitions", help="Ingest partitions, e.g. 0-3,6.")] = "all",
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Task worker processes.")] = None,
+    loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO",
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Run a Celery worker for the configured broker (all roles by default)."""
+    _worker_settings(database_url, broker_url)
+    from workers.launch import ROLES, run_worker
+
+    if role not in ROLES:
+        fail(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    raise typer.Exit(run_worker(role, partitions=partitions, concurrency=concurrency, loglevel=loglevel))
+
+
+@command
+def relay(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
+    """Tail the ledger and wake the evaluators (one per deployment; a second one waits as standby)."""
+    _worker_settings(database_url, broker_url)
+    from workers.launch import run_worker
+
+    raise typer.Exit(run_worker("relay"))
+
+
+@dlq.command("list")
+def dlq_list(
+    limit: Annotated[int, typer.Option("--limit", help="At most this many letters.")] = 100,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Show dead letters (oldest first) with the reason each was dead-lettered; they stay queued."""
+    settings = _worker_settings(database_url, broker_url)
+    from workers.dlq import list_dead
+
+    letters = [letter.summary() for letter in list_dead(settings.broker_url, settings.queue_names, limit)]
+    if as_json:
+        emit_json(letters)
+        return
+    table = Table("dead at", "queue", "task", "events", "sessions", "reason", title="dead letters")
+    for letter in letters:
+        table.add_row(
+            str(letter["dead_at"])[:19],
+            str(letter["queue"]),
+            str(letter["task"] or "-"),
+            "-" if letter["events"] is None else str(letter["events"]),
+            ", ".join(letter["sessions"] or [])[:60],
+            str(letter["reason"]),
+        )
+    console.print(table)
+
+
+@dlq.command("replay")
+def dlq_replay(
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many letters.")] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Send dead letters back to their queues (each removed only once the broker confirmed it)."""
+    settings = _worker_settings(database_url, broker_url)
+    from workers.dlq import replay_dead
+
+    replayed = replay_dead(settings.broker_url, settings.queue_names, limit)
+    if as_json:
+        emit_json({"replayed": replayed})
+    else:
+        console.print(f"replayed {replayed} dead letter(s)")
+
+
+@command
+def stats(
+    prometheus: Annotated[bool, typer.Option("--prometheus", help="Prometheus text format.")] = False,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Counters (events ingested, compactions, conflicts, dead letters), queue depths, relay lag."""
+    settings = _worker_settings(database_url, broker_url)
+    from workers.stats import collect_stats
+
+    collected = collect_stats(settings)
+    if prometheus:
+        typer.echo(collected.prometheus(), nl=False)
+        return
+    if as_json:
+        emit_json(collected.as_dict())
+        return
+    table = Table("metric", "value", title="sessionledger")
+    for name, value in sorted(collected.counters.items()):
+        table.add_row(name, f"{value:,}")
+    for queue, depth in sorted(collected.queues.items()):
+        table.add_row(f"queue {queue}", "broker unreachable" if depth is None else f"{depth:,}")
+    lag = collected.relay_lag
+    table.add_row("relay lag (ledger rows)", "-" if lag is None else f"{lag:,}")
+    console.print(table)
