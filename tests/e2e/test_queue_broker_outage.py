@@ -1,30 +1,60 @@
 """The broker goes down while agents publish, and comes back: nothing lost, and the bound holds.
 
-The broker is a private redis-server started for this test (append-only file, so a restart keeps
-what it had confirmed), never the machine's shared broker.
+Two brokers: a private redis-server started for this test (append-only file, so a restart keeps
+what it had confirmed), and the machine's RabbitMQ, whose application is stopped and started again
+with `rabbitmqctl stop_app` / `start_app` (durable queues and persistent messages survive it; the
+fixture always starts it again).
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections import defaultdict
 
 import pytest
+from kombu import Connection
 
 from domain import SessionEvent, UserMessage
 from infrastructure.publisher import PublisherFull
 from tests.e2e.queue_deployment import Deployment, RedisServer, wait_for
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 BOUND = 3_000
 
 
-@pytest.fixture
-def broker(tmp_path):
-    server = RedisServer(tmp_path)
+class RabbitApp:
+    """The local RabbitMQ node's application, stopped and started in place."""
+
+    url = "amqp://guest:guest@127.0.0.1:5672//"
+
+    def stop(self) -> None:
+        subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, timeout=120)
+
+    def start(self) -> None:
+        subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True, timeout=120)
+        wait_for(self._accepts_connections, 60, "RabbitMQ to accept connections")
+
+    def _accepts_connections(self) -> bool:
+        try:
+            with Connection(self.url, connect_timeout=2) as connection:
+                connection.ensure_connection(max_retries=0)
+            return True
+        except Exception:
+            return False
+
+
+@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+def broker(request, tmp_path):
+    server = RedisServer(tmp_path) if request.param == "redis" else RabbitApp()
     server.start()
-    yield server
-    server.stop()
+    try:
+        yield server
+    finally:
+        if request.param == "redis":
+            server.stop()
+        else:
+            server.start()  # whatever happened, leave the shared broker running
 
 
 def test_events_published_while_the_broker_is_down_are_delivered_when_it_is_back(broker, pg_url, tmp_path):
