@@ -113,13 +113,33 @@ class SessionService:
             return None
         return session
 
+    def _require_owner(self, session_id: str, user_id: str | None) -> None:
+        """For writes on behalf of a user: `ValueError` unless that user owns the session."""
+        if user_id is None:
+            return
+        session = self._ledger.get_session(session_id)
+        if session is None:
+            raise SessionNotFound(f"session {session_id!r} not found")
+        if session.user_id != _require_id(user_id, "user_id"):
+            raise ValueError(f"session {session_id!r} does not belong to user {user_id!r}")
+
+    def _visible(self, session_id: str, user_id: str | None) -> bool:
+        """For reads on behalf of a user: another user's session looks like an unknown one."""
+        return user_id is None or self.get_session(session_id, user_id=user_id) is not None
+
     def list_sessions(self, user_id: str, *, app_name: str | None = None) -> list[Session]:
         """The user's sessions, oldest first; `app_name=None` means every app."""
         return self._ledger.list_sessions(_require_id(user_id, "user_id"), app_name)
 
-    def delete_session(self, session_id: str) -> None:
-        """Erase the session's messages and record the deletion; a missing session is a no-op."""
-        self._ledger.delete_session(_require_id(session_id, "session_id"), "deleted")
+    def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
+        """Erase the session's messages and record the deletion; a missing session is a no-op.
+
+        With `user_id`, only that user's session is deleted (`ValueError` for another user's).
+        """
+        _require_id(session_id, "session_id")
+        if user_id is not None and self._ledger.get_session(session_id) is not None:
+            self._require_owner(session_id, user_id)
+        self._ledger.delete_session(session_id, "deleted")
 
     def delete_expired_sessions(self, now: datetime | None = None) -> int:
         """Delete the sessions with `expires_at < now`; returns how many were deleted."""
@@ -132,9 +152,14 @@ class SessionService:
 
     # --- events (§3.2) ------------------------------------------------------------------------
 
-    def append_event(self, event: SessionEvent) -> bool:
-        """Store the event; `False` (nothing changes) when its id is already in the session's ledger."""
-        outcome = self._append([self._draft(event)])[0]
+    def append_event(self, event: SessionEvent, *, user_id: str | None = None) -> bool:
+        """Store the event; `False` (nothing changes) when its id is already in the session's ledger.
+
+        With `user_id`, the session must belong to that user (`ValueError` otherwise).
+        """
+        draft = self._draft(event)
+        self._require_owner(event.session_id, user_id)
+        outcome = self._append([draft])[0]
         if outcome is AppendOutcome.NO_SESSION:
             raise SessionNotFound(f"session {event.session_id!r} not found")
         return outcome is AppendOutcome.STORED
@@ -147,8 +172,12 @@ class SessionService:
         branch: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         state_delta: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
     ) -> SessionEvent:
-        """Append `message` as a new event; returns the event as stored (no `temp:` keys)."""
+        """Append `message` as a new event; returns the event as stored (no `temp:` keys).
+
+        With `user_id`, the session must belong to that user (`ValueError` otherwise).
+        """
         if not isinstance(message, Message):
             raise ValueError("message must be a Message")
         event = SessionEvent(
@@ -159,6 +188,7 @@ class SessionService:
             state_delta=state_delta or {},
         )
         draft = self._draft(event)
+        self._require_owner(session_id, user_id)
         if self._append([draft])[0] is AppendOutcome.NO_SESSION:
             raise SessionNotFound(f"session {session_id!r} not found")
         return draft.event  # type: ignore[return-value]
@@ -197,17 +227,24 @@ class SessionService:
                     hook(stored)  # type: ignore[arg-type]
         return outcomes
 
-    def get_events(self, session_id: str, filter: EventFilter | None = None) -> list[SessionEvent]:
-        """The log, filtered: archived events first, then the active window; `[]` when unknown."""
+    def get_events(
+        self, session_id: str, filter: EventFilter | None = None, *, user_id: str | None = None
+    ) -> list[SessionEvent]:
+        """The log, filtered: archived events first, then the active window.
+
+        `[]` for an unknown session, and, with `user_id`, for another user's session.
+        """
         if filter is None:
             filter = EventFilter.all()
         elif not isinstance(filter, EventFilter):
             raise ValueError("filter must be an EventFilter or None")
-        return self._ledger.events(_require_id(session_id, "session_id"), filter)
+        if not self._visible(_require_id(session_id, "session_id"), user_id):
+            return []
+        return self._ledger.events(session_id, filter)
 
-    def get_messages(self, session_id: str) -> list[Message]:
-        """The active window's messages, in order; `[]` for an unknown session."""
-        return [event.message for event in self.get_events(session_id, EventFilter.active())]
+    def get_messages(self, session_id: str, *, user_id: str | None = None) -> list[Message]:
+        """The active window's messages, in order; `[]` for an unknown (or another user's) session."""
+        return [event.message for event in self.get_events(session_id, EventFilter.active(), user_id=user_id)]
 
     def event_version(self, session_id: str) -> int:
         """+1 per effective append and per applied compaction; 0 for an unknown session."""

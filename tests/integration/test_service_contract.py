@@ -96,6 +96,30 @@ def test_ownership(service: SessionService) -> None:
     assert service.get_session(unique("missing")) is None
 
 
+def test_a_user_never_reads_or_writes_another_users_session(service: SessionService) -> None:
+    owner, intruder = unique("u"), unique("intruder")
+    s = service.create_session(owner)
+    service.append_message(s.id, UserMessage("my secret"), user_id=owner)
+    before = (service.event_version(s.id), service.get_events(s.id))
+
+    assert service.get_events(s.id, user_id=intruder) == []
+    assert service.get_events(s.id, EventFilter.keyword_search("secret"), user_id=intruder) == []
+    assert service.get_messages(s.id, user_id=intruder) == []
+    with pytest.raises(ValueError, match="does not belong to user"):
+        service.append_message(s.id, UserMessage("injected"), user_id=intruder)
+    with pytest.raises(ValueError, match="does not belong to user"):
+        service.append_event(SessionEvent(session_id=s.id, message=UserMessage("x")), user_id=intruder)
+    with pytest.raises(ValueError, match="does not belong to user"):
+        service.delete_session(s.id, user_id=intruder)
+    with pytest.raises(SessionNotFound):
+        service.append_message(unique("missing"), UserMessage("x"), user_id=owner)
+
+    assert (service.event_version(s.id), service.get_events(s.id)) == before
+    assert [m.text for m in service.get_messages(s.id, user_id=owner)] == ["my secret"]
+    service.delete_session(s.id, user_id=owner)
+    assert service.get_session(s.id) is None
+
+
 def test_list_sessions_oldest_first_and_by_app(service: SessionService) -> None:
     user = unique("u")
     with freeze_time(T0) as clock:
