@@ -59,6 +59,9 @@ def test_sessions_and_events_show_a_users_data_only(tmp_path: Path) -> None:
     window = run("events", mine.id, "--json", "--database-url", url)
     assert [e["message"]["text"] for e in json.loads(window.stdout)] == ["hello", "hi there"]
 
+    foreign = run("events", theirs.id, "--user", "alice", "--json", "--database-url", url)
+    assert foreign.returncode == 2 and "bob's secret" not in foreign.stdout + foreign.stderr
+
     unknown = run("events", "no-such-session", "--database-url", url)
     assert unknown.returncode == 2 and unknown.stderr.strip().startswith("error:")
     assert len(unknown.stderr.strip().splitlines()) == 1

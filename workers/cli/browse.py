@@ -67,14 +67,15 @@ def events(
     all_events: Annotated[
         bool, typer.Option("--all", help="The whole ledger, archived events included.")
     ] = False,
+    user: Annotated[str | None, typer.Option("--user", help="Only if this user owns the session.")] = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
 ) -> None:
     """Show a session's active window, or with --all every event it recorded."""
     with service_for(database_url, broker_url) as service:
-        if service.get_session(session_id) is None:
-            fail(f"unknown session {session_id!r}")
+        if service.get_session(session_id, user_id=user) is None:
+            fail(f"unknown session {session_id!r}" + (f" for user {user!r}" if user else ""))
         found = service.get_events(session_id, EventFilter.all() if all_events else EventFilter.active())
         if as_json:
             emit_json([event_row(e) for e in found])
