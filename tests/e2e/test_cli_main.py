@@ -12,9 +12,10 @@ import pytest
 
 from domain import AssistantMessage, UserMessage
 from infrastructure import open_service
+from tests.e2e.queue_deployment import RABBITMQ_URL
 
 CLI = str(Path(sys.executable).with_name("sessionledger"))
-RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"
+RABBITMQ = RABBITMQ_URL
 
 
 def run(*args: str, cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ fixture always starts it again).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections import defaultdict
 
@@ -44,7 +45,12 @@ class RabbitApp:
             return False
 
 
-@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+LOCAL_RABBITMQ = pytest.mark.skipif(
+    shutil.which("rabbitmqctl") is None, reason="needs a local RabbitMQ node (rabbitmqctl) to stop and start"
+)
+
+
+@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=[pytest.mark.rabbitmq, LOCAL_RABBITMQ])])
 def broker(request, tmp_path):
     server = RedisServer(tmp_path) if request.param == "redis" else RabbitApp()
     server.start()
