@@ -1,47 +1,105 @@
-"""Reading a session's ledger for audit: every record, the digest of each payload as stored, and
-the session head, in one consistent snapshot.
+"""Reading a session for audit, in one consistent snapshot: every ledger record, the digest of each
+payload as stored, the chain head the session row names, and the projection the backend stores.
 
-On the SQL ledger the payload's stored text is hashed as it is: it is the canonical text the
-ledger hashed when it wrote the row (PostgreSQL `json` and SQLite text keep it byte for byte), so
-a match proves the content and costs no re-serialization. The in-memory ledger keeps no text: its
-payloads are hashed through `domain.ledger.canonical`, the rule itself.
+On the SQL ledger everything is read in one transaction (REPEATABLE READ on PostgreSQL; a read
+transaction is a snapshot in SQLite's WAL mode), straight from the tables of docs/architecture.md:
+the records, the `sessions` row (version, head, state, window base, stats) and `window_slots`
+(the window's prefix and the rewound rows). The payload's stored text is hashed as it is: it is
+the canonical text the ledger hashed when it wrote the row (PostgreSQL `json` and SQLite text keep
+it byte for byte), so a match proves the content without re-serializing it.
+
+Other ledgers (the in-memory one) are read through the `Ledger` port, again until no write split
+the read; their payloads are hashed through `domain.ledger.canonical`, the rule itself.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
-from domain.ledger import Kind, LedgerRecord, canonical, sha256_hex
-from domain.ports import Ledger
+from domain.codec import format_timestamp
+from domain.ledger import Kind, LedgerRecord, WindowShape, canonical, sha256_hex
+from domain.ports import Ledger, WindowStats
+from domain.sessions import APP_PREFIX, USER_PREFIX, Session
 from infrastructure.audit.chain import ChainHead
 from infrastructure.ledger.schema import ledger as ledger_table
-from infrastructure.ledger.schema import sessions
+from infrastructure.ledger.schema import sessions, window_slots
 from infrastructure.ledger.sql import SqlLedger
+
+_BATCH = 5_000
+"""Rows fetched per round trip (a server-side cursor on PostgreSQL: memory stays bounded there)."""
+_STABLE_READS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class StoredProjection:
+    """What the backend stores for the session, at `version`: `None` fields once it is deleted.
+
+    `session` holds the session row's own fields as the `created` record writes them; `window`
+    the window's positions in order; `hidden` the rewound positions (`None` when the backend
+    does not expose them).
+    """
+
+    version: int
+    session: Mapping[str, Any] | None
+    state: Mapping[str, Any] | None
+    window: tuple[int, ...] | None
+    hidden: frozenset[int] | None
+    stats: WindowStats | None
 
 
 @dataclass(frozen=True, slots=True)
 class LedgerSnapshot:
-    """A session's records by position, the sha256 of each stored payload (`None`: erased), and
-    the head its session row names (`None` when the backend keeps no head apart from the records)."""
+    """A session's records by position, the sha256 of each stored payload (`None`: erased), the
+    head its session row names (`None` when the backend keeps none apart from the records), and
+    the stored projection (`None` when the session has no session row)."""
 
     records: list[LedgerRecord]
     digests: list[str | None]
     head: ChainHead | None
+    stored: StoredProjection | None
 
 
 def read_snapshot(ledger: Ledger, session_id: str) -> LedgerSnapshot:
     if isinstance(ledger, SqlLedger):
         return _read_sql(ledger.engine, session_id)
-    records = list(ledger.records(session_id))
+    return _read_port(ledger, session_id)
+
+
+def session_fields(session: Session) -> dict[str, Any]:
+    """A session's own fields, formatted as its `created` record holds them."""
+    return {
+        "user_id": session.user_id,
+        "app_name": session.app_name,
+        "metadata": dict(session.metadata),
+        "created_at": format_timestamp(session.created_at),
+        "expires_at": None if session.expires_at is None else format_timestamp(session.expires_at),
+    }
+
+
+def _read_port(ledger: Ledger, session_id: str) -> LedgerSnapshot:
+    for _ in range(_STABLE_READS):
+        version = ledger.version(session_id)
+        window = ledger.window(session_id)
+        session = ledger.get_session(session_id)
+        records = list(ledger.records(session_id))
+        if ledger.version(session_id) == version and (window is None or window.head.version == version):
+            break
     digests = [None if r.payload is None else sha256_hex(canonical(r.payload)) for r in records]
-    return LedgerSnapshot(records, digests, None)
+    if session is None or window is None:
+        stored = StoredProjection(records[-1].version if records else 0, None, None, None, None, None)
+    else:
+        state = {k: v for k, v in session.state.items() if not k.startswith((APP_PREFIX, USER_PREFIX))}
+        stored = StoredProjection(
+            version, session_fields(session), state, window.positions, None, window.stats
+        )
+    return LedgerSnapshot(records, digests, None, stored if records else None)
 
 
-_BATCH = 5_000
-"""Rows fetched per round trip (a server-side cursor on PostgreSQL: memory stays bounded there)."""
 _RECORD_COLUMNS = (
     ledger_table.c.position,
     ledger_table.c.version,
@@ -62,43 +120,89 @@ _RECORD_COLUMNS = (
 
 
 def _read_sql(engine: sa.Engine, session_id: str) -> LedgerSnapshot:
-    """The session row's head and every record in one transaction (one snapshot on both databases)."""
     options = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
-    records: list[LedgerRecord] = []
-    digests: list[str | None] = []
     with engine.connect().execution_options(**options) as conn, conn.begin():
-        head_row = conn.execute(
-            sa.select(sessions.c.head_position, sessions.c.head_hash).where(sessions.c.id == session_id)
-        ).first()
+        row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
+        slots = conn.execute(
+            sa.select(window_slots.c.position, window_slots.c.ordinal, window_slots.c.rewound).where(
+                window_slots.c.session_id == session_id
+            )
+        ).all()
         result = conn.execution_options(yield_per=_BATCH).execute(
             sa.select(*_RECORD_COLUMNS)
             .where(ledger_table.c.session_id == session_id)
             .order_by(ledger_table.c.position)
         )
-        rows = (row for batch in result.partitions() for row in batch)
-        loads, digest, kinds = json.loads, sha256_hex, {kind.value: kind for kind in Kind}
-        for (position, version, kind, event_id, occurred_at, recorded_at, event_type, branch, synthetic,
-             text, token_count, content_hash, prev_hash, row_hash, global_position) in rows:  # fmt: skip
-            records.append(
-                LedgerRecord(
-                    session_id,
-                    position,
-                    version,
-                    kinds.get(kind, kind),  # an unknown kind (tampering) fails the row hash
-                    event_id,
-                    occurred_at,
-                    None if text is None else loads(text),
-                    content_hash,
-                    prev_hash,
-                    row_hash,
-                    event_type,
-                    branch,
-                    synthetic,
-                    recorded_at,
-                    token_count,
-                    global_position,
-                )
+        records, digests = _records(session_id, (r for batch in result.partitions() for r in batch))
+    if row is None:
+        return LedgerSnapshot(records, digests, None, None)
+    head = ChainHead(row.head_position, row.head_hash)
+    if row.deleted_at is not None:
+        return LedgerSnapshot(
+            records, digests, head, StoredProjection(row.version, None, None, None, None, None)
+        )
+    prefix = [position for position, ordinal, _ in sorted(slots, key=lambda s: (s.ordinal is None, s.ordinal))
+              if ordinal is not None]  # fmt: skip
+    hidden = frozenset(position for position, _, rewound in slots if rewound)
+    events = [record.position for record in records if record.kind is Kind.EVENT]
+    _, window = WindowShape(prefix, row.window_base, set(hidden)).split(events)
+    stored = StoredProjection(
+        version=row.version,
+        session={
+            "user_id": row.user_id,
+            "app_name": row.app_name,
+            "metadata": row.metadata,
+            "created_at": format_timestamp(row.created_at),
+            "expires_at": None if row.expires_at is None else format_timestamp(row.expires_at),
+        },
+        state=row.state,
+        window=tuple(window),
+        hidden=hidden,
+        stats=WindowStats(
+            row.window_events,
+            row.window_turns,
+            row.window_bytes,
+            row.window_tokens,
+            row.window_uncounted,
+            row.events_since_summary,
+        ),
+    )
+    return LedgerSnapshot(records, digests, head, stored)
+
+
+def _records(session_id: str, rows: Iterable[Sequence[Any]]) -> tuple[list[LedgerRecord], list[str | None]]:
+    records: list[LedgerRecord] = []
+    digests: list[str | None] = []
+    digest, kinds = sha256_hex, {kind.value: kind for kind in Kind}
+    for (position, version, kind, event_id, occurred_at, recorded_at, event_type, branch, synthetic,
+         text, token_count, content_hash, prev_hash, row_hash, global_position) in rows:  # fmt: skip
+        records.append(
+            LedgerRecord(
+                session_id,
+                position,
+                version,
+                kinds.get(kind, kind),  # an unknown kind (tampering) fails the row hash
+                event_id,
+                occurred_at,
+                None if text is None else _parsed(text),
+                content_hash,
+                prev_hash,
+                row_hash,
+                event_type,
+                branch,
+                synthetic,
+                recorded_at,
+                token_count,
+                global_position,
             )
-            digests.append(None if text is None else digest(text))
-    head = None if head_row is None else ChainHead(head_row.head_position, head_row.head_hash)
-    return LedgerSnapshot(records, digests, head)
+        )
+        digests.append(None if text is None else digest(text))
+    return records, digests
+
+
+def _parsed(text: str) -> Any:
+    """The payload; text that is not JSON (tampered: its digest cannot match) reads as empty."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}

@@ -1,15 +1,12 @@
-"""`verify`: a session's ledger is intact, and what the service serves is what the ledger says.
+"""`verify`: a session's ledger is intact, and what the backend stores is what the ledger says.
 
-Two checks (CONTRACT.md §5; docs/architecture.md "Hash chain"):
+Two checks (CONTRACT.md §5; docs/architecture.md "Hash chain"), on one snapshot of the session
+(`infrastructure.audit.reader`):
 - the chain: every record's content hash, row hash, link to its predecessor and dense position,
   and the session head (`infrastructure.audit.chain` names the first break and its kind);
-- the projection: the stored active window (positions, in order), the session-scoped state, the
-  session's own fields and the window stats equal what `domain.ledger.replay` rebuilds from the
-  records alone, at the stored version.
-
-The stored projection is read before the records, and the replay stops at the stored version, so
-appends racing a verify do not count as mismatches; a projection read that another write still
-split (or a token count filled meanwhile) is simply read again once.
+- the projection: the stored active window (positions, in order), the rewound events, the
+  session-scoped state, the session's own fields and the window stats equal what
+  `domain.ledger.replay` rebuilds from the records alone, at the stored version.
 """
 
 from __future__ import annotations
@@ -19,18 +16,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from domain.codec import format_timestamp
 from domain.errors import SessionNotFound
 from domain.events import SessionEvent
 from domain.ledger import Kind, LedgerRecord, Projection, canonical, replay, window_stats
-from domain.ports import Ledger, Window
-from domain.sessions import APP_PREFIX, USER_PREFIX, Session
 from infrastructure.audit.chain import first_break
-from infrastructure.audit.reader import read_snapshot
+from infrastructure.audit.reader import StoredProjection, read_snapshot
 from infrastructure.service import SessionService
-
-_ATTEMPTS = 2
-_STABLE_READS = 5
 
 
 class Mismatch(StrEnum):
@@ -87,36 +78,25 @@ class Verification:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    """What the service serves for a session, read at one version (`session`/`window` None: deleted)."""
-
-    version: int
-    session: Session | None
-    window: Window | None
-
-
 def verify(service: SessionService, session_id: str) -> Verification:
     """Check one session's chain and stored projection; `SessionNotFound` when it has no records."""
-    ledger = service.ledger
-    for _ in range(_ATTEMPTS):
-        stored = _read_stored(ledger, session_id)
-        snapshot = read_snapshot(ledger, session_id)
-        records = snapshot.records
-        if not records:
-            raise SessionNotFound(f"session {session_id!r} not found")
-        mismatches = _projection_mismatches(stored, records)
-        if not mismatches:
-            break
+    snapshot = read_snapshot(service.ledger, session_id)
+    records = snapshot.records
+    if not records:
+        raise SessionNotFound(f"session {session_id!r} not found")
     found = first_break(records, snapshot.digests, snapshot.head)
     chain = [] if found is None else [Finding(found.kind, found.position, found.detail)]
+    if snapshot.stored is None:
+        projection = [Finding(Mismatch.SESSION, None, "the ledger has records but no session row")]
+    else:
+        projection = _projection_mismatches(snapshot.stored, records)
     return Verification(
         session_id=session_id,
         records=len(records),
         version=records[-1].version,
         head_hash=records[-1].row_hash,
         deleted=any(record.kind is Kind.ERASURE for record in records),
-        findings=(*chain, *mismatches),
+        findings=(*chain, *projection),
     )
 
 
@@ -126,21 +106,10 @@ def verify_all(service: SessionService) -> Iterator[Verification]:
         yield verify(service, session_id)
 
 
-def _read_stored(ledger: Ledger, session_id: str) -> _Stored:
-    """The version, session and window read until a read is not split by a concurrent write."""
-    for _ in range(_STABLE_READS):
-        version = ledger.version(session_id)
-        window = ledger.window(session_id)
-        session = ledger.get_session(session_id)
-        if ledger.version(session_id) == version and (window is None or window.head.version == version):
-            break
-    return _Stored(version, session, window)
-
-
-def _projection_mismatches(stored: _Stored, records: Sequence[LedgerRecord]) -> list[Finding]:
+def _projection_mismatches(stored: StoredProjection, records: Sequence[LedgerRecord]) -> list[Finding]:
     deleted = any(record.kind is Kind.ERASURE for record in records)
-    if deleted or stored.session is None or stored.window is None:
-        if deleted and stored.session is None and stored.window is None:
+    if deleted or stored.session is None:
+        if deleted and stored.session is None:
             return []
         problem = (
             "the ledger records a deletion but the session is still readable"
@@ -162,45 +131,51 @@ def _projection_mismatches(stored: _Stored, records: Sequence[LedgerRecord]) -> 
         ]
     by_position = {record.position: record for record in records}
     findings = [
-        *_window_mismatch(stored.window, projection, by_position),
-        *_state_mismatch(stored.session, projection),
-        *_session_mismatch(stored.session, records[0]),
+        *_window_mismatch(stored, projection),
+        *_state_mismatch(stored, projection),
+        *_session_mismatch(stored, records[0]),
     ]
     if not findings:
-        findings += _stats_mismatch(stored.window, projection, by_position)
+        findings += _stats_mismatch(stored, projection, by_position)
     return findings
 
 
-def _window_mismatch(
-    window: Window, projection: Projection, by_position: Mapping[int, LedgerRecord]
-) -> list[Finding]:
-    stored = list(zip(window.positions, (e.id for e in window.events), strict=True))
-    replayed = [(p, by_position[p].event_id or "") for p in projection.window_positions]
-    if stored == replayed:
-        return []
-    index = next(
-        (i for i, (a, b) in enumerate(zip(stored, replayed, strict=False)) if a != b),
-        min(len(stored), len(replayed)),
-    )
-    here = stored[index] if index < len(stored) else None
-    there = replayed[index] if index < len(replayed) else None
-    return [
-        Finding(
-            Mismatch.WINDOW,
-            (here or there or (None,))[0],
-            f"the stored window ({len(stored)} events) differs from the replayed one ({len(replayed)} "
-            f"events) at index {index}: stored {_slot(here)}, replayed {_slot(there)}",
+def _window_mismatch(stored: StoredProjection, projection: Projection) -> list[Finding]:
+    findings = []
+    window, replayed = list(stored.window or ()), list(projection.window_positions)
+    if window != replayed:
+        index = next(
+            (i for i, (a, b) in enumerate(zip(window, replayed, strict=False)) if a != b),
+            min(len(window), len(replayed)),
         )
-    ]
+        here = window[index] if index < len(window) else None
+        there = replayed[index] if index < len(replayed) else None
+        findings.append(
+            Finding(
+                Mismatch.WINDOW,
+                here if here is not None else there,
+                f"the stored window ({len(window)} events) differs from the replayed one ({len(replayed)}) "
+                f"at index {index}: stored {_at(here)}, replayed {_at(there)}",
+            )
+        )
+    if stored.hidden is not None and stored.hidden != set(projection.hidden):
+        differ = sorted(stored.hidden.symmetric_difference(projection.hidden))
+        findings.append(
+            Finding(
+                Mismatch.WINDOW,
+                differ[0],
+                f"the stored rewound events differ from the replayed ones at {differ}",
+            )
+        )
+    return findings
 
 
-def _slot(slot: tuple[int, str] | None) -> str:
-    return "nothing" if slot is None else f"position {slot[0]} (event {slot[1]})"
+def _at(position: int | None) -> str:
+    return "nothing" if position is None else f"position {position}"
 
 
-def _state_mismatch(session: Session, projection: Projection) -> list[Finding]:
-    stored = {k: v for k, v in session.state.items() if not k.startswith((APP_PREFIX, USER_PREFIX))}
-    keys = _differing(stored, projection.session_state)
+def _state_mismatch(stored: StoredProjection, projection: Projection) -> list[Finding]:
+    keys = _differing(stored.state or {}, projection.session_state)
     if not keys:
         return []
     return [
@@ -208,20 +183,14 @@ def _state_mismatch(session: Session, projection: Projection) -> list[Finding]:
     ]
 
 
-def _session_mismatch(session: Session, created: LedgerRecord) -> list[Finding]:
+def _session_mismatch(stored: StoredProjection, created: LedgerRecord) -> list[Finding]:
     """The session row's own fields against the `created` record they were written from."""
     if created.kind is not Kind.CREATED or created.payload is None:
         return [
             Finding(Mismatch.SESSION, created.position, "the ledger does not start with a created record")
         ]
-    stored = {
-        "user_id": session.user_id,
-        "app_name": session.app_name,
-        "metadata": dict(session.metadata),
-        "created_at": format_timestamp(session.created_at),
-        "expires_at": None if session.expires_at is None else format_timestamp(session.expires_at),
-    }
-    keys = _differing(stored, {key: created.payload.get(key) for key in stored})
+    fields = stored.session or {}
+    keys = _differing(fields, {key: created.payload.get(key) for key in fields})
     if not keys:
         return []
     return [
@@ -232,21 +201,25 @@ def _session_mismatch(session: Session, created: LedgerRecord) -> list[Finding]:
 
 
 def _stats_mismatch(
-    window: Window, projection: Projection, by_position: Mapping[int, LedgerRecord]
+    stored: StoredProjection, projection: Projection, by_position: Mapping[int, LedgerRecord]
 ) -> list[Finding]:
-    readable = [p for p in projection.window_positions if by_position[p].payload is not None]
+    readable = [  # the positions replay made events of (a tampered ledger may name others)
+        p
+        for p in projection.window_positions
+        if (r := by_position.get(p)) is not None and r.kind is Kind.EVENT and r.payload is not None
+    ]
     pairs: list[tuple[SessionEvent, int | None]] = [
         (event, by_position[position].token_count)
         for position, event in zip(readable, projection.window, strict=True)
     ]
     expected = window_stats(pairs)
-    if expected == window.stats:
+    if stored.stats is None or expected == stored.stats:
         return []
     return [
         Finding(
             Mismatch.STATS,
             None,
-            f"the stored window stats {window.stats} differ from the replayed {expected}",
+            f"the stored window stats {stored.stats} differ from the replayed {expected}",
         )
     ]
 
