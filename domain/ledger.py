@@ -42,10 +42,14 @@ class Kind(StrEnum):
     ERASURE = "erasure"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""One encoder for every record: `json.dumps` with options builds a new one per call."""
+
+
 def canonical(obj: Any) -> str:
     """The one JSON text a value hashes and is stored as: sorted keys, no spaces, no NaN."""
     try:
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _CANONICAL.encode(obj)
     except (TypeError, ValueError) as error:
         raise ValueError(f"not JSON-serializable: {error}") from None
 

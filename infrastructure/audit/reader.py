@@ -14,7 +14,6 @@ the read; their payloads are hashed through `domain.ledger.canonical`, the rule 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,7 @@ from domain.ports import Ledger, WindowStats
 from domain.sessions import APP_PREFIX, USER_PREFIX, Session
 from infrastructure.audit.chain import ChainHead
 from infrastructure.ledger.schema import ledger as ledger_table
-from infrastructure.ledger.schema import sessions, window_slots
+from infrastructure.ledger.schema import loads, sessions, window_slots
 from infrastructure.ledger.sql import SqlLedger
 
 _BATCH = 5_000
@@ -203,6 +202,6 @@ def _records(session_id: str, rows: Iterable[Sequence[Any]]) -> tuple[list[Ledge
 def _parsed(text: str) -> Any:
     """The payload; text that is not JSON (tampered: its digest cannot match) reads as empty."""
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError:
         return {}
