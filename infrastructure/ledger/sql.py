@@ -208,6 +208,18 @@ _APPEND_ROW = (
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
 
 
+def _replace_prefix(
+    conn: sa.Connection, session_id: str, window: Sequence[int], hidden: Sequence[int] = ()
+) -> None:
+    """Swap the window prefix for `window` and mark `hidden` rows rewound (under the session row lock)."""
+    conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id, _in_prefix))
+    slots = [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
+             for i, p in enumerate(window)]  # fmt: skip
+    slots += [{"session_id": session_id, "position": p, "ordinal": None, "rewound": True} for p in hidden]
+    if slots:  # a compaction may archive the whole window
+        conn.execute(window_slots.insert(), slots)
+
+
 class SqlLedger:
     """The durable ledger; safe to share between threads, and between processes on one database."""
 
@@ -646,13 +658,7 @@ class SqlLedger:
             record = draft.place(session_id, head.position + 1, version, head.hash)
             inserts.append(_row(draft, record, now))
             conn.execute(ledger.insert(), inserts)
-            conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id, _in_prefix))
-            if window:  # a compaction may archive the whole window
-                conn.execute(
-                    window_slots.insert(),
-                    [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
-                     for i, p in enumerate(window)],
-                )  # fmt: skip
+            _replace_prefix(conn, session_id, window)
             conn.execute(
                 sessions.update()
                 .where(sessions.c.id == session_id)
@@ -708,12 +714,7 @@ class SqlLedger:
             version = head.version + 1
             record = draft.place(session_id, head.position + 1, version, head.hash)
             conn.execute(ledger.insert(), [_row(draft, record, now)])
-            conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id, _in_prefix))
-            slots = [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
-                     for i, p in enumerate(draft.payload["window"])]  # fmt: skip
-            slots += [{"session_id": session_id, "position": p, "ordinal": None, "rewound": True}
-                      for p in draft.payload["hidden"]]  # fmt: skip
-            conn.execute(window_slots.insert(), slots)
+            _replace_prefix(conn, session_id, draft.payload["window"], draft.payload["hidden"])
             state = conn.execute(sa.select(sessions.c.state).where(sessions.c.id == session_id)).scalar_one()
             conn.execute(
                 sessions.update()
