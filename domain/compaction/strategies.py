@@ -24,7 +24,7 @@ from domain.compaction.prompts import (
 from domain.compaction.request import CompactionRequest
 from domain.compaction.result import CompactionResult
 from domain.compaction.window import (
-    index_after_root,
+    cut_keeping_roots,
     reaches,
     settle_cut,
     split_synthetic,
@@ -64,10 +64,9 @@ class SlidingWindowStrategy:
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
         synthetic, real = split_synthetic(events)
-        roots = sum(1 for event in real if event.is_root)
-        if roots <= self.max_events:
+        cut = cut_keeping_roots(real, self.max_events)
+        if cut is None:
             return CompactionResult.noop(events)
-        cut = settle_cut(real, index_after_root(real, roots - self.max_events))
         return _archiving(events, synthetic, real, cut, request.tokens_of(self.estimator))
 
     def __repr__(self) -> str:
@@ -182,11 +181,8 @@ class RecursiveSummarizationStrategy:
     def compact(self, request: CompactionRequest) -> CompactionResult:
         events = required(request, "request").events
         synthetic, real = split_synthetic(events)
-        roots = sum(1 for event in real if event.is_root)
-        if roots <= self.max_events_to_keep:
-            return CompactionResult.noop(events)
-        cut = settle_cut(real, index_after_root(real, roots - self.max_events_to_keep))
-        if cut == 0:
+        cut = cut_keeping_roots(real, self.max_events_to_keep)
+        if not cut:  # under budget, or no safe cut before the kept events
             return CompactionResult.noop(events)
         to_archive, active = real[:cut], real[cut:]
         prompt = recursive_prompt(synthetic, to_archive, active[: self.overlap_size])

@@ -57,6 +57,15 @@ def tool_links(real: Sequence[SessionEvent]) -> list[tuple[int, int]]:
     return links
 
 
+def cut_keeping_roots(real: Sequence[SessionEvent], keep: int) -> int | None:
+    """Where to cut so that at most `keep` root-level events stay (moved to a safe turn start);
+    `None` when there are no more than `keep` of them. Branch events take no slot."""
+    roots = sum(1 for event in real if event.is_root)
+    if roots <= keep:
+        return None
+    return settle_cut(real, index_after_root(real, roots - keep))
+
+
 def settle_cut(real: Sequence[SessionEvent], cut: int, *, start: int = 0, grow: bool = True) -> int:
     """The allowed cut nearest to `cut`; `start` (nothing archived) when there is none.
 
