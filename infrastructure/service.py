@@ -6,7 +6,7 @@ owns storage and its concurrency rules. Every backend therefore behaves the same
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,9 +23,6 @@ from domain.ports import AppendOutcome, Ledger, TokenCounter, WindowStats
 from domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
 from domain.tokens import default_counter
 from infrastructure.settings import Settings
-
-AppendHook = Callable[[Sequence[SessionEvent]], None]
-"""Called with the events an append stored, after they are committed."""
 
 
 def _require_id(value: Any, name: str) -> str:
@@ -44,8 +41,6 @@ class SessionService:
     def __init__(self, ledger: Ledger, settings: Settings | None = None) -> None:
         self._ledger = ledger
         self._settings = settings or Settings()
-        self.append_hooks: list[AppendHook] = []
-        """Queue wiring point: each hook sees every stored batch of events, after commit."""
 
     @property
     def ledger(self) -> Ledger:
@@ -219,13 +214,8 @@ class SessionService:
         return draft
 
     def _append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
-        outcomes = self._ledger.append(drafts)
-        if self.append_hooks:
-            stored = [d.event for d, o in zip(drafts, outcomes, strict=True) if o is AppendOutcome.STORED]
-            if stored:
-                for hook in self.append_hooks:
-                    hook(stored)  # type: ignore[arg-type]
-        return outcomes
+        """The workers hear of appends from the relay, which tails the ledger: nothing to announce here."""
+        return self._ledger.append(drafts)
 
     def get_events(
         self, session_id: str, filter: EventFilter | None = None, *, user_id: str | None = None
