@@ -31,3 +31,5 @@ class Settings(BaseSettings):
     summarizer_model: str | None = None
     summarizer_timeout: float | None = None
     summarizer_max_retries: int | None = None
+    summarizer_structured: bool = False
+    """Structured summaries in Sentinel's schema (an OpenAI-compatible endpoint is needed)."""
