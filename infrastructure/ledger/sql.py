@@ -788,12 +788,17 @@ class SqlLedger:
         return iter([_record(r) for r in rows])
 
     def session_ids(self) -> list[str]:
+        """Every session row by creation, then any session with ledger records but no session row
+        (only a hand-deleted row does that), so a full `verify` still finds those records."""
+        orphaned = (
+            sa.select(ledger.c.session_id)
+            .where(~sa.exists().where(sessions.c.id == ledger.c.session_id))
+            .distinct()
+            .order_by(ledger.c.session_id)
+        )
         with self._engine.connect() as conn:
-            return list(
-                conn.execute(
-                    sa.select(sessions.c.id).order_by(sessions.c.created_at, sessions.c.id)
-                ).scalars()
-            )
+            known = conn.execute(sa.select(sessions.c.id).order_by(sessions.c.created_at, sessions.c.id))
+            return [*known.scalars(), *conn.execute(orphaned).scalars()]
 
     def tail(self, after: int, limit: int) -> list[TailRow]:
         query = (

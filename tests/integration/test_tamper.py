@@ -20,7 +20,7 @@ from domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
 from domain.compaction import RecursiveSummarizationStrategy
 from domain.ledger import Kind, LedgerRecord, canonical, event_draft, row_hash, sha256_hex
 from infrastructure import SessionService, open_service
-from infrastructure.audit import verify
+from infrastructure.audit import verify, verify_all
 
 
 class Always:
@@ -310,3 +310,11 @@ def test_verify_passes_after_deletion_and_catches_tampering_after_it(ledger: Led
         p=erasure.position,
     )
     assert first_finding(ledger) == ("edited", erasure.position)
+
+
+def test_records_whose_session_row_was_deleted_are_still_verified(ledger: Ledger) -> None:
+    ledger.sql("DELETE FROM window_slots WHERE session_id = :sid")
+    ledger.sql("DELETE FROM sessions WHERE id = :sid")
+    assert ledger.session_id in ledger.service.ledger.session_ids()
+    [result] = [r for r in verify_all(ledger.service) if r.session_id == ledger.session_id]
+    assert not result.ok
