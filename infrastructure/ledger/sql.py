@@ -407,7 +407,6 @@ class SqlLedger:
     def _append_batch(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
         events = [_event_of(d) for d in drafts]
         session_ids = sorted({e.session_id for e in events})
-        now = _now()
         outcomes: list[AppendOutcome] = []
         with self._writer.begin() as conn:
             if self._postgres:
@@ -421,6 +420,7 @@ class SqlLedger:
                 .order_by(sessions.c.id)
                 .with_for_update()
             ).all()
+            now = _now()  # under the lock: a later batch of these sessions records a later time
             rows = {row.id: row for row in locked}
             heads = {sid: Head(r.head_position, r.head_hash, r.version) for sid, r in rows.items()}
             stats = {sid: _stats(r) for sid, r in rows.items()}
