@@ -81,10 +81,8 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
     def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         dbapi_connection.create_function("lower", 1, _lower, deterministic=True)
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        cursor.close()
+        dbapi_connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        _use_wal(dbapi_connection, busy_timeout_ms)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
@@ -93,6 +91,25 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
         connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+def _use_wal(connection: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Switch the file to WAL (a property of the file, so once is enough).
+
+    The switch needs a lock that SQLite does not wait for with the busy timeout: when several
+    processes open a new file at once, one of them gets "database is locked". Retry until the
+    busy timeout instead.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _lower(text: str | None) -> str | None:
