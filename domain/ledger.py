@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from json.encoder import encode_basestring
 from typing import Any
 
 from domain.codec import event_from_payload, event_to_payload, format_timestamp
@@ -81,8 +82,10 @@ def row_hash(
     return sha256_hex(prev_hash + "\n" + header)
 
 
-_json_string = json.JSONEncoder(ensure_ascii=False).encode
-"""A string (or None) as canonical JSON, exactly as `canonical` writes it inside a document."""
+def _json_string(value: str | None) -> str:
+    """A string (or None) as canonical JSON, exactly as `canonical` writes it inside a document
+    (the encoder's own string function, without its per-call dispatch: it runs per record)."""
+    return "null" if value is None else encode_basestring(value)
 
 
 @dataclass(frozen=True, slots=True)

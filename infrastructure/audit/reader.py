@@ -14,7 +14,8 @@ the read; their payloads are hashed through `domain.ledger.canonical`, the rule 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +26,10 @@ from domain.ledger import Kind, LedgerRecord, WindowShape, canonical, sha256_hex
 from domain.ports import Ledger, WindowStats
 from domain.sessions import APP_PREFIX, USER_PREFIX, Session
 from infrastructure.audit.chain import ChainHead
-from infrastructure.ledger.schema import ledger as ledger_table
-from infrastructure.ledger.schema import loads, sessions, window_slots
+from infrastructure.ledger.records import read_records
+from infrastructure.ledger.schema import sessions, window_slots
 from infrastructure.ledger.sql import SqlLedger
 
-_BATCH = 5_000
-"""Rows fetched per round trip (a server-side cursor on PostgreSQL: memory stays bounded there)."""
 _STABLE_READS = 5
 
 
@@ -99,26 +98,8 @@ def _read_port(ledger: Ledger, session_id: str) -> LedgerSnapshot:
     return LedgerSnapshot(records, digests, None, stored if records else None)
 
 
-_RECORD_COLUMNS = (
-    ledger_table.c.position,
-    ledger_table.c.version,
-    ledger_table.c.kind,
-    ledger_table.c.event_id,
-    ledger_table.c.occurred_at,
-    ledger_table.c.recorded_at,
-    ledger_table.c.event_type,
-    ledger_table.c.branch,
-    ledger_table.c.synthetic,
-    sa.cast(ledger_table.c.payload, sa.Text),
-    ledger_table.c.token_count,
-    ledger_table.c.content_hash,
-    ledger_table.c.prev_hash,
-    ledger_table.c.row_hash,
-    ledger_table.c.global_position,
-)
-
-
 def _read_sql(engine: sa.Engine, session_id: str) -> LedgerSnapshot:
+    sha256 = hashlib.sha256
     options = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
     with engine.connect().execution_options(**options) as conn, conn.begin():
         row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
@@ -127,12 +108,11 @@ def _read_sql(engine: sa.Engine, session_id: str) -> LedgerSnapshot:
                 window_slots.c.session_id == session_id
             )
         ).all()
-        result = conn.execution_options(yield_per=_BATCH).execute(
-            sa.select(*_RECORD_COLUMNS)
-            .where(ledger_table.c.session_id == session_id)
-            .order_by(ledger_table.c.position)
-        )
-        records, digests = _records(session_id, (r for batch in result.partitions() for r in batch))
+        records: list[LedgerRecord] = []
+        digests: list[str | None] = []
+        for record, text in read_records(conn, session_id):
+            records.append(record)
+            digests.append(None if text is None else sha256(text).hexdigest())
     if row is None:
         return LedgerSnapshot(records, digests, None, None)
     head = ChainHead(row.head_position, row.head_hash)
@@ -167,41 +147,3 @@ def _read_sql(engine: sa.Engine, session_id: str) -> LedgerSnapshot:
         ),
     )
     return LedgerSnapshot(records, digests, head, stored)
-
-
-def _records(session_id: str, rows: Iterable[Sequence[Any]]) -> tuple[list[LedgerRecord], list[str | None]]:
-    records: list[LedgerRecord] = []
-    digests: list[str | None] = []
-    digest, kinds = sha256_hex, {kind.value: kind for kind in Kind}
-    for (position, version, kind, event_id, occurred_at, recorded_at, event_type, branch, synthetic,
-         text, token_count, content_hash, prev_hash, row_hash, global_position) in rows:  # fmt: skip
-        records.append(
-            LedgerRecord(
-                session_id,
-                position,
-                version,
-                kinds.get(kind, kind),  # an unknown kind (tampering) fails the row hash
-                event_id,
-                occurred_at,
-                None if text is None else _parsed(text),
-                content_hash,
-                prev_hash,
-                row_hash,
-                event_type,
-                branch,
-                synthetic,
-                recorded_at,
-                token_count,
-                global_position,
-            )
-        )
-        digests.append(None if text is None else digest(text))
-    return records, digests
-
-
-def _parsed(text: str) -> Any:
-    """The payload; text that is not JSON (tampered: its digest cannot match) reads as empty."""
-    try:
-        return loads(text)
-    except ValueError:
-        return {}

@@ -31,11 +31,19 @@ def create_ledger_engine(url: str, *, pool_size: int = 5, busy_timeout_ms: int =
     if backend == "postgresql":
         engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
         _check_idle_connections(engine)
-        event.listen(engine, "connect", lambda connection, _record: set_json_loads(loads, connection))
+        event.listen(engine, "connect", _configure_postgres)
         return engine
     if backend == "sqlite":
         return _sqlite_engine(url, busy_timeout_ms)
     raise ValueError(f"unsupported database URL {url!r}: use postgresql+psycopg://, sqlite:/// or memory://")
+
+
+def _configure_postgres(connection: Any, _record: Any) -> None:
+    """orjson for `json` values, and UTC as the session time zone: timestamps then arrive in
+    the zone the ledger keeps (no per-value conversion from the server's zone on big reads)."""
+    set_json_loads(loads, connection)
+    connection.execute("SET TIME ZONE 'UTC'")
+    connection.commit()
 
 
 PING_AFTER_IDLE_SECONDS = 1.0
