@@ -22,6 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from infrastructure.ledger.engine import create_ledger_engine
+from infrastructure.ledger.migrate import upgrade
+from infrastructure.ledger.schema import worker_counters
 
 EVENTS_INGESTED = "events_ingested"
 DUPLICATES_SKIPPED = "duplicates_skipped"
@@ -48,13 +50,6 @@ _HELP = {
     CONFLICTS_RETRIED: "Compaction write-backs that lost a version race and re-read.",
     DEAD_LETTERED: "Messages or events sent to the dead-letter queue.",
 }
-
-_counters_table = sa.Table(
-    "worker_counters",
-    sa.MetaData(),
-    sa.Column("name", sa.Text, primary_key=True),
-    sa.Column("value", sa.BigInteger, nullable=False),
-)
 
 
 class Metrics:
@@ -113,20 +108,20 @@ class Metrics:
 
 
 def counters_engine(database_url: str) -> sa.Engine:
+    """An engine on the deployment's database, its schema (the counters table too) made current."""
     engine = create_ledger_engine(database_url, pool_size=1)
     try:
-        _counters_table.create(engine, checkfirst=True)
-    except sa.exc.DBAPIError:
-        if not sa.inspect(engine).has_table(_counters_table.name):  # else another process won the race
-            engine.dispose()
-            raise
+        upgrade(engine)
+    except BaseException:
+        engine.dispose()
+        raise
     return engine
 
 
 def add_counters(engine: sa.Engine, deltas: Mapping[str, int]) -> None:
-    insert = (postgresql if engine.dialect.name == "postgresql" else sqlite).insert(_counters_table)
+    insert = (postgresql if engine.dialect.name == "postgresql" else sqlite).insert(worker_counters)
     statement = insert.on_conflict_do_update(
-        index_elements=["name"], set_={"value": _counters_table.c.value + insert.excluded.value}
+        index_elements=["name"], set_={"value": worker_counters.c.value + insert.excluded.value}
     )
     with engine.begin() as connection:
         connection.execute(statement, [{"name": k, "value": v} for k, v in sorted(deltas.items())])
@@ -140,7 +135,7 @@ def read_counters(database_url: str) -> dict[str, int]:
     try:
         with engine.connect() as connection:
             stored = dict(
-                connection.execute(sa.select(_counters_table.c.name, _counters_table.c.value)).all()
+                connection.execute(sa.select(worker_counters.c.name, worker_counters.c.value)).all()
             )
     finally:
         engine.dispose()

@@ -169,3 +169,11 @@ relay_offsets = sa.Table(
     sa.Column("name", sa.Text, primary_key=True),
     sa.Column("global_position", sa.BigInteger, nullable=False),
 )
+
+worker_counters = sa.Table(
+    "worker_counters",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+"""Queue counters summed over every worker process (`workers.metrics`)."""

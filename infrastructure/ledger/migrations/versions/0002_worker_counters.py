@@ -1,0 +1,28 @@
+"""The queue's `worker_counters` table, which workers used to create for themselves.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-26
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    if sa.inspect(op.get_bind()).has_table("worker_counters"):  # created by a worker before 0002
+        return
+    op.create_table(
+        "worker_counters",
+        sa.Column("name", sa.Text, primary_key=True),
+        sa.Column("value", sa.BigInteger, nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("worker_counters")
