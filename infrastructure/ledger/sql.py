@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from threading import Lock
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -208,16 +209,86 @@ _APPEND_ROW = (
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
 
 
-def _replace_prefix(
-    conn: sa.Connection, session_id: str, window: Sequence[int], hidden: Sequence[int] = ()
-) -> None:
-    """Swap the window prefix for `window` and mark `hidden` rows rewound (under the session row lock)."""
-    conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id, _in_prefix))
-    slots = [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
-             for i, p in enumerate(window)]  # fmt: skip
-    slots += [{"session_id": session_id, "position": p, "ordinal": None, "rewound": True} for p in hidden]
-    if slots:  # a compaction may archive the whole window
-        conn.execute(window_slots.insert(), slots)
+_SID = sa.bindparam("sid", type_=sa.Text)
+_live_session = sa.and_(sessions.c.id == _SID, sessions.c.deleted_at.is_(None))
+_slot_of_row = sa.and_(
+    window_slots.c.session_id == ledger.c.session_id, window_slots.c.position == ledger.c.position
+)
+
+_HEAD_COLUMNS = (
+    sessions.c.version,
+    sessions.c.window_epoch,
+    sessions.c.window_base,
+    *(sessions.c[name] for name in _STATS),
+)
+_WINDOW_HEAD = sa.select(*_HEAD_COLUMNS).where(_live_session)
+"""A live session's version, window epoch, window base and window stats."""
+
+
+def _window_part(group: int, key: sa.ColumnElement[Any]) -> sa.Select:
+    """Rows `(group, key, *head columns, event_id, payload, position, token_count)` of a live session."""
+    return sa.select(
+        sa.literal_column(str(group), sa.Integer),
+        key,
+        *_HEAD_COLUMNS,
+        ledger.c.event_id,
+        ledger.c.payload,
+        ledger.c.position,
+        ledger.c.token_count,
+    ).where(_live_session, ledger.c.session_id == _SID, ledger.c.kind == _EVENT)
+
+
+_WINDOW = sa.union_all(
+    _window_part(1, window_slots.c.ordinal)
+    .select_from(
+        sessions.join(window_slots, window_slots.c.session_id == sessions.c.id).join(ledger, _slot_of_row)
+    )
+    .where(_in_prefix, window_slots.c.rewound == sa.false()),
+    _window_part(2, ledger.c.position)
+    .select_from(sessions.join(ledger, ledger.c.session_id == sessions.c.id))
+    .where(
+        ledger.c.position > sessions.c.window_base,
+        ~sa.exists().where(_slot_of_row, sa.or_(_in_prefix, window_slots.c.rewound)),
+    ),
+)
+"""The active window (`domain.ledger.WindowShape`) with the session's head columns on every row
+(one statement: one snapshot): the prefix `(1, ordinal, ...)`, then the tail `(2, position, ...)`,
+event rows after the base with no slot. Unordered: the caller sorts by the first two columns, as
+sorting 1,000 rows of payloads cost the server more than reading them."""
+
+_LOCK_HEAD = (
+    sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version, sessions.c.window_epoch)
+    .where(_live_session)
+    .with_for_update()
+)
+_TAIL_AFTER = (
+    sa.select(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
+    .select_from(ledger.outerjoin(window_slots, _slot_of_row))
+    .where(
+        ledger.c.session_id == _SID,
+        ledger.c.kind == _EVENT,
+        ledger.c.position > sa.bindparam("after", type_=sa.BigInteger),
+        window_slots.c.ordinal.is_(None),
+        _not_rewound,
+    )
+    .order_by(ledger.c.position)
+)
+"""The window's tail after a position: events appended since a compaction's read."""
+
+_CLEAR_PREFIX = window_slots.delete().where(window_slots.c.session_id == _SID, _in_prefix)
+_COMPACTED = (
+    sessions.update()
+    .where(sessions.c.id == _SID)
+    .values(
+        version=sa.bindparam("new_version", type_=sa.BigInteger),
+        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+        head_hash=sa.bindparam("new_hash", type_=sa.Text),
+        window_base=sa.bindparam("new_base", type_=sa.BigInteger),
+        window_epoch=sessions.c.window_epoch + _ONE,
+        **{name: sa.bindparam(f"new_{name}", type_=sessions.c[name].type) for name in _STATS},
+    )
+)
+"""A compaction's new head, window base, epoch and window stats."""
 
 
 class SqlLedger:
@@ -232,6 +303,15 @@ class SqlLedger:
         self._insert_row = DriverStatement(ledger.insert().inline(), engine.dialect, _ROW_COLUMNS)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(_APPEND_ROW, engine.dialect) if self._postgres else None
+        # a compaction: its read, and its write under the session row lock
+        self._session = DriverStatement(_SESSIONS.where(sessions.c.id == _SID), engine.dialect)
+        self._window_head = DriverStatement(_WINDOW_HEAD, engine.dialect)
+        self._window = DriverStatement(_WINDOW, engine.dialect)
+        self._lock_head = DriverStatement(_LOCK_HEAD, engine.dialect)
+        self._tail_after = DriverStatement(_TAIL_AFTER, engine.dialect)
+        self._clear_prefix = DriverStatement(_CLEAR_PREFIX, engine.dialect)
+        self._insert_slot = DriverStatement(window_slots.insert(), engine.dialect)
+        self._compacted = DriverStatement(_COMPACTED, engine.dialect)
         self._integrity_errors = (sa.exc.IntegrityError, engine.dialect.loaded_dbapi.IntegrityError)
         self._heads: dict[str, Head] = {}
         self._heads_lock = Lock()
@@ -272,9 +352,9 @@ class SqlLedger:
         self._cache(session.id, Head(1, record.row_hash, 0))
 
     def get_session(self, session_id: str) -> Session | None:
-        with self._engine.connect() as conn:
-            row = conn.execute(_SESSIONS.where(sessions.c.id == session_id)).first()
-        return None if row is None else _session(row)
+        with autocommit(self._engine) as driver:
+            rows = self._session.rows(driver.cursor(), {"sid": session_id})
+        return _session(dict(zip(self._session.keys, rows[0], strict=True))) if rows else None
 
     def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
         query = _SESSIONS.where(sessions.c.user_id == user_id)
@@ -284,7 +364,7 @@ class SqlLedger:
         query = query.join(created, sa.and_(created.c.session_id == sessions.c.id, created.c.position == 1))
         query = query.order_by(sessions.c.created_at, created.c.global_position)
         with self._engine.connect() as conn:
-            return [_session(row) for row in conn.execute(query)]
+            return [_session(row._mapping) for row in conn.execute(query)]
 
     def delete_session(self, session_id: str, reason: str) -> bool:
         now = _now()
@@ -516,50 +596,31 @@ class SqlLedger:
         return version or 0
 
     def window(self, session_id: str) -> Window | None:
-        head_columns = (sessions.c.version, sessions.c.window_epoch, sessions.c.window_base)
-        stats_columns = [sessions.c[name] for name in _STATS]
-        query = (
-            _live_session_events(session_id)
-            .add_columns(
-                *head_columns,
-                *stats_columns,
-                ledger.c.event_id,
-                ledger.c.payload,
-                ledger.c.position,
-                ledger.c.token_count,
-            )
-            .where(_in_window)
-            .order_by(_group, _order_key)
-        )
-        with self._engine.connect() as conn:
-            rows = conn.execute(query).all()
-            if not rows:
-                rows = conn.execute(
-                    sa.select(*head_columns, *stats_columns).where(
-                        sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
-                    )
-                ).all()
-                if not rows:
+        """The active window, its head and stats, in one statement on the driver (one round trip)."""
+        values = {"sid": session_id}
+        with autocommit(self._engine) as driver:
+            rows = self._window.rows(driver.cursor(), values)
+            if not rows:  # an empty window, or no such live session
+                head = self._window_head.rows(driver.cursor(), values)
+                if not head:
                     return None
-                return Window(WindowHead(*rows[0][:3]), (), (), WindowStats(*rows[0][3:]))
+                version, epoch, base, *stats = head[0]
+                return Window(WindowHead(version, epoch, base), (), (), WindowStats(*stats))
+        rows.sort(key=_WINDOW_ORDER)
         first = rows[0]
-        positions = tuple(r.position for r in rows)
+        positions = tuple(r[_POSITION] for r in rows)
         return Window(
-            WindowHead(first.version, first.window_epoch, max(positions)),
-            tuple(event_from_payload(session_id, r.event_id, r.payload) for r in rows),
+            WindowHead(first[_VERSION], first[_EPOCH], max(positions)),
+            tuple(event_from_payload(session_id, r[_EVENT_ID], r[_PAYLOAD]) for r in rows),
             positions,
-            WindowStats(*first[3 : 3 + len(_STATS)]),
-            tuple(r.token_count for r in rows),
+            WindowStats(*first[_FIRST_STAT : _FIRST_STAT + len(_STATS)]),
+            tuple(r[_TOKEN_COUNT] for r in rows),
         )
 
     def window_stats(self, session_id: str) -> WindowStats | None:
-        with self._engine.connect() as conn:
-            row = conn.execute(
-                sa.select(*(sessions.c[name] for name in _STATS)).where(
-                    sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
-                )
-            ).first()
-        return None if row is None else WindowStats(*row)
+        with autocommit(self._engine) as driver:
+            rows = self._window_head.rows(driver.cursor(), {"sid": session_id})
+        return WindowStats(*rows[0][3:]) if rows else None
 
     def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
         query = (
@@ -611,28 +672,27 @@ class SqlLedger:
     # --- window changes ---------------------------------------------------------------------
 
     def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
+        """Under the session row lock, if the window epoch is still the one read: the synthetic
+        events, the compaction record, the new prefix, and the head, base, epoch and stats in one
+        UPDATE. The statements run on the driver; the window's tail is read only when the version
+        moved since the read (something was appended meanwhile)."""
         if not read.events:
             return None
         session_id = read.events[0].session_id
         known = dict(zip((e.id for e in read.events), read.positions, strict=True))
         now = _now()
+        values = {"sid": session_id}
         with self._writer.begin() as conn:
-            row = conn.execute(
-                sa.select(
-                    sessions.c.head_position,
-                    sessions.c.head_hash,
-                    sessions.c.version,
-                    sessions.c.window_epoch,
-                )
-                .where(sessions.c.id == session_id, sessions.c.deleted_at.is_(None))
-                .with_for_update()
-            ).first()
-            if row is None:
+            driver = conn.connection.dbapi_connection
+            locked = self._lock_head.rows(driver.cursor(), values)
+            if not locked:
                 raise SessionNotFound(f"session {session_id!r} not found")
-            if row.window_epoch != read.head.epoch:
+            head_position, head_hash, version, epoch = locked[0]
+            if epoch != read.head.epoch:
                 return None
-            version = row.version + 1
-            head = Head(row.head_position, row.head_hash, version)
+            appended = version != read.head.version
+            version += 1
+            head = Head(head_position, head_hash, version)
             counts = dict(zip(read.positions, read.token_counts, strict=True)) if read.token_counts else {}
             inserts, window, prefix = [], [], []
             for event in result.compacted:
@@ -657,37 +717,46 @@ class SqlLedger:
             )
             record = draft.place(session_id, head.position + 1, version, head.hash)
             inserts.append(_row(draft, record, now))
-            conn.execute(ledger.insert(), inserts)
-            _replace_prefix(conn, session_id, window)
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == session_id)
-                .values(
-                    version=version,
-                    head_position=record.position,
-                    head_hash=record.row_hash,
-                    window_base=read.head.head_position,
-                    window_epoch=sessions.c.window_epoch + 1,
-                )
-            )
+            stats: WindowStats | None = None
             if read.token_counts:  # the new window is in hand but for events appended since the read
-                tail = conn.execute(
-                    _live_session_events(session_id)
-                    .add_columns(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
-                    .where(ledger.c.position > read.head.head_position, window_slots.c.ordinal.is_(None))
-                    .order_by(ledger.c.position)
-                ).all()
-                appended = [
-                    (event_from_payload(session_id, r.event_id, r.payload), r.token_count) for r in tail
-                ]
-                stats = window_stats([*prefix, *appended])
-                conn.execute(
-                    sessions.update().where(sessions.c.id == session_id).values(**_stats_columns(stats))
+                tail = (
+                    self._tail_after.rows(driver.cursor(), {**values, "after": read.head.head_position})
+                    if appended
+                    else []
                 )
-            else:
+                appended_events = [(event_from_payload(session_id, e, p), n) for e, p, n in tail]
+                stats = window_stats([*prefix, *appended_events])
+            cursor = driver.cursor()
+            cursor.executemany(self._insert_row.sql, [self._insert_row.params(row) for row in inserts])
+            self._replace_prefix(driver, session_id, window)
+            self._compacted.execute(
+                cursor,
+                {
+                    **values,
+                    "new_version": version,
+                    "new_position": record.position,
+                    "new_hash": record.row_hash,
+                    "new_base": read.head.head_position,
+                    **{f"new_{name}": n for name, n in _stats_columns(stats or WindowStats()).items()},
+                },
+            )
+            if stats is None:
                 self._refresh_window_stats(conn, session_id)
         self._cache(session_id, Head(record.position, record.row_hash, version))
         return version
+
+    def _replace_prefix(
+        self, driver: Any, session_id: str, window: Sequence[int], hidden: Sequence[int] = ()
+    ) -> None:
+        """Swap the window prefix for `window` and mark `hidden` rows rewound (under the session
+        row lock, on the transaction's driver connection)."""
+        cursor = driver.cursor()
+        self._clear_prefix.execute(cursor, {"sid": session_id})
+        slots = [{"session_id": session_id, "position": p, "ordinal": i, "rewound": False}
+                 for i, p in enumerate(window)]  # fmt: skip
+        slots += [{"session_id": session_id, "position": p, "ordinal": None, "rewound": True} for p in hidden]
+        if slots:  # a compaction may archive the whole window
+            cursor.executemany(self._insert_slot.sql, [self._insert_slot.params(slot) for slot in slots])
 
     def _refresh_window_stats(self, conn: sa.Connection, session_id: str) -> None:
         """Recompute every window stat from the window itself (after the window was replaced)."""
@@ -714,7 +783,9 @@ class SqlLedger:
             version = head.version + 1
             record = draft.place(session_id, head.position + 1, version, head.hash)
             conn.execute(ledger.insert(), [_row(draft, record, now)])
-            _replace_prefix(conn, session_id, draft.payload["window"], draft.payload["hidden"])
+            self._replace_prefix(
+                conn.connection.dbapi_connection, session_id, draft.payload["window"], draft.payload["hidden"]
+            )
             state = conn.execute(sa.select(sessions.c.state).where(sessions.c.id == session_id)).scalar_one()
             conn.execute(
                 sessions.update()
@@ -866,15 +937,15 @@ _SESSIONS = (
 )
 
 
-def _session(row: Any) -> Session:
+def _session(row: Mapping[str, Any]) -> Session:
     return Session(
-        id=row.id,
-        user_id=row.user_id,
-        app_name=row.app_name,
-        created_at=row.created_at,
-        expires_at=row.expires_at,
-        metadata=row.metadata,
-        state=merge_state(row.state, row.app_state or {}, row.user_state or {}),
+        id=row["id"],
+        user_id=row["user_id"],
+        app_name=row["app_name"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        metadata=row["metadata"],
+        state=merge_state(row["state"], row["app_state"] or {}, row["user_state"] or {}),
     )
 
 
@@ -927,6 +998,12 @@ def _row(draft: Draft, record: LedgerRecord, recorded_at: datetime) -> dict[str,
         "prev_hash": record.prev_hash,
         "row_hash": record.row_hash,
     }
+
+
+_WINDOW_ORDER = itemgetter(0, 1)
+"""`_WINDOW` rows in window order: the prefix by ordinal, then the tail by position."""
+_VERSION, _EPOCH, _FIRST_STAT = 2, 3, 5
+_EVENT_ID, _PAYLOAD, _POSITION, _TOKEN_COUNT = range(5 + len(_STATS), 9 + len(_STATS))
 
 
 def _stats(row: Any) -> WindowStats:
