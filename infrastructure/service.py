@@ -270,14 +270,16 @@ class SessionService:
         _require_id(session_id, "session_id")
         if trigger is None or strategy is None:
             raise ValueError("trigger and strategy must not be None")
-        stats = self._ledger.window_stats(session_id)
-        if stats is not None and stats.uncounted:
-            self._ledger.fill_token_counts(session_id, default_counter())  # once per event, then stored
         for _ in range(self._settings.compaction_attempts):
             session = self._ledger.get_session(session_id)
             read = self._ledger.window(session_id)
             if session is None or read is None:
                 raise SessionNotFound(f"session {session_id!r} not found")
+            if read.stats.uncounted:  # count once per event, store, and read the counts back
+                self._ledger.fill_token_counts(session_id, default_counter())
+                read = self._ledger.window(session_id)
+                if read is None:
+                    raise SessionNotFound(f"session {session_id!r} not found")
             counted = zip(read.events, read.token_counts, strict=False)
             known = {event.id: tokens for event, tokens in counted if tokens is not None}
             request = CompactionRequest.of(session, read.events, read.stats, known)

@@ -56,16 +56,26 @@ class DriverStatement:
         """Every row of the statement, its values converted by their columns' types."""
         self.execute(cursor, values)
         rows = cursor.fetchall()
+        return list(self._converted(rows)) if self._converters else rows
+
+    def stream(self, cursor: Any, values: Mapping[str, Any], chunk: int) -> Iterator[Sequence[Any]]:
+        """The rows as they arrive, converted as by `rows()`: on PostgreSQL `chunk` rows at a time
+        (psycopg's chunked mode), so the caller works through the first rows while the server
+        still reads and sends the rest; a sqlite3 cursor steps through its result as it is read."""
+        if hasattr(cursor, "stream"):
+            rows = cursor.stream(self.sql, self.params(values), size=chunk)
+        else:
+            self.execute(cursor, values)
+            rows = cursor
+        return self._converted(rows) if self._converters else iter(rows)
+
+    def _converted(self, rows: Iterable[Sequence[Any]]) -> Iterator[Sequence[Any]]:
         converters = self._converters
-        if not converters:
-            return rows
-        converted = []
         for row in rows:
             row = list(row)
             for index, convert in converters:
                 row[index] = convert(row[index])
-            converted.append(row)
-        return converted
+            yield row
 
 
 @contextmanager
