@@ -25,17 +25,6 @@ def split_synthetic(events: Iterable[SessionEvent]) -> tuple[list[SessionEvent],
     return synthetic, real
 
 
-def index_after_root(real: Sequence[SessionEvent], n: int) -> int:
-    """The index just after the `n`-th root-level event (any type) of `real`; `n` >= 1."""
-    seen = 0
-    for index, event in enumerate(real):
-        if event.is_root:
-            seen += 1
-            if seen == n:
-                return index + 1
-    return len(real)
-
-
 def tool_links(real: Sequence[SessionEvent]) -> list[tuple[int, int]]:
     """(call index, response index) pairs, matched left to right by tool-call id as ADK does.
 
@@ -44,26 +33,32 @@ def tool_links(real: Sequence[SessionEvent]) -> list[tuple[int, int]]:
     """
     links: list[tuple[int, int]] = []
     open_calls: dict[str, int] = {}
-    last_turn = -1
     for index, event in enumerate(real):
-        if starts_turn(event):
-            last_turn = index
-        for response in event.message.tool_responses:
+        message = event.message
+        for response in message.tool_responses:
             if response.id in open_calls:
                 links.append((open_calls.pop(response.id), index))
-        for call in event.message.tool_calls:
+        for call in message.tool_calls:
             open_calls[call.id] = index
-    links.extend((index, len(real)) for index in open_calls.values() if index > last_turn)
+    if open_calls:  # the last turn start is only needed for calls still open
+        last_turn = next((i for i in range(len(real) - 1, -1, -1) if starts_turn(real[i])), -1)
+        links.extend((index, len(real)) for index in open_calls.values() if index > last_turn)
     return links
 
 
 def cut_keeping_roots(real: Sequence[SessionEvent], keep: int) -> int | None:
     """Where to cut so that at most `keep` root-level events stay (moved to a safe turn start);
-    `None` when there are no more than `keep` of them. Branch events take no slot."""
-    roots = sum(1 for event in real if event.is_root)
-    if roots <= keep:
-        return None
-    return settle_cut(real, index_after_root(real, roots - keep))
+    `None` when there are no more than `keep` of them. Branch events take no slot.
+
+    Found from the end: the cut goes right after the `keep + 1`-th root-level event from the end.
+    """
+    seen = 0
+    for index in range(len(real) - 1, -1, -1):
+        if real[index].is_root:
+            seen += 1
+            if seen > keep:
+                return settle_cut(real, index + 1)
+    return None
 
 
 def settle_cut(real: Sequence[SessionEvent], cut: int, *, start: int = 0, grow: bool = True) -> int:

@@ -10,7 +10,7 @@ about as much as the database.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import sqlalchemy as sa
@@ -76,6 +76,12 @@ class DriverStatement:
             for index, convert in converters:
                 row[index] = convert(row[index])
             yield row
+
+
+def pipelined(driver: Any) -> AbstractContextManager[Any]:
+    """Statements sent without waiting for each result (psycopg's pipeline mode: one round trip
+    for the lot, errors raised at the end); as they come on SQLite, which has no network."""
+    return driver.pipeline() if hasattr(driver, "pipeline") else nullcontext()
 
 
 @contextmanager

@@ -44,7 +44,7 @@ from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHea
 from domain.rewind import plan_rewind
 from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
-from infrastructure.ledger.driver import DriverStatement, autocommit, write_transaction
+from infrastructure.ledger.driver import DriverStatement, autocommit, pipelined, write_transaction
 from infrastructure.ledger.engine import WRITE
 from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
@@ -731,20 +731,21 @@ class SqlLedger:
                 )
                 appended_events = [(event_from_payload(session_id, e, p), n) for e, p, n in tail]
                 stats = window_stats([*prefix, *appended_events])
-            cursor = driver.cursor()
-            cursor.executemany(self._insert_row.sql, [self._insert_row.params(row) for row in inserts])
-            self._replace_prefix(driver, session_id, window)
-            self._compacted.execute(
-                cursor,
-                {
-                    **values,
-                    "new_version": version,
-                    "new_position": record.position,
-                    "new_hash": record.row_hash,
-                    "new_base": read.head.head_position,
-                    **{f"new_{name}": n for name, n in _stats_columns(stats or WindowStats()).items()},
-                },
-            )
+            with pipelined(driver):
+                cursor = driver.cursor()
+                cursor.executemany(self._insert_row.sql, [self._insert_row.params(row) for row in inserts])
+                self._replace_prefix(driver, session_id, window)
+                self._compacted.execute(
+                    cursor,
+                    {
+                        **values,
+                        "new_version": version,
+                        "new_position": record.position,
+                        "new_hash": record.row_hash,
+                        "new_base": read.head.head_position,
+                        **{f"new_{name}": n for name, n in _stats_columns(stats or WindowStats()).items()},
+                    },
+                )
             if stats is None:
                 self._refresh_window_stats(conn, session_id)
         self._cache(session_id, Head(record.position, record.row_hash, version))
