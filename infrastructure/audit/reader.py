@@ -26,7 +26,7 @@ from domain.ledger import Kind, LedgerRecord, WindowShape, canonical, sha256_hex
 from domain.ports import Ledger, WindowStats
 from domain.sessions import APP_PREFIX, USER_PREFIX, Session
 from infrastructure.audit.chain import ChainHead
-from infrastructure.ledger.records import read_records
+from infrastructure.ledger.records import read_records, snapshot
 from infrastructure.ledger.schema import sessions, window_slots
 from infrastructure.ledger.sql import SqlLedger
 
@@ -100,8 +100,7 @@ def _read_port(ledger: Ledger, session_id: str) -> LedgerSnapshot:
 
 def _read_sql(engine: sa.Engine, session_id: str) -> LedgerSnapshot:
     sha256 = hashlib.sha256
-    options = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
-    with engine.connect().execution_options(**options) as conn, conn.begin():
+    with snapshot(engine) as conn:
         row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
         slots = conn.execute(
             sa.select(window_slots.c.position, window_slots.c.ordinal, window_slots.c.rewound).where(

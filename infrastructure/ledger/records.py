@@ -6,14 +6,14 @@ UNIQUE(session_id, position): the planner never sorts), each chunk fetched by a 
 while the caller works through the one before, so the database and Python work at the same time.
 On PostgreSQL the binary protocol is used and a payload arrives as the bytes of its stored text:
 the canonical text the ledger hashed, handed out as it is (audit hashes it) and parsed once by
-orjson. The other
-columns still go through SQLAlchemy's own result conversions, compiled once per dialect.
+orjson. The other columns still go through SQLAlchemy's own result conversions (`DriverStatement`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,6 +21,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 
 from domain.ledger import Kind, LedgerRecord
+from infrastructure.ledger.driver import DriverStatement
 from infrastructure.ledger.schema import ledger, loads
 
 CHUNK = 5_000
@@ -36,14 +37,13 @@ _COLUMNS = (
     ledger.c.event_type,
     ledger.c.branch,
     ledger.c.synthetic,
-    ledger.c.payload,
+    sa.type_coerce(ledger.c.payload, sa.Text),  # the stored text, unparsed
     ledger.c.token_count,
     ledger.c.content_hash,
     ledger.c.prev_hash,
     ledger.c.row_hash,
     ledger.c.global_position,
 )
-_PAYLOAD = _COLUMNS.index(ledger.c.payload)
 _KINDS = {kind.value: kind for kind in Kind}
 
 
@@ -56,40 +56,32 @@ class _StoredText(Loader):
         return bytes(data)
 
 
-class _ChunkQuery:
-    """The chunk SELECT compiled for one dialect, and SQLAlchemy's conversion of each column
-    (the payload excepted: it stays the stored text)."""
-
-    def __init__(self, dialect: sa.Dialect) -> None:
-        statement = (
-            sa.select(*_COLUMNS)
-            .where(ledger.c.session_id == sa.bindparam("sid"), ledger.c.position > sa.bindparam("after"))
-            .order_by(ledger.c.position)
-            .limit(CHUNK)
-        )
-        self._compiled = compiled = statement.compile(dialect=dialect)
-        self.sql = compiled.string
-        self._order = compiled.positiontup if compiled.positional else None
-        self.converters = [
-            (index, processor)
-            for index, column in enumerate(_COLUMNS)
-            if index != _PAYLOAD
-            and (processor := column.type._cached_result_processor(dialect, None)) is not None
-        ]
-
-    def params(self, session_id: str, after: int) -> dict[str, Any] | tuple[Any, ...]:
-        values = self._compiled.construct_params({"sid": session_id, "after": after})
-        return values if self._order is None else tuple(values[name] for name in self._order)
+_CHUNK_QUERY = (
+    sa.select(*_COLUMNS)
+    .where(ledger.c.session_id == sa.bindparam("sid"), ledger.c.position > sa.bindparam("after"))
+    .order_by(ledger.c.position)
+    .limit(CHUNK)
+)
+_QUERIES: dict[str, DriverStatement] = {}
 
 
-_QUERIES: dict[str, _ChunkQuery] = {}
+@contextmanager
+def snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A read transaction that sees one state of the database throughout, however many chunks it
+    reads: REPEATABLE READ on PostgreSQL; in WAL mode any SQLite read transaction is one."""
+    options = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
+    with engine.connect().execution_options(**options) as conn, conn.begin():
+        yield conn
 
 
 def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerRecord, bytes | None]]:
     """Each record of the session by position, with its payload's stored text in utf-8 (`None`
-    once erased), read inside `conn`'s transaction (so in its snapshot)."""
+    once erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write
+    transaction, so the chunks agree with each other."""
     dialect = conn.dialect
-    query = _QUERIES.get(dialect.name) or _QUERIES.setdefault(dialect.name, _ChunkQuery(dialect))
+    query = _QUERIES.get(dialect.name)
+    if query is None:
+        query = _QUERIES[dialect.name] = DriverStatement(_CHUNK_QUERY, dialect)
     driver = conn.connection.dbapi_connection
     if dialect.name == "postgresql":
         cursor = driver.cursor(binary=True)
@@ -98,12 +90,11 @@ def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerR
         cursor = driver.cursor()
 
     def fetch(after: int) -> list[Sequence[Any]]:
-        cursor.execute(query.sql, query.params(session_id, after))
-        return cursor.fetchall()
+        return query.rows(cursor, {"sid": session_id, "after": after})
 
     try:
         for rows in _ahead(fetch):
-            yield from _records(session_id, rows, query.converters)
+            yield from _records(session_id, rows)
     finally:
         cursor.close()
 
@@ -118,15 +109,9 @@ def _ahead(fetch: Callable[[int], list[Sequence[Any]]]) -> Iterator[list[Sequenc
             yield rows
 
 
-def _records(
-    session_id: str, rows: list[Sequence[Any]], converters: list[tuple[int, Callable[[Any], Any]]]
-) -> Iterator[tuple[LedgerRecord, bytes | None]]:
+def _records(session_id: str, rows: list[Sequence[Any]]) -> Iterator[tuple[LedgerRecord, bytes | None]]:
     kinds = _KINDS
     for row in rows:
-        if converters:
-            row = list(row)
-            for index, convert in converters:
-                row[index] = convert(row[index])
         (position, version, kind, event_id, occurred_at, recorded_at, event_type, branch, synthetic,
          text, token_count, content_hash, prev_hash, row_hash, global_position) = row  # fmt: skip
         if isinstance(text, str):

@@ -46,6 +46,7 @@ from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
 from infrastructure.ledger.driver import DriverStatement, autocommit, pipelined, write_transaction
 from infrastructure.ledger.engine import WRITE
+from infrastructure.ledger.records import read_records, snapshot
 from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
 if TYPE_CHECKING:
@@ -784,7 +785,7 @@ class SqlLedger:
             head = self._locked_head(conn, session_id)
             if head is None:
                 raise SessionNotFound(f"session {session_id!r} not found")
-            records = [_record(r) for r in conn.execute(_records_query(session_id))]
+            records = [record for record, _ in read_records(conn, session_id)]
             draft = plan_rewind(records, before_invocation_id, now)
             version = head.version + 1
             record = draft.place(session_id, head.position + 1, version, head.hash)
@@ -860,9 +861,8 @@ class SqlLedger:
     # --- audit and relay --------------------------------------------------------------------
 
     def records(self, session_id: str) -> Iterator[LedgerRecord]:
-        with self._engine.connect() as conn:
-            rows = conn.execute(_records_query(session_id)).all()
-        return iter([_record(r) for r in rows])
+        with snapshot(self._engine) as conn:
+            return iter([record for record, _ in read_records(conn, session_id)])
 
     def session_ids(self) -> list[str]:
         """Every session row by creation, then any session with ledger records but no session row
@@ -952,31 +952,6 @@ def _session(row: Mapping[str, Any]) -> Session:
         expires_at=row["expires_at"],
         metadata=row["metadata"],
         state=merge_state(row["state"], row["app_state"] or {}, row["user_state"] or {}),
-    )
-
-
-def _records_query(session_id: str) -> sa.Select:
-    return sa.select(ledger).where(ledger.c.session_id == session_id).order_by(ledger.c.position)
-
-
-def _record(r: Any) -> LedgerRecord:
-    return LedgerRecord(
-        session_id=r.session_id,
-        position=r.position,
-        version=r.version,
-        kind=Kind(r.kind),
-        event_id=r.event_id,
-        occurred_at=r.occurred_at,
-        payload=r.payload,
-        content_hash=r.content_hash,
-        prev_hash=r.prev_hash,
-        row_hash=r.row_hash,
-        event_type=r.event_type,
-        branch=r.branch,
-        synthetic=r.synthetic,
-        recorded_at=r.recorded_at,
-        token_count=r.token_count,
-        global_position=r.global_position,
     )
 
 
