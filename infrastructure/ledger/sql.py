@@ -724,7 +724,9 @@ class SqlLedger:
             record = draft.place(session_id, head.position + 1, version, head.hash)
             inserts.append(_row(draft, record, now))
             stats: WindowStats | None = None
-            if read.token_counts:  # the new window is in hand but for events appended since the read
+            # the new window is in hand but for events appended since the read, and for counts
+            # the evaluator may have stored since (a count read as unknown is read again below)
+            if read.token_counts and all(counts[p] is not None for p in window if p in counts):
                 tail = (
                     self._tail_after.rows(driver.cursor(), {**values, "after": read.head.head_position})
                     if appended

@@ -14,9 +14,10 @@ from collections.abc import Callable
 import pytest
 
 from domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
-from domain.compaction import CompactionResult
+from domain.compaction import CompactionRequest, CompactionResult
 from domain.ledger import chain_problems, window_stats
 from infrastructure import SessionService, open_service
+from infrastructure.audit import verify
 
 pytestmark = pytest.mark.slow
 
@@ -180,3 +181,22 @@ def test_concurrent_opens_create_the_schema_once(backend: str, request: pytest.F
     run_together([open_and_use] * 4)
     with open_service(url) as service:
         assert all(service.get_session(sid) is not None for sid in created) and len(created) == 4
+
+
+def test_token_counts_filled_between_a_compactions_read_and_write(database_url: str) -> None:
+    """The evaluator stores token counts while a compaction (read, LLM call, write) is in flight:
+    the stats the compaction writes count the kept events as the ledger now has them."""
+    with open_service(database_url) as service:
+        session = service.create_session("u")
+        for i in range(6):
+            service.append_message(session.id, UserMessage(f"question {i}"))
+        read = service.ledger.window(session.id)
+        assert read is not None and set(read.token_counts) == {None}
+        assert service.fill_token_counts(session.id) == 6  # between the read and the write
+        result = SummarizeAllButTwo().compact(CompactionRequest(session, read.events))
+        assert service.ledger.apply_compaction(read, result, "test") is not None
+        assert verify(service, session.id).ok, verify(service, session.id).findings
+        kept = {r.position: r.token_count for r in service.records(session.id)}
+        stats = service.window_stats(session.id)
+        assert stats.uncounted == 1  # the new summary only
+        assert stats.tokens == sum(kept[p] for p in read.positions[-2:])
