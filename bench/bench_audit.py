@@ -3,6 +3,8 @@ session against a raw sequential read of the same rows.
 
 - raw: plain psycopg, `SELECT` of every column the chain covers, by position, payloads decoded to
   Python objects by psycopg (replay needs them decoded, so the audit must decode them too);
+- floor: the same SELECT in psycopg's binary protocol with each payload left as its bytes (nothing
+  decoded): what merely reading the rows costs here, a bound no verify that reads them can beat;
 - verify: the whole check of `infrastructure.audit.verify` (records and head in one snapshot,
   content and row hashes, links and positions, then the stored window, state, session row and
   stats against `domain.ledger.replay`); the session was never compacted, so its stored window
@@ -15,7 +17,11 @@ round by round; figures are medians.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 
 from bench import payloads, report
 from bench.database import fresh_postgres
@@ -45,6 +51,7 @@ def run() -> list[Row]:
         records = EVENTS + 1  # the events and the session's created record
         cases = {
             "raw": lambda: _raw_read(conn, session_id),
+            "floor": lambda: _floor_read(conn, session_id),
             "verify": lambda: _verified(service, session_id),
             "chain": lambda: _chain(service, session_id),
             "replay": lambda: replay(service, session_id),
@@ -58,6 +65,12 @@ def run() -> list[Row]:
         Row(
             f"raw sequential read, {EVENTS:,}-event session (psycopg, JSON decoded)",
             report.rate(rates["raw"], "events"),
+        ),
+        Row(
+            "  floor: the same read, binary protocol, payloads left as bytes",
+            report.rate(rates["floor"], "events"),
+            raw,
+            rates["floor"] / rates["raw"],
         ),
         Row(
             "verify (chain + stored window/state vs replay)",
@@ -83,6 +96,21 @@ def run() -> list[Row]:
 
 def _raw_read(conn: psycopg.Connection, session_id: str) -> list[tuple[object, ...]]:
     rows = conn.execute(_RAW, (session_id,)).fetchall()
+    conn.commit()
+    return rows
+
+
+class _Bytes(Loader):
+    format = Format.BINARY
+
+    def load(self, data: Any) -> bytes:
+        return bytes(data)
+
+
+def _floor_read(conn: psycopg.Connection, session_id: str) -> list[tuple[object, ...]]:
+    cursor = conn.cursor(binary=True)
+    cursor.adapters.register_loader("json", _Bytes)
+    rows = cursor.execute(_RAW, (session_id,)).fetchall()
     conn.commit()
     return rows
 
