@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from domain.events import SessionEvent
     from domain.filters import EventFilter
     from domain.ledger import Draft, LedgerRecord
+    from domain.restore import RestoredSession
     from domain.sessions import Session
 
 TokenCounter = Callable[[str], int]
@@ -160,6 +161,10 @@ class Ledger(Protocol):
 
     def session_ids(self) -> Iterable[str]:
         """Every session the ledger has records for, deleted ones included."""
+
+    def restore(self, restored: RestoredSession) -> None:
+        """Store a session made elsewhere (an import): its records verbatim, with the projection
+        they define; `ValueError` when the ledger has (or had) a session with that id."""
 
     def tail(self, after: int, limit: int) -> list[TailRow]:
         """Ledger rows with `global_position > after`, in that order, at most `limit`.

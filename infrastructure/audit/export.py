@@ -17,8 +17,8 @@ from typing import Any
 from domain.codec import event_from_payload, format_timestamp, parse_timestamp
 from domain.errors import SessionNotFound
 from domain.ledger import Kind, LedgerRecord, canonical, replay, sha256_hex
+from domain.restore import restored_session
 from infrastructure.audit.chain import ChainBreak, ChainHead, first_break
-from infrastructure.audit.restore import restore
 from infrastructure.service import SessionService
 
 FORMAT = "sessionledger.export"
@@ -99,7 +99,7 @@ def import_lines(service: SessionService, lines: Iterable[str]) -> ImportedSessi
     """
     header, records = read_export(lines)
     check_export(header, records)
-    restore(service.ledger, records)
+    service.ledger.restore(restored_session(records))
     return ImportedSession(header["session_id"], len(records), records[-1].version, records[-1].row_hash)
 
 

@@ -37,6 +37,7 @@ from domain.turns import format_event
 
 if TYPE_CHECKING:
     from domain.compaction import CompactionResult
+    from domain.restore import RestoredSession
 
 _ERASABLE = (Kind.CREATED, Kind.EVENT, Kind.REWIND)
 
@@ -330,6 +331,34 @@ class MemoryLedger:
     def session_ids(self) -> list[str]:
         with self._lock:
             return list(self._sessions)
+
+    def restore(self, restored: RestoredSession) -> None:
+        session, records = restored.session, restored.records
+        now = datetime.now(UTC)
+        events = [r for r in records if r.kind is Kind.EVENT and r.payload is not None]
+        with self._lock:
+            if session.id in self._sessions:
+                raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)")
+            self._sessions[session.id] = _SessionLog(
+                session=replace(session, state={}),
+                state=dict(restored.projection.session_state),
+                records=[
+                    replace(
+                        r,
+                        recorded_at=r.recorded_at or now,
+                        global_position=next(self._global),
+                        token_count=None,
+                    )
+                    for r in records
+                ],
+                events={r.position: r.event() for r in events},
+                positions={r.event_id or "": r.position for r in events},
+                token_counts={r.position: r.token_count for r in events if r.token_count is not None},
+                shape=restored.shape,
+                epoch=restored.epoch,
+                version=restored.head.version,
+                stats=restored.stats,
+            )
 
     def tail(self, after: int, limit: int) -> list[TailRow]:
         with self._lock:

@@ -32,6 +32,7 @@ from domain.ledger import (
     Draft,
     Kind,
     LedgerRecord,
+    canonical,
     compaction_draft,
     created_draft,
     erasure_draft,
@@ -41,6 +42,7 @@ from domain.ledger import (
     window_stats,
 )
 from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from domain.restore import RestoredSession
 from domain.rewind import plan_rewind
 from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
@@ -329,28 +331,45 @@ class SqlLedger:
     def create_session(self, session: Session, state: Mapping[str, Any]) -> None:
         draft = created_draft(session, state)
         record = draft.place(session.id, 1, 0, GENESIS_HASH)
+        head = Head(1, record.row_hash, 0)
         scopes = split_state_delta(state)
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(sessions.insert().values(_session_row(session, scopes.session, head)))
+                conn.execute(ledger.insert(), [_row(record, draft.text, _now())])
+                self._merge_shared_state(conn, session.app_name, session.user_id, scopes.app, scopes.user)
+        except sa.exc.IntegrityError:
+            raise _taken(session.id) from None
+        self._cache(session.id, head)
+
+    def restore(self, restored: RestoredSession) -> None:
+        session, last = restored.session, restored.head
+        head = Head(last.position, last.row_hash, last.version)
+        now = _now()
+        rows = [_row(r, None if r.payload is None else canonical(r.payload), r.recorded_at or now)
+                for r in restored.records]  # fmt: skip
         try:
             with self._writer.begin() as conn:
                 conn.execute(
                     sessions.insert().values(
-                        id=session.id,
-                        app_name=session.app_name,
-                        user_id=session.user_id,
-                        created_at=session.created_at,
-                        expires_at=session.expires_at,
-                        metadata=dict(session.metadata),
-                        state=scopes.session,
-                        version=0,
-                        head_position=1,
-                        head_hash=record.row_hash,
+                        {
+                            **_session_row(session, restored.projection.session_state, head),
+                            "window_base": restored.shape.base,
+                            "window_epoch": restored.epoch,
+                            **_stats_columns(restored.stats),
+                        }
                     )
                 )
-                conn.execute(ledger.insert(), [_row(draft, record, _now())])
-                self._merge_shared_state(conn, session.app_name, session.user_id, scopes.app, scopes.user)
+                conn.execute(ledger.insert(), rows)
+                self._replace_prefix(
+                    conn.connection.dbapi_connection,
+                    session.id,
+                    restored.shape.prefix,
+                    sorted(restored.shape.hidden),
+                )
         except sa.exc.IntegrityError:
-            raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)") from None
-        self._cache(session.id, Head(1, record.row_hash, 0))
+            raise _taken(session.id) from None
+        self._cache(session.id, head)
 
     def get_session(self, session_id: str) -> Session | None:
         with autocommit(self._engine) as driver:
@@ -386,7 +405,7 @@ class SqlLedger:
                 )
                 .values(payload=None)
             )
-            conn.execute(ledger.insert(), [_row(draft, record, now)])
+            conn.execute(ledger.insert(), [_row(record, draft.text, now)])
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
             conn.execute(
                 sessions.update()
@@ -448,7 +467,7 @@ class SqlLedger:
                 return AppendOutcome.NO_SESSION
             record = draft.place(session_id, head.position + 1, head.version + 1, head.hash)
             moves.update(cached=head.position, new_position=record.position, new_hash=record.row_hash)
-            values = {**moves, **_row(draft, record, _now())}
+            values = {**moves, **_row(record, draft.text, _now())}
             try:
                 if any(scopes):
                     with self._writer.begin() as conn:
@@ -534,7 +553,7 @@ class SqlLedger:
                 states[sid].update(scopes.session)
                 if scopes.app or scopes.user:
                     shared.append((sid, rows[sid].app_name, scopes))
-                inserts.append(_row(draft, record, now))
+                inserts.append(_row(record, draft.text, now))
                 outcomes.append(AppendOutcome.STORED)
             if inserts:
                 conn.execute(ledger.insert(), inserts)
@@ -707,7 +726,7 @@ class SqlLedger:
                     draft = event_draft(event.with_archived(False))
                     record = draft.place(session_id, head.position + 1, version, head.hash)
                     head = Head(record.position, record.row_hash, version)
-                    inserts.append(_row(draft, record, now))
+                    inserts.append(_row(record, draft.text, now))
                     position = record.position
                 window.append(position)
                 prefix.append((event, counts.get(position)))
@@ -722,7 +741,7 @@ class SqlLedger:
                 tokens_saved=int(result.tokens_saved),
             )
             record = draft.place(session_id, head.position + 1, version, head.hash)
-            inserts.append(_row(draft, record, now))
+            inserts.append(_row(record, draft.text, now))
             stats: WindowStats | None = None
             # the new window is in hand but for events appended since the read, and for counts
             # the evaluator may have stored since (a count read as unknown is read again below)
@@ -791,7 +810,7 @@ class SqlLedger:
             draft = plan_rewind(records, before_invocation_id, now)
             version = head.version + 1
             record = draft.place(session_id, head.position + 1, version, head.hash)
-            conn.execute(ledger.insert(), [_row(draft, record, now)])
+            conn.execute(ledger.insert(), [_row(record, draft.text, now)])
             self._replace_prefix(
                 conn.connection.dbapi_connection, session_id, draft.payload["window"], draft.payload["hidden"]
             )
@@ -945,6 +964,10 @@ _SESSIONS = (
 )
 
 
+def _taken(session_id: str) -> ValueError:
+    return ValueError(f"session {session_id!r} already exists (or existed and was deleted)")
+
+
 def _session(row: Mapping[str, Any]) -> Session:
     return Session(
         id=row["id"],
@@ -963,7 +986,8 @@ def _event_of(draft: Draft) -> SessionEvent:
     return draft.event
 
 
-def _row(draft: Draft, record: LedgerRecord, recorded_at: datetime) -> dict[str, Any]:
+def _row(record: LedgerRecord, text: str | None, recorded_at: datetime) -> dict[str, Any]:
+    """A `ledger` row: the record, its payload's canonical text (`None`: erased), when it was stored."""
     return {
         "session_id": record.session_id,
         "position": record.position,
@@ -975,11 +999,27 @@ def _row(draft: Draft, record: LedgerRecord, recorded_at: datetime) -> dict[str,
         "event_type": record.event_type,
         "branch": record.branch,
         "synthetic": record.synthetic,
-        "payload": draft.text,
-        "token_count": None,
+        "payload": text,
+        "token_count": record.token_count,
         "content_hash": record.content_hash,
         "prev_hash": record.prev_hash,
         "row_hash": record.row_hash,
+    }
+
+
+def _session_row(session: Session, state: Mapping[str, Any], head: Head) -> dict[str, Any]:
+    """A `sessions` row at `head` (the window columns keep their defaults)."""
+    return {
+        "id": session.id,
+        "app_name": session.app_name,
+        "user_id": session.user_id,
+        "created_at": session.created_at,
+        "expires_at": session.expires_at,
+        "metadata": dict(session.metadata),
+        "state": dict(state),
+        "version": head.version,
+        "head_position": head.position,
+        "head_hash": head.hash,
     }
 
 

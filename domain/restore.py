@@ -1,0 +1,61 @@
+"""A session as its ledger records define it, for storing records made elsewhere (an import).
+
+Appends always make new records; an import brings records that already have their positions,
+versions and hashes. Every backend stores them verbatim (`Ledger.restore`) with the projection
+worked out here once, from the same rules replay uses, so no backend derives it on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from domain.codec import parse_timestamp
+from domain.ledger import Kind, LedgerRecord, Projection, WindowShape, replay, window_stats
+from domain.ports import WindowStats
+from domain.sessions import Session
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredSession:
+    """The session row the records define (metadata, state, head, window shape, epoch, stats)
+    and the records themselves, by position."""
+
+    session: Session
+    records: Sequence[LedgerRecord]
+    projection: Projection
+    shape: WindowShape
+    epoch: int
+    stats: WindowStats
+
+    @property
+    def head(self) -> LedgerRecord:
+        return self.records[-1]
+
+
+def restored_session(records: Sequence[LedgerRecord]) -> RestoredSession:
+    """The session of verified records of a live session, its first record the `created` one."""
+    created = records[0].payload or {}
+    expires_at = created["expires_at"]
+    session = Session(
+        id=records[0].session_id,
+        user_id=created["user_id"],
+        app_name=created["app_name"],
+        created_at=parse_timestamp(created["created_at"]),
+        expires_at=None if expires_at is None else parse_timestamp(expires_at),
+        metadata=created["metadata"],
+    )
+    shape, epoch = WindowShape(), 0
+    for record in records:
+        if record.kind is Kind.COMPACTION:
+            shape.compact(record.payload or {})
+            epoch += 1
+        elif record.kind is Kind.REWIND:
+            shape.rewind(record.payload or {}, record.position)
+            epoch += 1
+    projection = replay(records)
+    counts = {record.position: record.token_count for record in records}
+    stats = window_stats(
+        (event, counts[p]) for p, event in zip(projection.window_positions, projection.window, strict=True)
+    )
+    return RestoredSession(session, records, projection, shape, epoch, stats)
