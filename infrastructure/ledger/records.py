@@ -60,7 +60,7 @@ _CHUNK_QUERY = (
     sa.select(*_COLUMNS)
     .where(ledger.c.session_id == sa.bindparam("sid"), ledger.c.position > sa.bindparam("after"))
     .order_by(ledger.c.position)
-    .limit(CHUNK)
+    .limit(sa.bindparam("chunk"))
 )
 _QUERIES: dict[str, DriverStatement] = {}
 
@@ -89,23 +89,26 @@ def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerR
     else:
         cursor = driver.cursor()
 
+    chunk = CHUNK
+
     def fetch(after: int) -> list[Sequence[Any]]:
-        return query.rows(cursor, {"sid": session_id, "after": after})
+        return query.rows(cursor, {"sid": session_id, "after": after, "chunk": chunk})
 
     try:
-        for rows in _ahead(fetch):
+        for rows in _ahead(fetch, chunk):
             yield from _records(session_id, rows)
     finally:
         cursor.close()
 
 
-def _ahead(fetch: Callable[[int], list[Sequence[Any]]]) -> Iterator[list[Sequence[Any]]]:
-    """The chunks in order, the next one already being fetched while the caller has this one."""
+def _ahead(fetch: Callable[[int], list[Sequence[Any]]], chunk: int) -> Iterator[list[Sequence[Any]]]:
+    """The chunks in order, the next one already being fetched while the caller has this one
+    (a chunk of fewer than `chunk` rows is the last)."""
     with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
         pending: Future[list[Sequence[Any]]] | None = pool.submit(fetch, 0)
         while pending is not None:
             rows = pending.result()
-            pending = pool.submit(fetch, rows[-1][0]) if len(rows) == CHUNK else None
+            pending = pool.submit(fetch, rows[-1][0]) if len(rows) == chunk else None
             yield rows
 
 
