@@ -21,6 +21,7 @@ from workers.app import WorkerSettings, settings_of
 from workers.leases import SessionLeases
 from workers.metrics import Metrics
 from workers.policy import PolicyBook, load_policies_from_env
+from workers.redeliveries import Redeliveries
 
 
 class WorkerRuntime:
@@ -53,6 +54,12 @@ class WorkerRuntime:
         if engine is None:
             raise RuntimeError("compaction leases need a SQL ledger (PostgreSQL or SQLite), not memory://")
         return SessionLeases(engine)
+
+    @cached_property
+    def redeliveries(self) -> Redeliveries | None:
+        """`None` on an in-memory ledger, which a lost worker takes with it anyway."""
+        engine = getattr(self.service.ledger, "engine", None)
+        return None if engine is None else Redeliveries(engine)
 
     @cached_property
     def metrics(self) -> Metrics:

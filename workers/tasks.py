@@ -146,7 +146,11 @@ class IngestReport:
 
 
 class IngestTask(LedgerTask):
-    counts_redeliveries = False  # a redelivered batch is simply stored again, idempotently, in place
+    """A batch whose worker was lost comes back where it was and is stored again, idempotently,
+    in place (a retry would be a new message at the back of the partition, and reorder it); its
+    redeliveries are counted in the database instead (`workers.redeliveries`)."""
+
+    counts_redeliveries = False
 
 
 @shared_task(bind=True, base=IngestTask, name=INGEST_TASK)
@@ -154,6 +158,9 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     runtime = runtime_of(self.app)
     if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
         self.give_up("malformed batch: the argument must be a list of JSON strings")
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    if redelivered:
+        _bound_redeliveries(self, runtime)
     report = IngestReport()
     decoded = decode_lines(lines, report)
     settings = runtime.settings
@@ -164,6 +171,8 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
     runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
     runtime.metrics.maybe_flush()
+    if redelivered and runtime.redeliveries is not None:
+        runtime.redeliveries.forget(self.request.id)
     rejected_count = sum(len(r) for r in report.poison.values())
     log_event(
         log,
@@ -175,6 +184,21 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
         batch=self.request.id,
     )
     return {"stored": report.stored, "duplicates": report.duplicates, "dead_lettered": rejected_count}
+
+
+def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
+    """Dead-letter a batch delivered again more than `max_retries` times after its worker was lost."""
+    counter = runtime.redeliveries
+    if counter is None:
+        return
+    try:
+        deliveries = counter.count(task.request.id)
+    except _TRANSIENT:
+        return  # the database is down: not the batch's fault (storing it waits for the database)
+    limit = runtime.settings.max_retries
+    if deliveries > limit:
+        counter.forget(task.request.id)  # a replay from the dead-letter queue starts afresh
+        task.give_up(f"delivered again {deliveries} times after its worker was lost (limit {limit})")
 
 
 def send_poison(task: Task, report: IngestReport) -> None:

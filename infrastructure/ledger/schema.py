@@ -177,3 +177,12 @@ worker_counters = sa.Table(
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 """Queue counters summed over every worker process (`workers.metrics`)."""
+
+redeliveries = sa.Table(
+    "redeliveries",
+    metadata,
+    sa.Column("message_id", sa.Text, primary_key=True),
+    sa.Column("deliveries", sa.Integer, nullable=False),
+    sa.Column("first_at", UtcDateTime, nullable=False),
+)
+"""Ingest batches the broker delivered again after their worker was lost (`workers.redeliveries`)."""

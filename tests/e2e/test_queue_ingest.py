@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections import Counter, defaultdict
 
 import pytest
+import sqlalchemy as sa
 from kombu import Connection, Producer
 
 from domain import SessionEvent, UserMessage
@@ -31,8 +33,6 @@ def deployment(request, pg_url, tmp_path):
 
 def event_rows(deployment: Deployment) -> list[tuple[str, str, int]]:
     """(session id, event id, position) of every event row in the ledger."""
-    import sqlalchemy as sa
-
     engine = deployment.service.ledger.engine
     with engine.connect() as conn:
         return list(
@@ -167,3 +167,64 @@ def test_poison_messages_go_to_the_dead_letter_queue_with_their_reason(rabbit_de
     deployment.service.create_session("agent", session_id=ghost)
     replay_dead(deployment.broker_url, deployment.names)
     wait_for(lambda: texts(deployment, ghost) == ["lost"], 30, "the replayed event")
+
+
+@pytest.mark.rabbitmq
+def test_a_batch_whose_worker_dies_every_time_is_dead_lettered_and_its_partition_moves_on(pg_url, tmp_path):
+    """Every delivery of the batch kills its ingest worker (here: SIGKILL while it waits for the
+    session row). After `max_retries` redeliveries the batch goes to the dead-letter queue instead
+    of holding its partition forever; replayed from there, it is stored after all."""
+    deployment = Deployment(pg_url, RABBITMQ_URL, tmp_path, partitions=1, max_retries=2)
+    try:
+        service = deployment.service
+        session = service.create_session("agent").id
+        doomed = [
+            encode_event(SessionEvent(session_id=session, message=UserMessage(f"doomed {i}")))
+            for i in range(3)
+        ]
+        engine = service.ledger.engine
+        worker = deployment.start("ingest-1", "ingest")
+        deployment.wait_ready("ingest-1")  # its queues exist from now on
+        with engine.connect() as blocker:
+            blocker.execute(sa.text("SELECT 1 FROM sessions WHERE id = :id FOR UPDATE"), {"id": session})
+            send_batch(deployment, doomed)
+            for attempt in range(1, 4):  # the first delivery and both redeliveries die
+                if attempt > 1:
+                    worker = deployment.start(f"ingest-{attempt}", "ingest")
+                wait_for(lambda attempt=attempt: lock_waiters(engine) >= attempt, 60, f"delivery {attempt}")
+                worker.send_signal(signal.SIGKILL)
+                worker.wait(30)
+            deployment.start("ingest-4", "ingest")
+            wait_for(lambda: lost_worker_letters(deployment), 60, "the batch in the dead-letter queue")
+            assert lock_waiters(engine) == 3  # the fourth delivery never touched the session
+            blocker.rollback()
+        (letter,) = lost_worker_letters(deployment)
+        assert letter.args[0] == doomed and "delivered again 3 times" in letter.reason
+        after = encode_event(SessionEvent(session_id=session, message=UserMessage("after")))
+        send_batch(deployment, [after])
+        wait_for(lambda: texts(deployment, session) == ["after"], 30, "the next batch of the partition")
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM redeliveries")).scalar() == 0
+
+        from workers.dlq import replay_dead
+
+        replay_dead(deployment.broker_url, deployment.names)
+        expected = ["after", *(f"doomed {i}" for i in range(3))]
+        wait_for(lambda: texts(deployment, session) == expected, 30, "the replayed batch")
+    finally:
+        deployment.close()
+
+
+def lock_waiters(engine) -> int:
+    """Database sessions waiting for a row lock (killed workers' sessions keep waiting, unnoticed)."""
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        ).scalar()
+
+
+def lost_worker_letters(deployment: Deployment) -> list:
+    return [letter for letter in deployment.dead_letters() if "after its worker was lost" in letter.reason]

@@ -1,0 +1,30 @@
+"""The `redeliveries` table: how often the broker delivered an ingest batch again after losing
+the worker that had it, so a batch that kills its worker every time is dead-lettered.
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-26
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+from infrastructure.ledger.schema import UtcDateTime
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "redeliveries",
+        sa.Column("message_id", sa.Text, primary_key=True),
+        sa.Column("deliveries", sa.Integer, nullable=False),
+        sa.Column("first_at", UtcDateTime, nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("redeliveries")
