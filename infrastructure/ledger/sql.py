@@ -8,15 +8,14 @@ Write paths (docs/architecture.md "Concurrency rules"):
   multi-row INSERT, one executemany UPDATE of the heads.
 - compaction: lock the session row, check the window epoch, write the synthetic events, the
   compaction record and the new window prefix.
-The window is read with one query whose ORDER BY/LIMIT implement the window rule of
-`domain.ledger.WindowShape`.
+The statements themselves, with the window rule of `domain.ledger.WindowShape` in SQL, are in
+`infrastructure/ledger/statements.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from operator import itemgetter
 from threading import Lock
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -26,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from domain.codec import event_from_payload
 from domain.errors import ConcurrencyConflict, SessionNotFound
 from domain.events import SessionEvent
-from domain.filters import EventFilter, MatchMode
+from domain.filters import EventFilter
 from domain.ledger import (
     GENESIS_HASH,
     Draft,
@@ -46,6 +45,7 @@ from domain.restore import RestoredSession
 from domain.rewind import plan_rewind
 from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
+from infrastructure.ledger import statements
 from infrastructure.ledger.driver import DriverStatement, autocommit, pipelined, write_transaction
 from infrastructure.ledger.engine import WRITE
 from infrastructure.ledger.records import read_records, snapshot
@@ -54,10 +54,7 @@ from infrastructure.ledger.schema import app_states, ledger, sessions, user_stat
 if TYPE_CHECKING:
     from domain.compaction import CompactionResult
 
-_EVENT = Kind.EVENT.value
 _ERASABLE = (Kind.CREATED.value, Kind.EVENT.value, Kind.REWIND.value)
-_STATS = ("window_events", "window_turns", "window_bytes", "window_tokens", "window_uncounted",
-          "events_since_summary")  # fmt: skip
 
 
 class Head(NamedTuple):
@@ -72,226 +69,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _like_term(term: str) -> str:
-    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself)."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-_text = sa.func.lower(sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string())
-"""The lowercased message text inside the payload, for keyword search."""
-
-_slot_joined = ledger.outerjoin(
-    window_slots,
-    sa.and_(window_slots.c.session_id == ledger.c.session_id, window_slots.c.position == ledger.c.position),
-)
-_in_prefix = window_slots.c.ordinal.is_not(None)
-_not_rewound = sa.or_(window_slots.c.rewound.is_(None), window_slots.c.rewound == sa.false())
-_group = sa.case((_in_prefix, 1), (ledger.c.position > sessions.c.window_base, 2), else_=0)
-"""0 = archived (by position), 1 = the window prefix (by ordinal), 2 = the window tail (by position)."""
-_order_key = sa.func.coalesce(window_slots.c.ordinal, ledger.c.position)
-_in_window = sa.or_(_in_prefix, ledger.c.position > sessions.c.window_base)
-
-
-def _live_session_events(session_id: str) -> sa.Select:
-    """Readable event rows of a live session, joined to what the window rule needs."""
-    return (
-        sa.select()
-        .select_from(_slot_joined.join(sessions, sessions.c.id == ledger.c.session_id))
-        .where(
-            ledger.c.session_id == session_id,
-            sessions.c.deleted_at.is_(None),
-            ledger.c.kind == _EVENT,
-            _not_rewound,
-        )
-    )
-
-
-def _last(query: sa.Select, session_id: str, n: int, archived: bool) -> sa.Select:
-    """The last `n` rows of `query` in `get_events()` order, adding each row's group.
-
-    Each group's own last `n` rows (a backward range read of UNIQUE(session_id, position) from
-    the end or from the window base, or the prefix by ordinal), then the last `n` of their union:
-    the cost follows `n` and the window prefix, not the length of the history.
-    """
-    base = sessions.alias("base")
-    window_base = sa.select(base.c.window_base).where(base.c.id == session_id).scalar_subquery()
-    outside_prefix = window_slots.c.ordinal.is_(None)
-    groups = [
-        (2, sa.and_(outside_prefix, ledger.c.position > window_base), ledger.c.position),
-        (1, _in_prefix, window_slots.c.ordinal),
-    ]
-    if archived:
-        groups.append((0, sa.and_(outside_prefix, ledger.c.position <= window_base), ledger.c.position))
-    parts = [
-        query.add_columns(sa.literal(group).label("grp"), key.label("key"))
-        .where(where)
-        .order_by(key.desc())
-        .limit(n)
-        .subquery()
-        for group, where, key in groups
-    ]  # each part in a subquery: SQLite allows no ORDER BY/LIMIT on a UNION member itself
-    union = sa.union_all(*(sa.select(part) for part in parts)).subquery()
-    return (
-        sa.select(union.c.event_id, union.c.payload, union.c.grp)
-        .order_by(union.c.grp.desc(), union.c.key.desc())
-        .limit(n)
-    )
-
-
-def _criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
-    """Every per-event criterion of the filter but `pattern`, as SQL."""
-    where: list[sa.ColumnElement[bool]] = []
-    if f.exclude_synthetic:
-        where.append(ledger.c.synthetic == sa.false())
-    if f.exclude_archived:
-        where.append(_in_window)
-    if f.start is not None:
-        where.append(ledger.c.occurred_at >= f.start)
-    if f.end is not None:
-        where.append(ledger.c.occurred_at <= f.end)
-    if f.message_types is not None:
-        where.append(ledger.c.event_type.in_(sorted(t.value for t in f.message_types)))
-    if f.keyword is not None:
-        where.append(_text.like(_like_term(f.keyword), escape="\\"))
-    if f.keywords is not None:
-        terms = [_text.like(_like_term(term), escape="\\") for term in f.keywords]
-        where.append(sa.and_(*terms) if f.match_mode is MatchMode.ALL else sa.or_(*terms))
-    if f.branch is not None:
-        branch = sa.literal(f.branch, sa.Text)
-        ancestor = sa.func.substr(branch, 1, sa.func.length(ledger.c.branch) + 1) == ledger.c.branch + "."
-        where.append(sa.or_(ledger.c.branch.is_(None), ledger.c.branch == branch, ancestor))
-    return where
-
-
 _MAX_HEAD_RACES = 1000
-_ROW_COLUMNS = (
-    "session_id", "position", "version", "event_id", "kind", "occurred_at", "recorded_at", "event_type",
-    "branch", "synthetic", "payload", "token_count", "content_hash", "prev_hash", "row_hash",
-)  # fmt: skip
-
-# The one-event append: moves the head only if nobody else did since it was cached.
-_ONE = sa.literal_column("1", sa.Integer)
-_MOVE_HEAD = (
-    sessions.update()
-    .where(
-        sessions.c.id == sa.bindparam("sid"),
-        sessions.c.head_position == sa.bindparam("cached"),
-        sessions.c.deleted_at.is_(None),
-    )
-    .values(
-        version=sessions.c.version + _ONE,
-        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
-        head_hash=sa.bindparam("new_hash", type_=sa.Text),
-        window_events=sessions.c.window_events + _ONE,
-        window_turns=sessions.c.window_turns + sa.bindparam("turn", type_=sa.Integer),
-        window_bytes=sessions.c.window_bytes + sa.bindparam("size", type_=sa.BigInteger),
-        window_uncounted=sessions.c.window_uncounted + _ONE,
-        events_since_summary=(sessions.c.events_since_summary + _ONE)
-        * sa.bindparam("keep_count", type_=sa.Integer),
-    )
-)
-
-_moved = _MOVE_HEAD.returning(sessions.c.id).cte("moved")
-_APPEND_ROW = (
-    ledger.insert()
-    .from_select(
-        list(_ROW_COLUMNS),
-        sa.select(
-            *(
-                sa.cast(sa.bindparam(name), ledger.c[name].type)
-                if name == "payload"
-                else sa.bindparam(name, type_=ledger.c[name].type)
-                for name in _ROW_COLUMNS
-            )
-        ).select_from(_moved),
-    )
-    .add_cte(_moved)
-)
-"""`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
-the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
-
-
-_SID = sa.bindparam("sid", type_=sa.Text)
-_live_session = sa.and_(sessions.c.id == _SID, sessions.c.deleted_at.is_(None))
-_slot_of_row = sa.and_(
-    window_slots.c.session_id == ledger.c.session_id, window_slots.c.position == ledger.c.position
-)
-
-_HEAD_COLUMNS = (
-    sessions.c.version,
-    sessions.c.window_epoch,
-    sessions.c.window_base,
-    *(sessions.c[name] for name in _STATS),
-)
-_WINDOW_HEAD = sa.select(*_HEAD_COLUMNS).where(_live_session)
-"""A live session's version, window epoch, window base and window stats."""
-
-
-def _window_part(group: int, key: sa.ColumnElement[Any]) -> sa.Select:
-    """Rows `(group, key, *head columns, event_id, payload, position, token_count)` of a live session."""
-    return sa.select(
-        sa.literal_column(str(group), sa.Integer),
-        key,
-        *_HEAD_COLUMNS,
-        ledger.c.event_id,
-        ledger.c.payload,
-        ledger.c.position,
-        ledger.c.token_count,
-    ).where(_live_session, ledger.c.session_id == _SID, ledger.c.kind == _EVENT)
-
-
-_WINDOW = sa.union_all(
-    _window_part(1, window_slots.c.ordinal)
-    .select_from(
-        sessions.join(window_slots, window_slots.c.session_id == sessions.c.id).join(ledger, _slot_of_row)
-    )
-    .where(_in_prefix, window_slots.c.rewound == sa.false()),
-    _window_part(2, ledger.c.position)
-    .select_from(sessions.join(ledger, ledger.c.session_id == sessions.c.id))
-    .where(
-        ledger.c.position > sessions.c.window_base,
-        ~sa.exists().where(_slot_of_row, sa.or_(_in_prefix, window_slots.c.rewound)),
-    ),
-)
-"""The active window (`domain.ledger.WindowShape`) with the session's head columns on every row
-(one statement: one snapshot): the prefix `(1, ordinal, ...)`, then the tail `(2, position, ...)`,
-event rows after the base with no slot. Unordered: the caller sorts by the first two columns, as
-sorting 1,000 rows of payloads cost the server more than reading them."""
-
-_LOCK_HEAD = (
-    sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version, sessions.c.window_epoch)
-    .where(_live_session)
-    .with_for_update()
-)
-_TAIL_AFTER = (
-    sa.select(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
-    .select_from(ledger.outerjoin(window_slots, _slot_of_row))
-    .where(
-        ledger.c.session_id == _SID,
-        ledger.c.kind == _EVENT,
-        ledger.c.position > sa.bindparam("after", type_=sa.BigInteger),
-        window_slots.c.ordinal.is_(None),
-        _not_rewound,
-    )
-    .order_by(ledger.c.position)
-)
-"""The window's tail after a position: events appended since a compaction's read."""
-
-_CLEAR_PREFIX = window_slots.delete().where(window_slots.c.session_id == _SID, _in_prefix)
-_COMPACTED = (
-    sessions.update()
-    .where(sessions.c.id == _SID)
-    .values(
-        version=sa.bindparam("new_version", type_=sa.BigInteger),
-        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
-        head_hash=sa.bindparam("new_hash", type_=sa.Text),
-        window_base=sa.bindparam("new_base", type_=sa.BigInteger),
-        window_epoch=sessions.c.window_epoch + _ONE,
-        **{name: sa.bindparam(f"new_{name}", type_=sessions.c[name].type) for name in _STATS},
-    )
-)
-"""A compaction's new head, window base, epoch and window stats."""
 
 
 class SqlLedger:
@@ -302,19 +80,21 @@ class SqlLedger:
         self._writer = engine.execution_options(**{WRITE: True})
         self._postgres = engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._postgres else sqlite.insert
-        self._move_head = DriverStatement(_MOVE_HEAD, engine.dialect)
-        self._insert_row = DriverStatement(ledger.insert().inline(), engine.dialect, _ROW_COLUMNS)
+        self._move_head = DriverStatement(statements.MOVE_HEAD, engine.dialect)
+        self._insert_row = DriverStatement(ledger.insert().inline(), engine.dialect, statements.ROW_COLUMNS)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
-        self._append_row = DriverStatement(_APPEND_ROW, engine.dialect) if self._postgres else None
+        self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         # a compaction: its read, and its write under the session row lock
-        self._session = DriverStatement(_SESSIONS.where(sessions.c.id == _SID), engine.dialect)
-        self._window_head = DriverStatement(_WINDOW_HEAD, engine.dialect)
-        self._window = DriverStatement(_WINDOW, engine.dialect)
-        self._lock_head = DriverStatement(_LOCK_HEAD, engine.dialect)
-        self._tail_after = DriverStatement(_TAIL_AFTER, engine.dialect)
-        self._clear_prefix = DriverStatement(_CLEAR_PREFIX, engine.dialect)
+        self._session = DriverStatement(
+            statements.SESSIONS.where(sessions.c.id == statements.SID), engine.dialect
+        )
+        self._window_head = DriverStatement(statements.WINDOW_HEAD, engine.dialect)
+        self._window = DriverStatement(statements.WINDOW, engine.dialect)
+        self._lock_head = DriverStatement(statements.LOCK_HEAD, engine.dialect)
+        self._tail_after = DriverStatement(statements.TAIL_AFTER, engine.dialect)
+        self._clear_prefix = DriverStatement(statements.CLEAR_PREFIX, engine.dialect)
         self._insert_slot = DriverStatement(window_slots.insert(), engine.dialect)
-        self._compacted = DriverStatement(_COMPACTED, engine.dialect)
+        self._compacted = DriverStatement(statements.COMPACTED, engine.dialect)
         self._integrity_errors = (sa.exc.IntegrityError, engine.dialect.loaded_dbapi.IntegrityError)
         self._heads: dict[str, Head] = {}
         self._heads_lock = Lock()
@@ -377,7 +157,7 @@ class SqlLedger:
         return _session(dict(zip(self._session.keys, rows[0], strict=True))) if rows else None
 
     def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
-        query = _SESSIONS.where(sessions.c.user_id == user_id)
+        query = statements.SESSIONS.where(sessions.c.user_id == user_id)
         if app_name is not None:
             query = query.where(sessions.c.app_name == app_name)
         created = ledger.alias("created")
@@ -418,7 +198,7 @@ class SqlLedger:
                     head_hash=record.row_hash,
                     lease_owner=None,
                     lease_until=None,
-                    **dict.fromkeys(_STATS, 0),
+                    **dict.fromkeys(statements.STATS, 0),
                 )
             )
         self._forget(session_id)
@@ -566,7 +346,7 @@ class SqlLedger:
                         head_position=sa.bindparam("new_position"),
                         head_hash=sa.bindparam("new_hash"),
                         state=sa.bindparam("new_state", type_=sessions.c.state.type),
-                        **{name: sa.bindparam(f"new_{name}") for name in _STATS},
+                        **{name: sa.bindparam(f"new_{name}") for name in statements.STATS},
                     ),
                     [
                         {
@@ -589,14 +369,16 @@ class SqlLedger:
     # --- reads ------------------------------------------------------------------------------
 
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
-        query = _live_session_events(session_id).add_columns(ledger.c.event_id, ledger.c.payload)
-        query = query.where(*_criteria(filter))
+        query = statements.live_session_events(session_id).add_columns(ledger.c.event_id, ledger.c.payload)
+        query = query.where(*statements.criteria(filter))
         in_python = filter.pattern is not None
         if not in_python and filter.last_n is not None:
-            query = _last(query, session_id, filter.last_n, archived=not filter.exclude_archived)
+            query = statements.last_rows(
+                query, session_id, filter.last_n, archived=not filter.exclude_archived
+            )
         else:
-            query = query.add_columns(_group)
-            query = query.order_by(_group, _order_key)
+            query = query.add_columns(statements.GROUP)
+            query = query.order_by(statements.GROUP, statements.ORDER_KEY)
             if not in_python and filter.page_size is not None:
                 query = query.limit(filter.page_size).offset((filter.page or 0) * filter.page_size)
         with self._engine.connect() as conn:
@@ -624,21 +406,33 @@ class SqlLedger:
         with autocommit(self._engine) as driver:
             for row in self._window.stream(driver.cursor(), values, _WINDOW_CHUNK):
                 head = row
-                event = event_from_payload(session_id, row[_EVENT_ID], row[_PAYLOAD])
-                entries.append((row[0], row[1], row[_POSITION], row[_TOKEN_COUNT], event))
+                event = event_from_payload(
+                    session_id, row[statements.WINDOW_EVENT_ID], row[statements.WINDOW_PAYLOAD]
+                )
+                entries.append(
+                    (
+                        row[0],
+                        row[1],
+                        row[statements.WINDOW_POSITION],
+                        row[statements.WINDOW_TOKEN_COUNT],
+                        event,
+                    )
+                )
             if not entries:  # an empty window, or no such live session
                 found = self._window_head.rows(driver.cursor(), values)
                 if not found:
                     return None
                 version, epoch, base, *stats = found[0]
                 return Window(WindowHead(version, epoch, base), (), (), WindowStats(*stats))
-        entries.sort(key=_WINDOW_ORDER)
+        entries.sort(key=statements.WINDOW_ORDER)
         positions = tuple(entry[2] for entry in entries)
         return Window(
-            WindowHead(head[_VERSION], head[_EPOCH], max(positions)),
+            WindowHead(head[statements.WINDOW_VERSION], head[statements.WINDOW_EPOCH], max(positions)),
             tuple(entry[4] for entry in entries),
             positions,
-            WindowStats(*head[_FIRST_STAT : _FIRST_STAT + len(_STATS)]),
+            WindowStats(
+                *head[statements.WINDOW_FIRST_STAT : statements.WINDOW_FIRST_STAT + len(statements.STATS)]
+            ),
             tuple(entry[3] for entry in entries),
         )
 
@@ -649,9 +443,9 @@ class SqlLedger:
 
     def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
         query = (
-            _live_session_events(session_id)
+            statements.live_session_events(session_id)
             .add_columns(ledger.c.position, ledger.c.event_id, ledger.c.payload)
-            .where(_in_window, ledger.c.token_count.is_(None))
+            .where(statements.IN_WINDOW, ledger.c.token_count.is_(None))
         )
         with self._engine.connect() as conn:
             rows = conn.execute(query).all()
@@ -681,12 +475,12 @@ class SqlLedger:
     def _refresh_token_stats(self, conn: sa.Connection, session_id: str) -> None:
         """Recompute the window's token sum and uncounted events (the session row is locked)."""
         tokens, uncounted = conn.execute(
-            _live_session_events(session_id)
+            statements.live_session_events(session_id)
             .add_columns(
                 sa.func.coalesce(sa.func.sum(ledger.c.token_count), 0),
                 sa.func.count() - sa.func.count(ledger.c.token_count),
             )
-            .where(_in_window)
+            .where(statements.IN_WINDOW)
         ).one()
         conn.execute(
             sessions.update()
@@ -789,10 +583,10 @@ class SqlLedger:
     def _refresh_window_stats(self, conn: sa.Connection, session_id: str) -> None:
         """Recompute every window stat from the window itself (after the window was replaced)."""
         rows = conn.execute(
-            _live_session_events(session_id)
+            statements.live_session_events(session_id)
             .add_columns(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
-            .where(_in_window)
-            .order_by(_group, _order_key)
+            .where(statements.IN_WINDOW)
+            .order_by(statements.GROUP, statements.ORDER_KEY)
         ).all()
         stats = window_stats(
             (event_from_payload(session_id, r.event_id, r.payload), r.token_count) for r in rows
@@ -950,20 +744,6 @@ class SqlLedger:
             self._heads.pop(session_id, None)
 
 
-_SESSIONS = (
-    sa.select(sessions, app_states.c.state.label("app_state"), user_states.c.state.label("user_state"))
-    .select_from(
-        sessions.outerjoin(app_states, app_states.c.app_name == sessions.c.app_name).outerjoin(
-            user_states,
-            sa.and_(
-                user_states.c.app_name == sessions.c.app_name, user_states.c.user_id == sessions.c.user_id
-            ),
-        )
-    )
-    .where(sessions.c.deleted_at.is_(None))
-)
-
-
 def _taken(session_id: str) -> ValueError:
     return ValueError(f"session {session_id!r} already exists (or existed and was deleted)")
 
@@ -1023,18 +803,14 @@ def _session_row(session: Session, state: Mapping[str, Any], head: Head) -> dict
     }
 
 
-_WINDOW_ORDER = itemgetter(0, 1)
-"""`_WINDOW` rows in window order: the prefix by ordinal, then the tail by position."""
 _WINDOW_CHUNK = 50
 """Rows per chunk of a window read: 1,000 rows in chunks of 50 took 20-25% less time than in one."""
-_VERSION, _EPOCH, _FIRST_STAT = 2, 3, 5
-_EVENT_ID, _PAYLOAD, _POSITION, _TOKEN_COUNT = range(5 + len(_STATS), 9 + len(_STATS))
 
 
 def _stats(row: Any) -> WindowStats:
-    return WindowStats(*(row._mapping[name] for name in _STATS))
+    return WindowStats(*(row._mapping[name] for name in statements.STATS))
 
 
 def _stats_columns(stats: WindowStats) -> dict[str, int]:
-    return dict(zip(_STATS, (stats.events, stats.turns, stats.bytes, stats.tokens, stats.uncounted,
+    return dict(zip(statements.STATS, (stats.events, stats.turns, stats.bytes, stats.tokens, stats.uncounted,
                              stats.events_since_summary), strict=True))  # fmt: skip

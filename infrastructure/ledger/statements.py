@@ -1,0 +1,266 @@
+"""The SQL the ledger runs, as SQLAlchemy Core expressions: one definition for PostgreSQL and
+SQLite, compiled per dialect by `SqlLedger` (most of them once, as `DriverStatement`s).
+
+The window rule of `domain.ledger.WindowShape` in SQL: a window *prefix* in `window_slots` (by
+ordinal), then every event row after the session's `window_base` that has no slot; rewound rows
+have a slot marked `rewound`.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+import sqlalchemy as sa
+
+from domain.filters import EventFilter, MatchMode
+from domain.ledger import Kind
+from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
+
+EVENT = Kind.EVENT.value
+STATS = (
+    "window_events",
+    "window_turns",
+    "window_bytes",
+    "window_tokens",
+    "window_uncounted",
+    "events_since_summary",
+)
+"""The `sessions` columns of the window stats, in `WindowStats` order."""
+
+
+def _like_term(term: str) -> str:
+    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+_TEXT = sa.func.lower(sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string())
+"""The lowercased message text inside the payload, for keyword search."""
+
+SLOT_OF_ROW = sa.and_(
+    window_slots.c.session_id == ledger.c.session_id, window_slots.c.position == ledger.c.position
+)
+_SLOT_JOINED = ledger.outerjoin(window_slots, SLOT_OF_ROW)
+IN_PREFIX = window_slots.c.ordinal.is_not(None)
+NOT_REWOUND = sa.or_(window_slots.c.rewound.is_(None), window_slots.c.rewound == sa.false())
+GROUP = sa.case((IN_PREFIX, 1), (ledger.c.position > sessions.c.window_base, 2), else_=0)
+"""0 = archived (by position), 1 = the window prefix (by ordinal), 2 = the window tail (by position)."""
+ORDER_KEY = sa.func.coalesce(window_slots.c.ordinal, ledger.c.position)
+IN_WINDOW = sa.or_(IN_PREFIX, ledger.c.position > sessions.c.window_base)
+
+
+def live_session_events(session_id: str) -> sa.Select:
+    """Readable event rows of a live session, joined to what the window rule needs."""
+    return (
+        sa.select()
+        .select_from(_SLOT_JOINED.join(sessions, sessions.c.id == ledger.c.session_id))
+        .where(
+            ledger.c.session_id == session_id,
+            sessions.c.deleted_at.is_(None),
+            ledger.c.kind == EVENT,
+            NOT_REWOUND,
+        )
+    )
+
+
+def last_rows(query: sa.Select, session_id: str, n: int, archived: bool) -> sa.Select:
+    """The last `n` rows of `query` in `get_events()` order, adding each row's group.
+
+    Each group's own last `n` rows (a backward range read of UNIQUE(session_id, position) from
+    the end or from the window base, or the prefix by ordinal), then the last `n` of their union:
+    the cost follows `n` and the window prefix, not the length of the history.
+    """
+    base = sessions.alias("base")
+    window_base = sa.select(base.c.window_base).where(base.c.id == session_id).scalar_subquery()
+    outside_prefix = window_slots.c.ordinal.is_(None)
+    groups = [
+        (2, sa.and_(outside_prefix, ledger.c.position > window_base), ledger.c.position),
+        (1, IN_PREFIX, window_slots.c.ordinal),
+    ]
+    if archived:
+        groups.append((0, sa.and_(outside_prefix, ledger.c.position <= window_base), ledger.c.position))
+    parts = [
+        query.add_columns(sa.literal(group).label("grp"), key.label("key"))
+        .where(where)
+        .order_by(key.desc())
+        .limit(n)
+        .subquery()
+        for group, where, key in groups
+    ]  # each part in a subquery: SQLite allows no ORDER BY/LIMIT on a UNION member itself
+    union = sa.union_all(*(sa.select(part) for part in parts)).subquery()
+    return (
+        sa.select(union.c.event_id, union.c.payload, union.c.grp)
+        .order_by(union.c.grp.desc(), union.c.key.desc())
+        .limit(n)
+    )
+
+
+def criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
+    """Every per-event criterion of the filter but `pattern`, as SQL."""
+    where: list[sa.ColumnElement[bool]] = []
+    if f.exclude_synthetic:
+        where.append(ledger.c.synthetic == sa.false())
+    if f.exclude_archived:
+        where.append(IN_WINDOW)
+    if f.start is not None:
+        where.append(ledger.c.occurred_at >= f.start)
+    if f.end is not None:
+        where.append(ledger.c.occurred_at <= f.end)
+    if f.message_types is not None:
+        where.append(ledger.c.event_type.in_(sorted(t.value for t in f.message_types)))
+    if f.keyword is not None:
+        where.append(_TEXT.like(_like_term(f.keyword), escape="\\"))
+    if f.keywords is not None:
+        terms = [_TEXT.like(_like_term(term), escape="\\") for term in f.keywords]
+        where.append(sa.and_(*terms) if f.match_mode is MatchMode.ALL else sa.or_(*terms))
+    if f.branch is not None:
+        branch = sa.literal(f.branch, sa.Text)
+        ancestor = sa.func.substr(branch, 1, sa.func.length(ledger.c.branch) + 1) == ledger.c.branch + "."
+        where.append(sa.or_(ledger.c.branch.is_(None), ledger.c.branch == branch, ancestor))
+    return where
+
+
+ROW_COLUMNS = (
+    "session_id", "position", "version", "event_id", "kind", "occurred_at", "recorded_at", "event_type",
+    "branch", "synthetic", "payload", "token_count", "content_hash", "prev_hash", "row_hash",
+)  # fmt: skip
+
+# The one-event append: moves the head only if nobody else did since it was cached.
+ONE = sa.literal_column("1", sa.Integer)
+MOVE_HEAD = (
+    sessions.update()
+    .where(
+        sessions.c.id == sa.bindparam("sid"),
+        sessions.c.head_position == sa.bindparam("cached"),
+        sessions.c.deleted_at.is_(None),
+    )
+    .values(
+        version=sessions.c.version + ONE,
+        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+        head_hash=sa.bindparam("new_hash", type_=sa.Text),
+        window_events=sessions.c.window_events + ONE,
+        window_turns=sessions.c.window_turns + sa.bindparam("turn", type_=sa.Integer),
+        window_bytes=sessions.c.window_bytes + sa.bindparam("size", type_=sa.BigInteger),
+        window_uncounted=sessions.c.window_uncounted + ONE,
+        events_since_summary=(sessions.c.events_since_summary + ONE)
+        * sa.bindparam("keep_count", type_=sa.Integer),
+    )
+)
+
+_MOVED = MOVE_HEAD.returning(sessions.c.id).cte("moved")
+APPEND_ROW = (
+    ledger.insert()
+    .from_select(
+        list(ROW_COLUMNS),
+        sa.select(
+            *(
+                sa.cast(sa.bindparam(name), ledger.c[name].type)
+                if name == "payload"
+                else sa.bindparam(name, type_=ledger.c[name].type)
+                for name in ROW_COLUMNS
+            )
+        ).select_from(_MOVED),
+    )
+    .add_cte(_MOVED)
+)
+"""`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
+the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
+
+
+SID = sa.bindparam("sid", type_=sa.Text)
+LIVE_SESSION = sa.and_(sessions.c.id == SID, sessions.c.deleted_at.is_(None))
+HEAD_COLUMNS = (
+    sessions.c.version,
+    sessions.c.window_epoch,
+    sessions.c.window_base,
+    *(sessions.c[name] for name in STATS),
+)
+WINDOW_HEAD = sa.select(*HEAD_COLUMNS).where(LIVE_SESSION)
+"""A live session's version, window epoch, window base and window stats."""
+
+
+def _window_part(group: int, key: sa.ColumnElement[Any]) -> sa.Select:
+    """Rows `(group, key, *head columns, event_id, payload, position, token_count)` of a live session."""
+    return sa.select(
+        sa.literal_column(str(group), sa.Integer),
+        key,
+        *HEAD_COLUMNS,
+        ledger.c.event_id,
+        ledger.c.payload,
+        ledger.c.position,
+        ledger.c.token_count,
+    ).where(LIVE_SESSION, ledger.c.session_id == SID, ledger.c.kind == EVENT)
+
+
+WINDOW = sa.union_all(
+    _window_part(1, window_slots.c.ordinal)
+    .select_from(
+        sessions.join(window_slots, window_slots.c.session_id == sessions.c.id).join(ledger, SLOT_OF_ROW)
+    )
+    .where(IN_PREFIX, window_slots.c.rewound == sa.false()),
+    _window_part(2, ledger.c.position)
+    .select_from(sessions.join(ledger, ledger.c.session_id == sessions.c.id))
+    .where(
+        ledger.c.position > sessions.c.window_base,
+        ~sa.exists().where(SLOT_OF_ROW, sa.or_(IN_PREFIX, window_slots.c.rewound)),
+    ),
+)
+"""The active window (`domain.ledger.WindowShape`) with the session's head columns on every row
+(one statement: one snapshot): the prefix `(1, ordinal, ...)`, then the tail `(2, position, ...)`,
+event rows after the base with no slot. Unordered: the caller sorts by the first two columns, as
+sorting 1,000 rows of payloads cost the server more than reading them."""
+
+LOCK_HEAD = (
+    sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version, sessions.c.window_epoch)
+    .where(LIVE_SESSION)
+    .with_for_update()
+)
+TAIL_AFTER = (
+    sa.select(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
+    .select_from(ledger.outerjoin(window_slots, SLOT_OF_ROW))
+    .where(
+        ledger.c.session_id == SID,
+        ledger.c.kind == EVENT,
+        ledger.c.position > sa.bindparam("after", type_=sa.BigInteger),
+        window_slots.c.ordinal.is_(None),
+        NOT_REWOUND,
+    )
+    .order_by(ledger.c.position)
+)
+"""The window's tail after a position: events appended since a compaction's read."""
+
+CLEAR_PREFIX = window_slots.delete().where(window_slots.c.session_id == SID, IN_PREFIX)
+COMPACTED = (
+    sessions.update()
+    .where(sessions.c.id == SID)
+    .values(
+        version=sa.bindparam("new_version", type_=sa.BigInteger),
+        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+        head_hash=sa.bindparam("new_hash", type_=sa.Text),
+        window_base=sa.bindparam("new_base", type_=sa.BigInteger),
+        window_epoch=sessions.c.window_epoch + ONE,
+        **{name: sa.bindparam(f"new_{name}", type_=sessions.c[name].type) for name in STATS},
+    )
+)
+"""A compaction's new head, window base, epoch and window stats."""
+
+
+SESSIONS = (
+    sa.select(sessions, app_states.c.state.label("app_state"), user_states.c.state.label("user_state"))
+    .select_from(
+        sessions.outerjoin(app_states, app_states.c.app_name == sessions.c.app_name).outerjoin(
+            user_states,
+            sa.and_(
+                user_states.c.app_name == sessions.c.app_name, user_states.c.user_id == sessions.c.user_id
+            ),
+        )
+    )
+    .where(sessions.c.deleted_at.is_(None))
+)
+
+
+WINDOW_ORDER = itemgetter(0, 1)
+"""`WINDOW` rows in window order: the prefix by ordinal, then the tail by position."""
+WINDOW_VERSION, WINDOW_EPOCH, WINDOW_FIRST_STAT = 2, 3, 5
+WINDOW_EVENT_ID, WINDOW_PAYLOAD, WINDOW_POSITION, WINDOW_TOKEN_COUNT = range(5 + len(STATS), 9 + len(STATS))
