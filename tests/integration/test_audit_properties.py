@@ -194,8 +194,9 @@ def run_session_machine(service: SessionService, examples: int) -> None:
             spec=event_specs(),
         )
         def race(self, first: str, second: str, spec: dict[str, Any]) -> None:
-            """Two compactions and an append at the same instant, from threads."""
-            barrier = threading.Barrier(3)
+            """Two compactions, an append and the evaluator storing token counts, at the same
+            instant, from threads."""
+            barrier = threading.Barrier(4)
             errors: list[BaseException] = []
 
             def compacting(name: str) -> None:
@@ -217,9 +218,17 @@ def run_session_machine(service: SessionService, examples: int) -> None:
                     errors.append(error)
                 self.record()
 
+            def counting() -> None:
+                barrier.wait()
+                try:
+                    service.fill_token_counts(self.session_id, len)
+                except BaseException as error:
+                    errors.append(error)
+
             threads = [threading.Thread(target=compacting, args=(first,)),
                        threading.Thread(target=compacting, args=(second,)),
-                       threading.Thread(target=appending)]  # fmt: skip
+                       threading.Thread(target=appending),
+                       threading.Thread(target=counting)]  # fmt: skip
             for thread in threads:
                 thread.start()
             for thread in threads:
