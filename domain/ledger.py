@@ -25,7 +25,7 @@ from typing import Any
 from domain.codec import event_from_payload, event_to_payload, format_timestamp
 from domain.events import SessionEvent
 from domain.mappings import EMPTY, FrozenDict
-from domain.ports import WindowStats
+from domain.ports import Window, WindowStats
 from domain.sessions import Session, split_state_delta, strip_temp
 from domain.turns import format_event, starts_turn
 
@@ -223,6 +223,23 @@ def compaction_draft(
         "tokens_saved": tokens_saved,
     }
     return _draft(Kind.COMPACTION, at, payload)
+
+
+def window_compaction_draft(
+    read: Window, window: Sequence[int], *, at: datetime, source: str, tokens_saved: int
+) -> Draft:
+    """The compaction of the window `read`: `window` (positions) replaces it, and every position
+    it read but does not keep is archived."""
+    kept = set(window)
+    return compaction_draft(
+        at=at,
+        epoch=read.head.epoch,
+        read_head=read.head.head_position,
+        window=window,
+        archived=[p for p in read.positions if p not in kept],
+        source=source,
+        tokens_saved=tokens_saved,
+    )
 
 
 def rewind_draft(

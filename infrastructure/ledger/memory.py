@@ -23,11 +23,11 @@ from domain.ledger import (
     Kind,
     LedgerRecord,
     WindowShape,
-    compaction_draft,
     created_draft,
     erasure_draft,
     event_draft,
     stats_after_append,
+    window_compaction_draft,
     window_stats,
 )
 from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
@@ -263,16 +263,9 @@ class MemoryLedger:
             for draft in drafts:
                 new_positions[draft.event_id] = log.add(draft, version, next(self._global)).position
             window = [known.get(e.id) or new_positions[e.id] for e in result.compacted]
-            kept = set(window)
             log.add(
-                compaction_draft(
-                    at=datetime.now(UTC),
-                    epoch=read.head.epoch,
-                    read_head=read.head.head_position,
-                    window=window,
-                    archived=[p for p in read.positions if p not in kept],
-                    source=source,
-                    tokens_saved=int(result.tokens_saved),
+                window_compaction_draft(
+                    read, window, at=datetime.now(UTC), source=source, tokens_saved=int(result.tokens_saved)
                 ),
                 version,
                 next(self._global),

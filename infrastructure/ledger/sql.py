@@ -32,12 +32,12 @@ from domain.ledger import (
     Kind,
     LedgerRecord,
     canonical,
-    compaction_draft,
     created_draft,
     erasure_draft,
     event_bytes,
     event_draft,
     stats_after_append,
+    window_compaction_draft,
     window_stats,
 )
 from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
@@ -524,15 +524,8 @@ class SqlLedger:
                     position = record.position
                 window.append(position)
                 prefix.append((event, counts.get(position)))
-            kept = set(window)
-            draft = compaction_draft(
-                at=now,
-                epoch=read.head.epoch,
-                read_head=read.head.head_position,
-                window=window,
-                archived=[p for p in read.positions if p not in kept],
-                source=source,
-                tokens_saved=int(result.tokens_saved),
+            draft = window_compaction_draft(
+                read, window, at=now, source=source, tokens_saved=int(result.tokens_saved)
             )
             record = draft.place(session_id, head.position + 1, version, head.hash)
             inserts.append(_row(record, draft.text, now))
