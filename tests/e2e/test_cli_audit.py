@@ -15,7 +15,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,14 +22,10 @@ from domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
 from domain.compaction import RecursiveSummarizationStrategy
 from domain.ledger import canonical, replay
 from infrastructure import open_service
+from tests.fakes.compaction import Always
 
 SECRET = "my passport number is X1234567"
 CLI = str(Path(sys.executable).with_name("sessionledger"))
-
-
-class Always:
-    def should_compact(self, request: Any) -> bool:
-        return True
 
 
 class Summarizer:

@@ -45,17 +45,11 @@ from domain.ledger import Kind, replay, window_stats
 from domain.sessions import APP_PREFIX, USER_PREFIX
 from infrastructure import SessionService, open_service
 from infrastructure.audit import verify
+from tests.fakes.compaction import Always
 
 EXAMPLES = {"postgres": 8, "sqlite": 8, "memory": 40}
 """Examples per backend: the durable ones cost a few database round trips per step."""
 INVOCATIONS = [f"inv-{i}" for i in range(5)]
-
-
-class Always:
-    """A trigger that always fires: the strategies decide what to archive."""
-
-    def should_compact(self, request: Any) -> bool:
-        return True
 
 
 class FakeSummarizer:

@@ -13,11 +13,12 @@ from collections.abc import Callable
 
 import pytest
 
-from domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
-from domain.compaction import CompactionRequest, CompactionResult
+from domain import EventFilter, UserMessage
+from domain.compaction import CompactionRequest
 from domain.ledger import chain_problems, window_stats
 from infrastructure import SessionService, open_service
 from infrastructure.audit import verify
+from tests.fakes.compaction import SummarizeAllButTwo
 
 pytestmark = pytest.mark.slow
 
@@ -96,19 +97,6 @@ def test_processes_append_to_one_session(pg_url: str) -> None:
             p.join(timeout=120)
             assert p.exitcode == 0
         assert_dense_ledger(service, session.id, 4 * 30)
-
-
-class SummarizeAllButTwo:
-    """Archives everything but the last two window events behind one synthetic summary."""
-
-    def compact(self, request) -> CompactionResult:
-        events = list(request.events)
-        summary = SessionEvent(
-            session_id=request.session.id,
-            message=AssistantMessage(f"summary of {len(events) - 2}"),
-            metadata={"synthetic": True, "compactionSource": "test"},
-        )
-        return CompactionResult((summary, *events[-2:]), tuple(events[:-2]), 0)
 
 
 class AtLeast:

@@ -22,13 +22,9 @@ from infrastructure import SessionService, open_service
 from infrastructure.audit import TamperedExport, export_lines, import_lines, replay, verify
 from infrastructure.audit.export import FORMAT, FORMAT_VERSION, record_to_dict
 from infrastructure.sharegpt import conversations
+from tests.fakes.compaction import Always
 
 CONVERSATIONS = 3
-
-
-class Always:
-    def should_compact(self, request: Any) -> bool:
-        return True
 
 
 class FirstLines:

@@ -22,9 +22,10 @@ from domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from domain.compaction import CompactionResult, SlidingWindowStrategy, TurnCountTrigger
+from domain.compaction import SlidingWindowStrategy, TurnCountTrigger
 from domain.ledger import chain_problems
 from infrastructure import SessionService, open_service
+from tests.fakes.compaction import Always, SummarizeAllButTwo
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -45,11 +46,6 @@ def texts(events) -> list[str | None]:
 
 def event(session_id: str, text: str, *, at: datetime | None = None, **fields) -> SessionEvent:
     return SessionEvent(session_id=session_id, message=UserMessage(text), timestamp=at or T0, **fields)
-
-
-class Always:
-    def should_compact(self, request) -> bool:
-        return True
 
 
 class Never:
@@ -388,19 +384,6 @@ def conversation(service: SessionService, session_id: str, turns: int) -> None:
         service.append_message(session_id, AssistantMessage(f"answer {i}"))
 
 
-class Summarize:
-    """Archives all but the last two events and puts a synthetic summary first."""
-
-    def compact(self, request) -> CompactionResult:
-        events = list(request.events)
-        summary = SessionEvent(
-            session_id=request.session.id,
-            message=AssistantMessage(f"summary of {len(events) - 2}"),
-            metadata={"synthetic": True, "compactionSource": "test"},
-        )
-        return CompactionResult((summary, *events[-2:]), tuple(events[:-2]), 7)
-
-
 def test_compaction_writes_back(service: SessionService) -> None:
     s = service.create_session(unique("u"))
     conversation(service, s.id, 4)
@@ -424,12 +407,12 @@ def test_compaction_writes_back(service: SessionService) -> None:
 def test_superseded_summary_is_archived(service: SessionService) -> None:
     s = service.create_session(unique("u"))
     conversation(service, s.id, 3)
-    first = service.compact(s.id, Always(), Summarize())
+    first = service.compact(s.id, Always(), SummarizeAllButTwo(tokens_saved=7))
     summary = first.compacted[0]
     assert [m.text for m in service.get_messages(s.id)] == ["summary of 4", "question 2", "answer 2"]
     conversation(service, s.id, 1)
     version = service.event_version(s.id)
-    second = service.compact(s.id, Always(), Summarize())
+    second = service.compact(s.id, Always(), SummarizeAllButTwo(tokens_saved=7))
     assert service.event_version(s.id) == version + 1
     assert [m.text for m in service.get_messages(s.id)] == texts(second.compacted)
     old = [e for e in service.get_events(s.id) if e.id == summary.id]
@@ -445,13 +428,13 @@ def test_compaction_no_ops(service: SessionService) -> None:
     s = service.create_session(unique("u"))
     conversation(service, s.id, 2)
     version = service.event_version(s.id)
-    result = service.compact(s.id, Never(), Summarize())
+    result = service.compact(s.id, Never(), SummarizeAllButTwo(tokens_saved=7))
     assert result.archived == () and texts(result.compacted) == texts(service.get_events(s.id))
     result = service.compact(s.id, Always(), SlidingWindowStrategy(max_events=100))
     assert result.archived == ()
     assert service.event_version(s.id) == version
     with pytest.raises(ValueError):
-        service.compact(s.id, None, Summarize())
+        service.compact(s.id, None, SummarizeAllButTwo(tokens_saved=7))
 
 
 def test_window_stats_follow_writes(service: SessionService) -> None:
@@ -464,7 +447,7 @@ def test_window_stats_follow_writes(service: SessionService) -> None:
     assert service.fill_token_counts(s.id, len) == 0
     stats = service.window_stats(s.id)
     assert (stats.tokens, stats.uncounted) == (stats.bytes, 0)
-    service.compact(s.id, Always(), Summarize())
+    service.compact(s.id, Always(), SummarizeAllButTwo(tokens_saved=7))
     stats = service.window_stats(s.id)
     assert (stats.events, stats.turns, stats.uncounted, stats.events_since_summary) == (3, 1, 1, 2)
     assert [r.token_count for r in service.records(s.id) if r.kind == "event"][:2] == [

@@ -21,11 +21,7 @@ from domain.compaction import RecursiveSummarizationStrategy
 from domain.ledger import Kind, LedgerRecord, canonical, event_draft, row_hash, sha256_hex
 from infrastructure import SessionService, open_service
 from infrastructure.audit import verify, verify_all
-
-
-class Always:
-    def should_compact(self, request: Any) -> bool:
-        return True
+from tests.fakes.compaction import Always
 
 
 class FixedSummarizer:
