@@ -19,9 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from infrastructure.ledger.engine import create_ledger_engine
+from infrastructure.ledger.engine import create_ledger_engine, upsert_insert
 from infrastructure.ledger.migrate import upgrade
 from infrastructure.ledger.schema import worker_counters
 
@@ -119,7 +118,7 @@ def counters_engine(database_url: str) -> sa.Engine:
 
 
 def add_counters(engine: sa.Engine, deltas: Mapping[str, int]) -> None:
-    insert = (postgresql if engine.dialect.name == "postgresql" else sqlite).insert(worker_counters)
+    insert = upsert_insert(engine, worker_counters)
     statement = insert.on_conflict_do_update(
         index_elements=["name"], set_={"value": worker_counters.c.value + insert.excluded.value}
     )

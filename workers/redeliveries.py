@@ -14,9 +14,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from infrastructure.ledger.engine import WRITE
+from infrastructure.ledger.engine import WRITE, upsert_insert
 from infrastructure.ledger.schema import redeliveries
 
 
@@ -24,12 +23,12 @@ class Redeliveries:
     """The `redeliveries` table of one database."""
 
     def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
-        self._dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
 
     def count(self, message_id: str) -> int:
         """Count one more redelivery of the message; how many there have been."""
-        insert = self._dialect.insert(redeliveries).values(
+        insert = upsert_insert(self._engine, redeliveries).values(
             message_id=message_id, deliveries=1, first_at=datetime.now(UTC)
         )
         upsert = insert.on_conflict_do_update(

@@ -24,12 +24,11 @@ from http.server import ThreadingHTTPServer
 
 import sqlalchemy as sa
 from celery import Celery
-from sqlalchemy.dialects import postgresql, sqlite
 
 from domain.ledger import Kind
 from domain.ports import Ledger
 from infrastructure import open_service
-from infrastructure.ledger.engine import WRITE
+from infrastructure.ledger.engine import WRITE, upsert_insert
 from infrastructure.ledger.schema import relay_offsets
 from infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
 from workers.app import WorkerSettings, settings_of
@@ -46,7 +45,6 @@ class RelayOffsets:
     def __init__(self, engine: sa.Engine) -> None:
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
 
     def load(self, name: str) -> int:
         with self._engine.connect() as conn:
@@ -57,7 +55,7 @@ class RelayOffsets:
 
     def save(self, name: str, position: int) -> None:
         """Move the offset forward (never back: two relays racing cannot rewind it)."""
-        insert = self._insert(relay_offsets).values(name=name, global_position=position)
+        insert = upsert_insert(self._engine, relay_offsets).values(name=name, global_position=position)
         statement = insert.on_conflict_do_update(
             index_elements=["name"],
             set_={"global_position": insert.excluded.global_position},

@@ -10,11 +10,19 @@ import sqlalchemy as sa
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 
 from infrastructure.ledger.schema import loads
 
 WRITE = "ledger_write"
 """Execution option marking a connection that writes: on SQLite its transaction is BEGIN IMMEDIATE."""
+
+
+def upsert_insert(engine: sa.Engine, table: sa.Table) -> Any:
+    """An `INSERT` into `table` that takes `ON CONFLICT` clauses, in the engine's dialect (both
+    PostgreSQL and SQLite have them, under the same SQLAlchemy API)."""
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
 
 
 def normalize_url(url: str) -> str:

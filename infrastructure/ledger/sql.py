@@ -20,7 +20,6 @@ from threading import Lock
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from domain.codec import event_from_payload
 from domain.errors import ConcurrencyConflict, SessionNotFound
@@ -47,7 +46,7 @@ from domain.sessions import Session, merge_state, split_state_delta
 from domain.turns import format_event, starts_turn
 from infrastructure.ledger import statements
 from infrastructure.ledger.driver import DriverStatement, autocommit, pipelined, write_transaction
-from infrastructure.ledger.engine import WRITE
+from infrastructure.ledger.engine import WRITE, upsert_insert
 from infrastructure.ledger.records import read_records, snapshot
 from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
@@ -79,7 +78,6 @@ class SqlLedger:
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
         self._postgres = engine.dialect.name == "postgresql"
-        self._insert = postgresql.insert if self._postgres else sqlite.insert
         self._move_head = DriverStatement(statements.MOVE_HEAD, engine.dialect)
         self._insert_row = DriverStatement(ledger.insert().inline(), engine.dialect, statements.ROW_COLUMNS)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
@@ -661,7 +659,7 @@ class SqlLedger:
         ):
             if not delta:
                 continue
-            conn.execute(self._insert(table).values(**key, state={}).on_conflict_do_nothing())
+            conn.execute(upsert_insert(self._engine, table).values(**key, state={}).on_conflict_do_nothing())
             where = [table.c[name] == value for name, value in key.items()]
             current = conn.execute(sa.select(table.c.state).where(*where).with_for_update()).scalar_one()
             conn.execute(table.update().where(*where).values(state={**current, **delta}))
