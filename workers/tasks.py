@@ -65,9 +65,14 @@ class LedgerTask(Task):
     counts_redeliveries = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.counts_redeliveries and (self.request.delivery_info or {}).get("redelivered"):
+        if self.counts_redeliveries and self.redelivered:
             self.retry_later(Redelivered("delivered again after its worker was lost"))
         return super().__call__(*args, **kwargs)
+
+    @property
+    def redelivered(self) -> bool:
+        """Whether the broker delivered this message again (its worker was lost, or the connection)."""
+        return bool((self.request.delivery_info or {}).get("redelivered"))
 
     def retry_later(self, error: Exception) -> NoReturn:
         settings = settings_of(self.app)
@@ -158,7 +163,7 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     runtime = runtime_of(self.app)
     if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
         self.give_up("malformed batch: the argument must be a list of JSON strings")
-    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    redelivered = self.redelivered
     if redelivered:
         _bound_redeliveries(self, runtime)
     report = IngestReport()
