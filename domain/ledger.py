@@ -351,6 +351,10 @@ class Projection:
     window_positions: tuple[int, ...]
     archived_positions: tuple[int, ...]
     deleted: bool = False
+    shape: WindowShape = field(default_factory=WindowShape)
+    """The window rule's state: prefix, base and hidden positions."""
+    epoch: int = 0
+    """The window epoch: how many compactions and rewinds replaced the window."""
 
 
 def replay(
@@ -364,7 +368,7 @@ def replay(
     shape = WindowShape()
     events: dict[int, LedgerRecord] = {}
     state: dict[str, Any] = {}
-    version = 0
+    version = epoch = 0
     deleted = False
     for record in records:
         if upto_version is not None and record.version > upto_version:
@@ -382,14 +386,17 @@ def replay(
                 state.update(split_state_delta(payload["state_delta"]).session)
         elif record.kind is Kind.COMPACTION:
             shape.compact(payload or {})
+            epoch += 1
         elif record.kind is Kind.REWIND:
+            epoch += 1
             if payload is not None:  # erased with its session (the projection is empty then)
                 shape.rewind(payload, record.position)
                 state.update(payload["state_delta"])
         elif record.kind is Kind.ERASURE:
             deleted = True
     if deleted:
-        return Projection((), (), tuple(sorted(shape.hidden)), EMPTY, version, (), (), deleted=True)
+        hidden = tuple(sorted(shape.hidden))
+        return Projection((), (), hidden, EMPTY, version, (), (), deleted=True, shape=shape, epoch=epoch)
     archived, window = shape.split(events)
     return Projection(
         window=_events(events, window, archived=False),
@@ -399,6 +406,8 @@ def replay(
         version=version,
         window_positions=tuple(window),
         archived_positions=tuple(archived),
+        shape=shape,
+        epoch=epoch,
     )
 
 

@@ -11,21 +11,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from domain.codec import parse_timestamp
-from domain.ledger import Kind, LedgerRecord, Projection, WindowShape, replay, window_stats
+from domain.ledger import LedgerRecord, Projection, replay, window_stats
 from domain.ports import WindowStats
 from domain.sessions import Session
 
 
 @dataclass(frozen=True, slots=True)
 class RestoredSession:
-    """The session row the records define (metadata, state, head, window shape, epoch, stats)
+    """The session row the records define (metadata, state and window in `projection`, stats)
     and the records themselves, by position."""
 
     session: Session
     records: Sequence[LedgerRecord]
     projection: Projection
-    shape: WindowShape
-    epoch: int
     stats: WindowStats
 
     @property
@@ -45,17 +43,9 @@ def restored_session(records: Sequence[LedgerRecord]) -> RestoredSession:
         expires_at=None if expires_at is None else parse_timestamp(expires_at),
         metadata=created["metadata"],
     )
-    shape, epoch = WindowShape(), 0
-    for record in records:
-        if record.kind is Kind.COMPACTION:
-            shape.compact(record.payload or {})
-            epoch += 1
-        elif record.kind is Kind.REWIND:
-            shape.rewind(record.payload or {}, record.position)
-            epoch += 1
     projection = replay(records)
     counts = {record.position: record.token_count for record in records}
     stats = window_stats(
         (event, counts[p]) for p, event in zip(projection.window_positions, projection.window, strict=True)
     )
-    return RestoredSession(session, records, projection, shape, epoch, stats)
+    return RestoredSession(session, records, projection, stats)

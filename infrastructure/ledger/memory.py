@@ -347,8 +347,8 @@ class MemoryLedger:
                 events={r.position: r.event() for r in events},
                 positions={r.event_id or "": r.position for r in events},
                 token_counts={r.position: r.token_count for r in events if r.token_count is not None},
-                shape=restored.shape,
-                epoch=restored.epoch,
+                shape=restored.projection.shape,
+                epoch=restored.projection.epoch,
                 version=restored.head.version,
                 stats=restored.stats,
             )

@@ -132,8 +132,8 @@ class SqlLedger:
                     sessions.insert().values(
                         {
                             **_session_row(session, restored.projection.session_state, head),
-                            "window_base": restored.shape.base,
-                            "window_epoch": restored.epoch,
+                            "window_base": restored.projection.shape.base,
+                            "window_epoch": restored.projection.epoch,
                             **_stats_columns(restored.stats),
                         }
                     )
@@ -142,8 +142,8 @@ class SqlLedger:
                 self._replace_prefix(
                     conn.connection.dbapi_connection,
                     session.id,
-                    restored.shape.prefix,
-                    sorted(restored.shape.hidden),
+                    restored.projection.shape.prefix,
+                    sorted(restored.projection.shape.hidden),
                 )
         except sa.exc.IntegrityError:
             raise _taken(session.id) from None
