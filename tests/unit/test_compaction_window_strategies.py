@@ -71,8 +71,9 @@ def test_sliding_window_v070_archives_everything_when_no_turn_start_follows():
     assert result.archived == tuple(events)
 
 
-def test_sliding_window_branch_events_take_no_slot():
-    events = [
+def with_a_branch_in_turn_two() -> list:
+    """Three root turns; a sub-agent's question and answer inside the second."""
+    return [
         user("u1"),
         assistant("a1"),
         user("u2"),
@@ -82,22 +83,17 @@ def test_sliding_window_branch_events_take_no_slot():
         user("u3"),
         assistant("a3"),
     ]
+
+
+def test_sliding_window_branch_events_take_no_slot():
+    events = with_a_branch_in_turn_two()
     result = SlidingWindowStrategy(4, len).compact(request(events))
     assert texts(result.compacted) == ["u2", "sub q", "sub a", "a2", "u3", "a3"]
     assert texts(result.archived) == ["u1", "a1"]
 
 
 def test_sliding_window_archives_branch_events_with_their_root_turn():
-    events = [
-        user("u1"),
-        assistant("a1"),
-        user("u2"),
-        user("sub q", branch="orch.researcher"),
-        assistant("sub a", branch="orch.researcher"),
-        assistant("a2"),
-        user("u3"),
-        assistant("a3"),
-    ]
+    events = with_a_branch_in_turn_two()
     result = SlidingWindowStrategy(3, len).compact(request(events))
     assert texts(result.compacted) == ["u3", "a3"]
     assert texts(result.archived) == ["u1", "a1", "u2", "sub q", "sub a", "a2"]
