@@ -12,10 +12,12 @@ COPY pyproject.toml README.md ./
 COPY domain ./domain
 COPY infrastructure ./infrastructure
 COPY workers ./workers
+COPY sessionledger ./sessionledger
+COPY LICENSE ./
 RUN pip install . \
     && useradd --create-home --uid 1000 sessionledger
 USER sessionledger
 
 # The role is the argument: ingest | tasks | relay | all (see workers/launch.py).
-ENTRYPOINT ["python", "-m", "workers.launch"]
+ENTRYPOINT ["python", "-m", "sessionledger.workers.launch"]
 CMD ["all"]

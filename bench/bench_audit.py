@@ -22,15 +22,15 @@ from typing import Any
 import psycopg
 from psycopg.adapt import Loader
 from psycopg.pq import Format
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.audit import replay, verify
+from sessionledger.infrastructure.audit.chain import first_break
+from sessionledger.infrastructure.audit.reader import read_snapshot
 
 from bench import payloads, report
 from bench.database import fresh_postgres
 from bench.report import Row
 from bench.timing import interleaved
-from infrastructure import SessionService, open_service
-from infrastructure.audit import replay, verify
-from infrastructure.audit.chain import first_break
-from infrastructure.audit.reader import read_snapshot
 
 EVENTS = 100_000
 ROUNDS = 3

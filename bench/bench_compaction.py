@@ -18,19 +18,19 @@ from collections import defaultdict
 from typing import Any
 
 import psycopg
+from sessionledger.domain.compaction import CompactionResult, RecursiveSummarizationStrategy
+from sessionledger.domain.ports import Ledger
+from sessionledger.domain.tokens import default_counter
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.workers.app import WorkerSettings
+from sessionledger.workers.policy import load_policies
+from sessionledger.workers.runtime import WorkerRuntime
+from sessionledger.workers.tasks import should_compact
 
 from bench import payloads, raw, report
 from bench.database import fresh_postgres
 from bench.report import Row
 from bench.timing import alternating, interleaved, timed
-from domain.compaction import CompactionResult, RecursiveSummarizationStrategy
-from domain.ports import Ledger
-from domain.tokens import default_counter
-from infrastructure import SessionService, open_service
-from workers.app import WorkerSettings
-from workers.policy import load_policies
-from workers.runtime import WorkerRuntime
-from workers.tasks import should_compact
 
 SMALL_EVENTS, LARGE_EVENTS, EVALUATION_ROUNDS = 10, 10_000, 80
 COUNTED_MESSAGES, COUNTING_ROUNDS = 2_000, 7

@@ -16,13 +16,13 @@ from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 import psycopg
+from sessionledger.domain.filters import EventFilter
+from sessionledger.infrastructure import SessionService, open_service
 
 from bench import payloads, raw, report
 from bench.database import fresh_postgres
 from bench.report import Row
 from bench.timing import interleaved
-from domain.filters import EventFilter
-from infrastructure import SessionService, open_service
 
 APPEND_ROUNDS, APPENDS_PER_ROUND = 16, 100
 READ_ROUNDS = 40

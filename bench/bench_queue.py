@@ -28,14 +28,14 @@ from pathlib import Path
 import psutil
 import psycopg
 from kombu import Connection, Producer
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.infrastructure import EventPublisher, open_service
+from sessionledger.infrastructure.publisher import task_message
+from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
 
 from bench import payloads, raw, report
 from bench.database import fresh_postgres
 from bench.report import Row
-from domain import SessionEvent, UserMessage
-from infrastructure import EventPublisher, open_service
-from infrastructure.publisher import task_message
-from infrastructure.queue_names import INGEST_TASK, QueueNames
 
 BROKER_URL = os.environ.get("SESSIONLEDGER_BENCH_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def deployment(url: str) -> Iterator[tuple[QueueNames, object]]:
         command = [
             sys.executable,
             "-m",
-            "workers.launch",
+            "sessionledger.workers.launch",
             "ingest",
             f"--partitions={partitions}",
             "--loglevel=WARNING",

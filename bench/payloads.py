@@ -5,10 +5,11 @@ from __future__ import annotations
 from functools import cache
 from itertools import islice
 
+from sessionledger.domain import Message, SessionEvent
+from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.sharegpt import conversations
+
 from bench.timing import timed
-from domain import Message, SessionEvent
-from infrastructure import SessionService
-from infrastructure.sharegpt import conversations
 
 LOAD_BATCH = 2_000
 """Events per transaction when a benchmark loads a session through the batch ingest path."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-
-from domain import Message, SessionEvent
-from domain.ledger import event_draft
+from sessionledger.domain import Message, SessionEvent
+from sessionledger.domain.ledger import event_draft
 
 _COPY = "CREATE TABLE raw_ledger (LIKE ledger INCLUDING ALL)"
 """The ledger table's columns, defaults, identity, constraints and indexes (not its update guard)."""

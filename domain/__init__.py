@@ -1,9 +1,9 @@
 """The pure domain: messages, events, sessions, filters and turns (no I/O)."""
 
-from domain.errors import ConcurrencyConflict, SessionNotFound
-from domain.events import SessionEvent
-from domain.filters import EventFilter, MatchMode
-from domain.messages import (
+from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter, MatchMode
+from sessionledger.domain.messages import (
     AssistantMessage,
     Message,
     MessageType,
@@ -15,8 +15,8 @@ from domain.messages import (
     from_openai,
     to_openai,
 )
-from domain.sessions import Session
-from domain.turns import format_event, turns
+from sessionledger.domain.sessions import Session
+from sessionledger.domain.turns import format_event, turns
 
 __all__ = [
     "AssistantMessage",

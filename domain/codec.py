@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from domain.events import SessionEvent
-from domain.mappings import FrozenDict
-from domain.messages import Message, MessageType, ToolCall, ToolResponse
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.mappings import FrozenDict
+from sessionledger.domain.messages import Message, MessageType, ToolCall, ToolResponse
 
 
 def format_timestamp(moment: datetime) -> str:

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from uuid import uuid4
 
-from domain.mappings import EMPTY, freeze
-from domain.messages import Message, MessageType
+from sessionledger.domain.mappings import EMPTY, freeze
+from sessionledger.domain.messages import Message, MessageType
 
 
 def _new_id() -> str:

@@ -13,8 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from domain.events import SessionEvent
-from domain.messages import MessageType
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.messages import MessageType
 
 
 class MatchMode(StrEnum):

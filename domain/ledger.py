@@ -22,12 +22,12 @@ from enum import StrEnum
 from json.encoder import encode_basestring
 from typing import Any
 
-from domain.codec import event_from_payload, event_to_payload, format_timestamp
-from domain.events import SessionEvent
-from domain.mappings import EMPTY, FrozenDict
-from domain.ports import Window, WindowStats
-from domain.sessions import Session, split_state_delta, strip_temp
-from domain.turns import format_event, starts_turn
+from sessionledger.domain.codec import event_from_payload, event_to_payload, format_timestamp
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.mappings import EMPTY, FrozenDict
+from sessionledger.domain.ports import Window, WindowStats
+from sessionledger.domain.sessions import Session, split_state_delta, strip_temp
+from sessionledger.domain.turns import format_event, starts_turn
 
 GENESIS_HASH = "0" * 64
 """The `prev_hash` of a session's first record."""

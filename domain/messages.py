@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from domain.mappings import EMPTY, freeze
+from sessionledger.domain.mappings import EMPTY, freeze
 
 
 class MessageType(StrEnum):

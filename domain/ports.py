@@ -12,12 +12,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from domain.compaction.result import CompactionResult
-    from domain.events import SessionEvent
-    from domain.filters import EventFilter
-    from domain.ledger import Draft, LedgerRecord
-    from domain.restore import RestoredSession
-    from domain.sessions import Session
+    from sessionledger.domain.compaction.result import CompactionResult
+    from sessionledger.domain.events import SessionEvent
+    from sessionledger.domain.filters import EventFilter
+    from sessionledger.domain.ledger import Draft, LedgerRecord
+    from sessionledger.domain.restore import RestoredSession
+    from sessionledger.domain.sessions import Session
 
 TokenCounter = Callable[[str], int]
 """Counts the tokens of one string; `len` is a valid (crude) counter."""

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from xml.sax.saxutils import escape
 
-from domain.events import SessionEvent
-from domain.messages import MessageType, to_openai
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.messages import MessageType, to_openai
 
 FACTS_INTRO = "Use the following knowledge and facts to enrich your responses."
 FACT_NAME = "A summary of the conversation in this session"

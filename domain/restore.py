@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain.codec import parse_timestamp
-from domain.ledger import LedgerRecord, Projection, replay, window_stats
-from domain.ports import WindowStats
-from domain.sessions import Session
+from sessionledger.domain.codec import parse_timestamp
+from sessionledger.domain.ledger import LedgerRecord, Projection, replay, window_stats
+from sessionledger.domain.ports import WindowStats
+from sessionledger.domain.sessions import Session
 
 
 @dataclass(frozen=True, slots=True)

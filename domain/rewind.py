@@ -13,8 +13,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from domain.ledger import Draft, Kind, LedgerRecord, canonical, replay, rewind_draft
-from domain.sessions import split_state_delta
+from sessionledger.domain.ledger import Draft, Kind, LedgerRecord, canonical, replay, rewind_draft
+from sessionledger.domain.sessions import split_state_delta
 
 
 def plan_rewind(records: Sequence[LedgerRecord], before_invocation_id: str, at: datetime) -> Draft:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from domain.mappings import EMPTY, FrozenDict, freeze
+from sessionledger.domain.mappings import EMPTY, FrozenDict, freeze
 
 DEFAULT_TTL = timedelta(days=60)
 APP_PREFIX = "app:"

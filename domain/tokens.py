@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib.metadata import entry_points
 
-from domain.ports import TokenCounter
+from sessionledger.domain.ports import TokenCounter
 
 ENTRY_POINT_GROUP = "sessionledger.token_counter"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from domain.events import SessionEvent
-from domain.messages import Message, MessageType
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.messages import Message, MessageType
 
 _ROLES = {
     MessageType.USER: "User",

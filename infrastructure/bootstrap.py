@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.ports import Ledger
-from infrastructure.ledger.engine import create_ledger_engine
-from infrastructure.ledger.memory import MemoryLedger
-from infrastructure.ledger.migrate import upgrade
-from infrastructure.ledger.sql import SqlLedger
-from infrastructure.service import SessionService
-from infrastructure.settings import MEMORY_URL, Settings
+from sessionledger.domain.ports import Ledger
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine
+from sessionledger.infrastructure.ledger.memory import MemoryLedger
+from sessionledger.infrastructure.ledger.migrate import upgrade
+from sessionledger.infrastructure.ledger.sql import SqlLedger
+from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.settings import MEMORY_URL, Settings
 
 
 def open_service(

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kombu import Connection, Producer
-
-from domain.codec import ensure_json, event_to_payload
-from domain.events import SessionEvent
-from infrastructure.queue_names import INGEST_TASK, QueueNames, partition_of
+from sessionledger.domain.codec import ensure_json, event_to_payload
+from sessionledger.domain.events import SessionEvent
+from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames, partition_of
 
 log = logging.getLogger(__name__)
 

@@ -12,17 +12,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
-from domain.codec import ensure_json
-from domain.compaction import CompactionRequest, CompactionResult
-from domain.errors import ConcurrencyConflict, SessionNotFound
-from domain.events import SessionEvent
-from domain.filters import EventFilter
-from domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
-from domain.messages import Message
-from domain.ports import AppendOutcome, Ledger, TokenCounter, WindowStats
-from domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
-from domain.tokens import default_counter
-from infrastructure.settings import Settings
+from sessionledger.domain.codec import ensure_json
+from sessionledger.domain.compaction import CompactionRequest, CompactionResult
+from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
+from sessionledger.domain.messages import Message
+from sessionledger.domain.ports import AppendOutcome, Ledger, TokenCounter, WindowStats
+from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
+from sessionledger.domain.tokens import default_counter
+from sessionledger.infrastructure.settings import Settings
 
 
 def _require_id(value: Any, name: str) -> str:

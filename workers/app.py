@@ -22,8 +22,7 @@ from celery import Celery, signals
 from celery.worker.consumer import Consumer
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from infrastructure.queue_names import (
+from sessionledger.infrastructure.queue_names import (
     COMPACT_TASK,
     DEFAULT_PARTITIONS,
     DEFAULT_PREFIX,
@@ -31,7 +30,7 @@ from infrastructure.queue_names import (
     SWEEP_TASK,
     QueueNames,
 )
-from infrastructure.settings import DEFAULT_DATABASE_URL
+from sessionledger.infrastructure.settings import DEFAULT_DATABASE_URL
 
 DEFAULT_BROKER_URL = "amqp://guest:guest@localhost:5672//"
 
@@ -108,7 +107,7 @@ class DeadLetteringConsumer(Consumer):
         self._dead(message, f"invalid task message: {exc}")
 
     def _dead(self, message: Any, reason: str) -> None:
-        from workers.dlq import DeadLetter, dead_letters
+        from sessionledger.workers.dlq import DeadLetter, dead_letters
 
         dead_letters(self.app).send(DeadLetter.of_raw_message(message, reason))
         message.ack()
@@ -118,7 +117,7 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
     """A configured Celery application; `workers.app.app` is the one built from the environment."""
     settings = settings or WorkerSettings()
     names = settings.queue_names
-    celery = Celery("sessionledger", broker=settings.broker_url, include=["workers.tasks"])
+    celery = Celery("sessionledger", broker=settings.broker_url, include=["sessionledger.workers.tasks"])
     celery.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -152,7 +151,7 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
         task_annotations={
             "*": {"default_retry_delay": settings.retry_backoff, "max_retries": settings.max_retries}
         },
-        worker_consumer="workers.app:DeadLetteringConsumer",
+        worker_consumer="sessionledger.workers.app:DeadLetteringConsumer",
     )
     celery.sessionledger_settings = settings  # type: ignore[attr-defined]
     return celery
@@ -196,7 +195,7 @@ def worker_arguments(
 @signals.after_setup_task_logger.connect
 def _structured_logs(logger: logging.Logger, **_: Any) -> None:
     if settings_of(app).log_format == "json":
-        from workers.metrics import use_json_logs
+        from sessionledger.workers.metrics import use_json_logs
 
         use_json_logs(logger.handlers)
 

@@ -23,11 +23,10 @@ from typing import Any
 
 from celery import Celery
 from kombu import Connection, Producer
-
-from infrastructure.publisher import task_message
-from infrastructure.queue_names import EVALUATE_TASK, INGEST_TASK, QueueNames, partition_of
-from workers import metrics
-from workers.metrics import log_event
+from sessionledger.infrastructure.publisher import task_message
+from sessionledger.infrastructure.queue_names import EVALUATE_TASK, INGEST_TASK, QueueNames, partition_of
+from sessionledger.workers import metrics
+from sessionledger.workers.metrics import log_event
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +124,13 @@ class DeadLetterSender:
 
 
 def dead_letters(celery: Celery) -> DeadLetterSender:
-    from workers.app import settings_of
+    from sessionledger.workers.app import settings_of
 
     return DeadLetterSender(celery, settings_of(celery).queue_names)
 
 
 def metrics_of(celery: Celery) -> metrics.Metrics:
-    from workers.runtime import runtime_of
+    from sessionledger.workers.runtime import runtime_of
 
     return runtime_of(celery).metrics
 

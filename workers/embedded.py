@@ -20,14 +20,13 @@ from typing import Any
 
 from celery.worker import state as worker_state
 from kombu.transport.memory import Channel as MemoryChannel
-
-from infrastructure import SessionService, open_service
-from infrastructure.publisher import EventPublisher
-from infrastructure.settings import DEFAULT_DATABASE_URL
-from workers.app import WorkerSettings, create_app
-from workers.policy import PolicyBook
-from workers.relay import EvaluateSender, Relay, RelayOffsets, relay_forever
-from workers.runtime import WorkerRuntime, install_runtime
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.publisher import EventPublisher
+from sessionledger.infrastructure.settings import DEFAULT_DATABASE_URL
+from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.workers.policy import PolicyBook
+from sessionledger.workers.relay import EvaluateSender, Relay, RelayOffsets, relay_forever
+from sessionledger.workers.runtime import WorkerRuntime, install_runtime
 
 MEMORY_BROKER = "memory://localhost//"
 

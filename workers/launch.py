@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from workers.app import app, settings_of, worker_arguments
+from sessionledger.workers.app import app, settings_of, worker_arguments
 
 ROLES = ("all", "ingest", "tasks", "relay")
 
@@ -33,7 +33,7 @@ def run_worker(
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
     if role == "relay":
-        from workers.relay import run_relay
+        from sessionledger.workers.relay import run_relay
 
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -42,7 +42,7 @@ def run_worker(
         return 0
     if role == "all":
         return _supervise(partitions, concurrency, loglevel)
-    from infrastructure.queue_names import parse_partitions
+    from sessionledger.infrastructure.queue_names import parse_partitions
 
     chosen = parse_partitions(partitions, settings.partitions) if role == "ingest" else None
     argv = worker_arguments(settings, role, partitions=chosen, concurrency=concurrency, loglevel=loglevel)
@@ -83,7 +83,7 @@ def _supervise(partitions: str, concurrency: int | None, loglevel: str) -> int:
 
 
 def _command(role: str, *options: str) -> list[str]:
-    return [sys.executable, "-m", "workers.launch", role, *options]
+    return [sys.executable, "-m", "sessionledger.workers.launch", role, *options]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

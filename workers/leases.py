@@ -11,9 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
-
-from infrastructure.ledger.engine import WRITE
-from infrastructure.ledger.schema import sessions
+from sessionledger.infrastructure.ledger.engine import WRITE
+from sessionledger.infrastructure.ledger.schema import sessions
 
 
 class SessionLeases:

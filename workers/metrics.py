@@ -19,10 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import sqlalchemy as sa
-
-from infrastructure.ledger.engine import create_ledger_engine, upsert_insert
-from infrastructure.ledger.migrate import upgrade
-from infrastructure.ledger.schema import worker_counters
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine, upsert_insert
+from sessionledger.infrastructure.ledger.migrate import upgrade
+from sessionledger.infrastructure.ledger.schema import worker_counters
 
 EVENTS_INGESTED = "events_ingested"
 DUPLICATES_SKIPPED = "duplicates_skipped"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from domain.compaction import (
+from sessionledger.domain.compaction import (
     AdkSlidingWindowStrategy,
     AdkTokenThresholdStrategy,
     AnyOf,
@@ -47,7 +47,7 @@ from domain.compaction import (
     TurnWindowStrategy,
     context_window_for,
 )
-from domain.ports import Summarizer
+from sessionledger.domain.ports import Summarizer
 
 DEFAULT_APP = "default"
 DEFAULT_POLICY: Mapping[str, Any] = {

@@ -14,9 +14,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-
-from infrastructure.ledger.engine import WRITE, upsert_insert
-from infrastructure.ledger.schema import redeliveries
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.schema import redeliveries
 
 
 class Redeliveries:

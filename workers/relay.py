@@ -24,15 +24,14 @@ from http.server import ThreadingHTTPServer
 
 import sqlalchemy as sa
 from celery import Celery
-
-from domain.ledger import Kind
-from domain.ports import Ledger
-from infrastructure import open_service
-from infrastructure.ledger.engine import WRITE, upsert_insert
-from infrastructure.ledger.schema import relay_offsets
-from infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
-from workers.app import WorkerSettings, settings_of
-from workers.metrics import log_event, serve_prometheus
+from sessionledger.domain.ledger import Kind
+from sessionledger.domain.ports import Ledger
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.schema import relay_offsets
+from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
+from sessionledger.workers.app import WorkerSettings, settings_of
+from sessionledger.workers.metrics import log_event, serve_prometheus
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +170,7 @@ def run_relay(
     Also sends a `sweep` every `sweep_interval` seconds, since exactly one relay runs.
     """
     if celery is None:
-        from workers.app import app as celery
+        from sessionledger.workers.app import app as celery
     settings = settings_of(celery)
     stop = stop or threading.Event()
     service = None if ledger is not None else open_service(settings.database_url)
@@ -201,7 +200,7 @@ def run_relay(
 
 def _serve_metrics(settings: WorkerSettings) -> ThreadingHTTPServer:
     """`/metrics` in Prometheus text, from the relay: there is exactly one per deployment."""
-    from workers.stats import collect_stats
+    from sessionledger.workers.stats import collect_stats
 
     return serve_prometheus(settings.metrics_port or 0, lambda: collect_stats(settings).prometheus())
 

@@ -12,16 +12,15 @@ from functools import cached_property
 from typing import Any
 
 from celery import Celery
-
-from domain.ports import TokenCounter
-from domain.tokens import default_counter
-from infrastructure import SessionService, open_service
-from infrastructure.summarizers.factory import summarizer_from_settings
-from workers.app import WorkerSettings, settings_of
-from workers.leases import SessionLeases
-from workers.metrics import Metrics
-from workers.policy import PolicyBook, load_policies_from_env
-from workers.redeliveries import Redeliveries
+from sessionledger.domain.ports import TokenCounter
+from sessionledger.domain.tokens import default_counter
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
+from sessionledger.workers.app import WorkerSettings, settings_of
+from sessionledger.workers.leases import SessionLeases
+from sessionledger.workers.metrics import Metrics
+from sessionledger.workers.policy import PolicyBook, load_policies_from_env
+from sessionledger.workers.redeliveries import Redeliveries
 
 
 class WorkerRuntime:

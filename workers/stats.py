@@ -11,13 +11,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from kombu import Connection
 from kombu.exceptions import KombuError
-
-from infrastructure.ledger.engine import create_ledger_engine
-from infrastructure.ledger.schema import ledger, relay_offsets
-from infrastructure.queue_names import QueueNames
-from workers.app import WorkerSettings
-from workers.metrics import prometheus_text, read_counters
-from workers.relay import RELAY_NAME
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine
+from sessionledger.infrastructure.ledger.schema import ledger, relay_offsets
+from sessionledger.infrastructure.queue_names import QueueNames
+from sessionledger.workers.app import WorkerSettings
+from sessionledger.workers.metrics import prometheus_text, read_counters
+from sessionledger.workers.relay import RELAY_NAME
 
 
 @dataclass(frozen=True)

@@ -28,20 +28,25 @@ from celery import Task, shared_task, signals
 from celery.exceptions import Ignore, Reject
 from celery.utils.time import get_exponential_backoff_interval
 from celery.worker import state as worker_state
-
-from domain.codec import event_from_payload
-from domain.compaction import CompactionRequest
-from domain.errors import ConcurrencyConflict, SessionNotFound
-from domain.events import SessionEvent
-from domain.filters import EventFilter
-from domain.ports import AppendOutcome
-from infrastructure import SessionService
-from infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, INGEST_TASK, SWEEP_TASK, partition_of
-from workers import metrics
-from workers.app import settings_of
-from workers.dlq import DeadLetter, dead_letters, route_of
-from workers.metrics import log_event
-from workers.runtime import WorkerRuntime, close_runtimes, runtime_of
+from sessionledger.domain.codec import event_from_payload
+from sessionledger.domain.compaction import CompactionRequest
+from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ports import AppendOutcome
+from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.queue_names import (
+    COMPACT_TASK,
+    EVALUATE_TASK,
+    INGEST_TASK,
+    SWEEP_TASK,
+    partition_of,
+)
+from sessionledger.workers import metrics
+from sessionledger.workers.app import settings_of
+from sessionledger.workers.dlq import DeadLetter, dead_letters, route_of
+from sessionledger.workers.metrics import log_event
+from sessionledger.workers.runtime import WorkerRuntime, close_runtimes, runtime_of
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,15 @@ Semantics follow reference/spring-ai-session.md §5-§8, with Sentinel's context
 google-adk's event-count, sliding-window and token-threshold compactions added.
 """
 
-from domain.compaction.models import context_window_for
-from domain.compaction.prompts import ADK_SYSTEM_PROMPT, DEFAULT_SHADOW_PROMPT, DEFAULT_SYSTEM_PROMPT
-from domain.compaction.request import CompactionRequest
-from domain.compaction.result import CompactionResult
-from domain.compaction.strategies import (
+from sessionledger.domain.compaction.models import context_window_for
+from sessionledger.domain.compaction.prompts import (
+    ADK_SYSTEM_PROMPT,
+    DEFAULT_SHADOW_PROMPT,
+    DEFAULT_SYSTEM_PROMPT,
+)
+from sessionledger.domain.compaction.request import CompactionRequest
+from sessionledger.domain.compaction.result import CompactionResult
+from sessionledger.domain.compaction.strategies import (
     AdkSlidingWindowStrategy,
     AdkTokenThresholdStrategy,
     RecursiveSummarizationStrategy,
@@ -16,14 +20,14 @@ from domain.compaction.strategies import (
     TokenCountStrategy,
     TurnWindowStrategy,
 )
-from domain.compaction.triggers import (
+from sessionledger.domain.compaction.triggers import (
     AnyOf,
     ContextWindowTrigger,
     EventCountTrigger,
     TokenCountTrigger,
     TurnCountTrigger,
 )
-from domain.ports import Summarizer
+from sessionledger.domain.ports import Summarizer
 
 __all__ = [
     "ADK_SYSTEM_PROMPT",

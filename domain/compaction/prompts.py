@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from domain.events import SessionEvent
-from domain.messages import MessageType
-from domain.turns import format_event
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.messages import MessageType
+from sessionledger.domain.turns import format_event
 
 DEFAULT_SHADOW_PROMPT = "Summarize the conversation we had so far."
 """The synthetic USER message that opens a summary turn."""

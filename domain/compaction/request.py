@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from domain.events import SessionEvent
-from domain.ports import TokenCounter, WindowStats
-from domain.sessions import Session
-from domain.tokens import default_counter
-from domain.turns import format_event, turn_count
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ports import TokenCounter, WindowStats
+from sessionledger.domain.sessions import Session
+from sessionledger.domain.tokens import default_counter
+from sessionledger.domain.turns import format_event, turn_count
 
 EventSource = Iterable[SessionEvent] | Callable[[], Iterable[SessionEvent]]
 

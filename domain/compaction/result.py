@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from domain.events import SessionEvent
+from sessionledger.domain.events import SessionEvent
 
 
 @dataclass(frozen=True, slots=True)

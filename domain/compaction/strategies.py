@@ -13,27 +13,33 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from domain.compaction.checks import non_negative, not_blank, optional_counter, positive, required
-from domain.compaction.prompts import (
+from sessionledger.domain.compaction.checks import (
+    non_negative,
+    not_blank,
+    optional_counter,
+    positive,
+    required,
+)
+from sessionledger.domain.compaction.prompts import (
     ADK_SYSTEM_PROMPT,
     DEFAULT_SHADOW_PROMPT,
     DEFAULT_SYSTEM_PROMPT,
     history_prompt,
     recursive_prompt,
 )
-from domain.compaction.request import CompactionRequest
-from domain.compaction.result import CompactionResult
-from domain.compaction.window import (
+from sessionledger.domain.compaction.request import CompactionRequest
+from sessionledger.domain.compaction.result import CompactionResult
+from sessionledger.domain.compaction.window import (
     cut_keeping_roots,
     reaches,
     settle_cut,
     split_synthetic,
     weigh,
 )
-from domain.events import SessionEvent
-from domain.messages import AssistantMessage, MessageType, UserMessage
-from domain.ports import Summarizer, TokenCounter
-from domain.turns import starts_turn
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.messages import AssistantMessage, MessageType, UserMessage
+from sessionledger.domain.ports import Summarizer, TokenCounter
+from sessionledger.domain.turns import starts_turn
 
 
 def _archiving(

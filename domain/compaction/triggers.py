@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.compaction.checks import optional_counter, positive, required
-from domain.compaction.models import context_window_for
-from domain.compaction.request import CompactionRequest
-from domain.compaction.window import reaches
-from domain.ports import TokenCounter
+from sessionledger.domain.compaction.checks import optional_counter, positive, required
+from sessionledger.domain.compaction.models import context_window_for
+from sessionledger.domain.compaction.request import CompactionRequest
+from sessionledger.domain.compaction.window import reaches
+from sessionledger.domain.ports import TokenCounter
 
 
 class TurnCountTrigger:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from domain.compaction.request import CompactionRequest
-from domain.events import SessionEvent
-from domain.ports import TokenCounter
-from domain.turns import format_event, starts_turn
+from sessionledger.domain.compaction.request import CompactionRequest
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ports import TokenCounter
+from sessionledger.domain.turns import format_event, starts_turn
 
 
 def split_synthetic(events: Iterable[SessionEvent]) -> tuple[list[SessionEvent], list[SessionEvent]]:

@@ -8,11 +8,22 @@
 - `export_lines` / `import_lines`: JSON lines (docs/export-format.md), verified on import.
 """
 
-from infrastructure.audit.chain import BreakKind, ChainBreak
-from infrastructure.audit.export import ImportedSession, TamperedExport, export_lines, import_lines
-from infrastructure.audit.replay import ModelView, StandIn, WindowReplay, replay, what_the_model_saw
-from infrastructure.audit.timeline import TimelineEntry, timeline
-from infrastructure.audit.verify import Finding, Mismatch, Verification, verify, verify_all
+from sessionledger.infrastructure.audit.chain import BreakKind, ChainBreak
+from sessionledger.infrastructure.audit.export import (
+    ImportedSession,
+    TamperedExport,
+    export_lines,
+    import_lines,
+)
+from sessionledger.infrastructure.audit.replay import (
+    ModelView,
+    StandIn,
+    WindowReplay,
+    replay,
+    what_the_model_saw,
+)
+from sessionledger.infrastructure.audit.timeline import TimelineEntry, timeline
+from sessionledger.infrastructure.audit.verify import Finding, Mismatch, Verification, verify, verify_all
 
 __all__ = [
     "BreakKind",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from domain.ledger import GENESIS_HASH, Kind, LedgerRecord, row_hash
+from sessionledger.domain.ledger import GENESIS_HASH, Kind, LedgerRecord, row_hash
 
 _ERASABLE = frozenset({Kind.CREATED, Kind.EVENT, Kind.REWIND})
 _MAX_SHIFT = 10_000

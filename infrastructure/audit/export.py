@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-from domain.codec import event_from_payload, format_timestamp, parse_timestamp
-from domain.errors import SessionNotFound
-from domain.ledger import Kind, LedgerRecord, canonical, replay, sha256_hex
-from domain.restore import restored_session
-from infrastructure.audit.chain import ChainBreak, ChainHead, first_break
-from infrastructure.service import SessionService
+from sessionledger.domain.codec import event_from_payload, format_timestamp, parse_timestamp
+from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, replay, sha256_hex
+from sessionledger.domain.restore import restored_session
+from sessionledger.infrastructure.audit.chain import ChainBreak, ChainHead, first_break
+from sessionledger.infrastructure.service import SessionService
 
 FORMAT = "sessionledger.export"
 FORMAT_VERSION = 1

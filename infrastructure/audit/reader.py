@@ -20,15 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-
-from domain.codec import format_timestamp
-from domain.ledger import Kind, LedgerRecord, WindowShape, canonical, sha256_hex
-from domain.ports import Ledger, WindowStats
-from domain.sessions import APP_PREFIX, USER_PREFIX, Session
-from infrastructure.audit.chain import ChainHead
-from infrastructure.ledger.records import read_records, snapshot
-from infrastructure.ledger.schema import sessions, window_slots
-from infrastructure.ledger.sql import SqlLedger
+from sessionledger.domain.codec import format_timestamp
+from sessionledger.domain.ledger import Kind, LedgerRecord, WindowShape, canonical, sha256_hex
+from sessionledger.domain.ports import Ledger, WindowStats
+from sessionledger.domain.sessions import APP_PREFIX, USER_PREFIX, Session
+from sessionledger.infrastructure.audit.chain import ChainHead
+from sessionledger.infrastructure.ledger.records import read_records, snapshot
+from sessionledger.infrastructure.ledger.schema import sessions, window_slots
+from sessionledger.infrastructure.ledger.sql import SqlLedger
 
 _STABLE_READS = 5
 

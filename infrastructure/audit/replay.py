@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from domain.errors import SessionNotFound
-from domain.events import SessionEvent
-from domain.ledger import Kind, LedgerRecord
-from domain.ledger import replay as replay_records
-from domain.prompting import build_system_prompt, facts_block, latest_summary
-from infrastructure.service import SessionService
+from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ledger import Kind, LedgerRecord
+from sessionledger.domain.ledger import replay as replay_records
+from sessionledger.domain.prompting import build_system_prompt, facts_block, latest_summary
+from sessionledger.infrastructure.service import SessionService
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from domain.codec import format_timestamp
-from domain.errors import SessionNotFound
-from domain.ledger import Kind, LedgerRecord
-from domain.turns import format_event
-from infrastructure.service import SessionService
+from sessionledger.domain.codec import format_timestamp
+from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.ledger import Kind, LedgerRecord
+from sessionledger.domain.turns import format_event
+from sessionledger.infrastructure.service import SessionService
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from domain.errors import SessionNotFound
-from domain.events import SessionEvent
-from domain.ledger import Kind, LedgerRecord, Projection, canonical, replay, window_stats
-from infrastructure.audit.chain import first_break
-from infrastructure.audit.reader import StoredProjection, read_snapshot
-from infrastructure.service import SessionService
+from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ledger import Kind, LedgerRecord, Projection, canonical, replay, window_stats
+from sessionledger.infrastructure.audit.chain import first_break
+from sessionledger.infrastructure.audit.reader import StoredProjection, read_snapshot
+from sessionledger.infrastructure.service import SessionService
 
 
 class Mismatch(StrEnum):

@@ -9,10 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
+from sessionledger.infrastructure.ledger.schema import loads
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-
-from infrastructure.ledger.schema import loads
 
 WRITE = "ledger_write"
 """Execution option marking a connection that writes: on SQLite its transaction is BEGIN IMMEDIATE."""

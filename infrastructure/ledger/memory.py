@@ -14,10 +14,10 @@ from itertools import count
 from threading import RLock
 from typing import TYPE_CHECKING, Any
 
-from domain.errors import SessionNotFound
-from domain.events import SessionEvent
-from domain.filters import EventFilter
-from domain.ledger import (
+from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ledger import (
     GENESIS_HASH,
     Draft,
     Kind,
@@ -30,14 +30,14 @@ from domain.ledger import (
     window_compaction_draft,
     window_stats,
 )
-from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
-from domain.rewind import plan_rewind
-from domain.sessions import Session, merge_state, split_state_delta
-from domain.turns import format_event
+from sessionledger.domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from sessionledger.domain.rewind import plan_rewind
+from sessionledger.domain.sessions import Session, merge_state, split_state_delta
+from sessionledger.domain.turns import format_event
 
 if TYPE_CHECKING:
-    from domain.compaction import CompactionResult
-    from domain.restore import RestoredSession
+    from sessionledger.domain.compaction import CompactionResult
+    from sessionledger.domain.restore import RestoredSession
 
 _ERASABLE = (Kind.CREATED, Kind.EVENT, Kind.REWIND)
 

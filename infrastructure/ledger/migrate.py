@@ -9,8 +9,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-
-from infrastructure.ledger.engine import WRITE
+from sessionledger.infrastructure.ledger.engine import WRITE
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 ADVISORY_LOCK_KEY = 0x5E551071ED6E

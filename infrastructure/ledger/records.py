@@ -19,10 +19,9 @@ from typing import Any
 import sqlalchemy as sa
 from psycopg.adapt import Loader
 from psycopg.pq import Format
-
-from domain.ledger import Kind, LedgerRecord
-from infrastructure.ledger.driver import DriverStatement
-from infrastructure.ledger.schema import ledger, loads
+from sessionledger.domain.ledger import Kind, LedgerRecord
+from sessionledger.infrastructure.ledger.driver import DriverStatement
+from sessionledger.infrastructure.ledger.schema import ledger, loads
 
 CHUNK = 5_000
 """Rows per round trip: large enough to amortize it, small enough to keep memory flat."""

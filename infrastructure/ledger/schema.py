@@ -12,9 +12,8 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
+from sessionledger.domain.ledger import canonical
 from sqlalchemy.types import TypeDecorator, UserDefinedType
-
-from domain.ledger import canonical
 
 
 def loads(text: str | bytes) -> Any:

@@ -20,12 +20,11 @@ from threading import Lock
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
-
-from domain.codec import event_from_payload
-from domain.errors import ConcurrencyConflict, SessionNotFound
-from domain.events import SessionEvent
-from domain.filters import EventFilter
-from domain.ledger import (
+from sessionledger.domain.codec import event_from_payload
+from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ledger import (
     GENESIS_HASH,
     Draft,
     Kind,
@@ -39,19 +38,24 @@ from domain.ledger import (
     window_compaction_draft,
     window_stats,
 )
-from domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
-from domain.restore import RestoredSession
-from domain.rewind import plan_rewind
-from domain.sessions import Session, merge_state, split_state_delta
-from domain.turns import format_event, starts_turn
-from infrastructure.ledger import statements
-from infrastructure.ledger.driver import DriverStatement, autocommit, pipelined, write_transaction
-from infrastructure.ledger.engine import WRITE, upsert_insert
-from infrastructure.ledger.records import read_records, snapshot
-from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
+from sessionledger.domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from sessionledger.domain.restore import RestoredSession
+from sessionledger.domain.rewind import plan_rewind
+from sessionledger.domain.sessions import Session, merge_state, split_state_delta
+from sessionledger.domain.turns import format_event, starts_turn
+from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.driver import (
+    DriverStatement,
+    autocommit,
+    pipelined,
+    write_transaction,
+)
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.records import read_records, snapshot
+from sessionledger.infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
 if TYPE_CHECKING:
-    from domain.compaction import CompactionResult
+    from sessionledger.domain.compaction import CompactionResult
 
 _ERASABLE = (Kind.CREATED.value, Kind.EVENT.value, Kind.REWIND.value)
 

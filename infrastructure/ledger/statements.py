@@ -12,10 +12,9 @@ from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
-
-from domain.filters import EventFilter, MatchMode
-from domain.ledger import Kind
-from infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
+from sessionledger.domain.filters import EventFilter, MatchMode
+from sessionledger.domain.ledger import Kind
+from sessionledger.infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
 EVENT = Kind.EVENT.value
 STATS = (

@@ -1,9 +1,9 @@
 """Summarizer adapters for the domain's `Summarizer` port."""
 
-from infrastructure.summarizers.extractive import ExtractiveSummarizer
-from infrastructure.summarizers.factory import summarizer_from_settings
-from infrastructure.summarizers.openai_summarizer import OpenAISummarizer, SummarizerError
-from infrastructure.summarizers.structured import StructuredSummarizer, StructuredSummary
+from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
+from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
+from sessionledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer, SummarizerError
+from sessionledger.infrastructure.summarizers.structured import StructuredSummarizer, StructuredSummary
 
 __all__ = [
     "ExtractiveSummarizer",

@@ -8,10 +8,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from domain.ports import Summarizer
-from infrastructure.summarizers.extractive import ExtractiveSummarizer
-from infrastructure.summarizers.openai_summarizer import OpenAISummarizer
-from infrastructure.summarizers.structured import StructuredSummarizer
+from sessionledger.domain.ports import Summarizer
+from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
+from sessionledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
+from sessionledger.infrastructure.summarizers.structured import StructuredSummarizer
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,11 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from infrastructure.summarizers.openai_summarizer import OpenAISummarizer, SummarizerError, truncate
+from sessionledger.infrastructure.summarizers.openai_summarizer import (
+    OpenAISummarizer,
+    SummarizerError,
+    truncate,
+)
 
 
 class Sentiment(StrEnum):

@@ -20,11 +20,10 @@ from typing import Any
 import psutil
 import redis
 from kombu import Connection
-
-from infrastructure import SessionService, open_service
-from infrastructure.publisher import EventPublisher
-from infrastructure.queue_names import QueueNames
-from workers.dlq import DeadLetter, list_dead
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.publisher import EventPublisher
+from sessionledger.infrastructure.queue_names import QueueNames
+from sessionledger.workers.dlq import DeadLetter, list_dead
 
 RABBITMQ_URL = os.environ.get("SESSIONLEDGER_TEST_RABBITMQ", "amqp://guest:guest@127.0.0.1:5672//")
 REDIS_URL = os.environ.get("SESSIONLEDGER_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -58,7 +57,7 @@ class Deployment:
     def start(self, name: str, role: str, *options: str) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
         process = subprocess.Popen(
-            [sys.executable, "-m", "workers.launch", role, "--loglevel=INFO", *options],
+            [sys.executable, "-m", "sessionledger.workers.launch", role, "--loglevel=INFO", *options],
             env=self.env,
             cwd=ROOT,
             stdout=log,

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
+from sessionledger.domain.compaction import RecursiveSummarizationStrategy
+from sessionledger.domain.ledger import canonical, replay
+from sessionledger.infrastructure import open_service
 
-from domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
-from domain.compaction import RecursiveSummarizationStrategy
-from domain.ledger import canonical, replay
-from infrastructure import open_service
 from tests.fakes.compaction import Always
 
 SECRET = "my passport number is X1234567"

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from sessionledger.domain import AssistantMessage, UserMessage
+from sessionledger.infrastructure import open_service
 
-from domain import AssistantMessage, UserMessage
-from infrastructure import open_service
 from tests.e2e.queue_deployment import RABBITMQ_URL
 
 CLI = str(Path(sys.executable).with_name("sessionledger"))

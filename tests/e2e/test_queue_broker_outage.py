@@ -14,9 +14,9 @@ from collections import defaultdict
 
 import pytest
 from kombu import Connection
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.infrastructure.publisher import PublisherFull
 
-from domain import SessionEvent, UserMessage
-from infrastructure.publisher import PublisherFull
 from tests.e2e.queue_deployment import Deployment, RedisServer, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

@@ -10,13 +10,13 @@ import signal
 import time
 
 import pytest
+from sessionledger.domain import AssistantMessage, UserMessage
+from sessionledger.workers import metrics
+from sessionledger.workers.leases import SessionLeases
+from sessionledger.workers.metrics import read_counters
 
-from domain import AssistantMessage, UserMessage
 from tests.e2e.queue_deployment import RABBITMQ_URL, Deployment, wait_for
 from tests.fakes.fake_openai import FakeOpenAI, Reply
-from workers import metrics
-from workers.leases import SessionLeases
-from workers.metrics import read_counters
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow]
 

@@ -9,13 +9,13 @@ from collections import Counter, defaultdict
 import pytest
 import sqlalchemy as sa
 from kombu import Connection, Producer
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.infrastructure.publisher import encode_event, task_message
+from sessionledger.infrastructure.queue_names import INGEST_TASK
+from sessionledger.workers import metrics
+from sessionledger.workers.metrics import read_counters
 
-from domain import SessionEvent, UserMessage
-from infrastructure.publisher import encode_event, task_message
-from infrastructure.queue_names import INGEST_TASK
 from tests.e2e.queue_deployment import RABBITMQ_URL, REDIS_URL, Deployment, wait_for
-from workers import metrics
-from workers.metrics import read_counters
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -162,7 +162,7 @@ def test_poison_messages_go_to_the_dead_letter_queue_with_their_reason(rabbit_de
     assert any(letter.reason == "unknown task 'sessionledger.no_such_task'" for letter in letters)
 
     # the operator creates the missing session and replays: the event is stored after all
-    from workers.dlq import replay_dead
+    from sessionledger.workers.dlq import replay_dead
 
     deployment.service.create_session("agent", session_id=ghost)
     replay_dead(deployment.broker_url, deployment.names)
@@ -206,7 +206,7 @@ def test_a_batch_whose_worker_dies_every_time_is_dead_lettered_and_its_partition
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM redeliveries")).scalar() == 0
 
-        from workers.dlq import replay_dead
+        from sessionledger.workers.dlq import replay_dead
 
         replay_dead(deployment.broker_url, deployment.names)
         expected = ["after", *(f"doomed {i}" for i in range(3))]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import AssistantMessage, SessionEvent
-from domain.compaction import CompactionResult
+from sessionledger.domain import AssistantMessage, SessionEvent
+from sessionledger.domain.compaction import CompactionResult
 
 
 class Always:

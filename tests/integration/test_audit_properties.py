@@ -27,8 +27,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-
-from domain import (
+from sessionledger.domain import (
     AssistantMessage,
     ConcurrencyConflict,
     EventFilter,
@@ -39,12 +38,17 @@ from domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from domain.codec import event_to_payload
-from domain.compaction import RecursiveSummarizationStrategy, SlidingWindowStrategy, TurnWindowStrategy
-from domain.ledger import Kind, replay, window_stats
-from domain.sessions import APP_PREFIX, USER_PREFIX
-from infrastructure import SessionService, open_service
-from infrastructure.audit import verify
+from sessionledger.domain.codec import event_to_payload
+from sessionledger.domain.compaction import (
+    RecursiveSummarizationStrategy,
+    SlidingWindowStrategy,
+    TurnWindowStrategy,
+)
+from sessionledger.domain.ledger import Kind, replay, window_stats
+from sessionledger.domain.sessions import APP_PREFIX, USER_PREFIX
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.audit import verify
+
 from tests.fakes.compaction import Always
 
 EXAMPLES = {"postgres": 8, "sqlite": 8, "memory": 40}

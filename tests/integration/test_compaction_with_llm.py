@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from sessionledger.domain import AssistantMessage, EventFilter, UserMessage
+from sessionledger.domain.compaction import RecursiveSummarizationStrategy, TurnCountTrigger
+from sessionledger.domain.prompting import build_system_prompt, window_as_openai
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.summarizers import OpenAISummarizer, StructuredSummarizer, SummarizerError
 
-from domain import AssistantMessage, EventFilter, UserMessage
-from domain.compaction import RecursiveSummarizationStrategy, TurnCountTrigger
-from domain.prompting import build_system_prompt, window_as_openai
-from infrastructure import open_service
-from infrastructure.summarizers import OpenAISummarizer, StructuredSummarizer, SummarizerError
 from tests.fakes.fake_openai import Reply
 
 SUMMARY = {

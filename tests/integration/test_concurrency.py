@@ -12,12 +12,12 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from sessionledger.domain import EventFilter, UserMessage
+from sessionledger.domain.compaction import CompactionRequest
+from sessionledger.domain.ledger import chain_problems, window_stats
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.audit import verify
 
-from domain import EventFilter, UserMessage
-from domain.compaction import CompactionRequest
-from domain.ledger import chain_problems, window_stats
-from infrastructure import SessionService, open_service
-from infrastructure.audit import verify
 from tests.fakes.compaction import SummarizeAllButTwo
 
 pytestmark = pytest.mark.slow

@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 from kombu import Connection, Producer
+from sessionledger.infrastructure.publisher import task_message
+from sessionledger.infrastructure.queue_names import COMPACT_TASK, QueueNames
+from sessionledger.workers.dlq import list_dead, replay_dead
 
-from infrastructure.publisher import task_message
-from infrastructure.queue_names import COMPACT_TASK, QueueNames
 from tests.e2e.queue_deployment import RABBITMQ_URL, remove_queues
-from workers.dlq import list_dead, replay_dead
 
 pytestmark = pytest.mark.rabbitmq
 

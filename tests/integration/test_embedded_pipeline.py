@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from domain import SessionEvent
-from infrastructure.sharegpt import conversations
-from infrastructure.summarizers.extractive import ExtractiveSummarizer
-from workers import metrics
-from workers.embedded import EmbeddedPipeline
-from workers.metrics import read_counters
-from workers.policy import load_policies
+from sessionledger.domain import SessionEvent
+from sessionledger.infrastructure.sharegpt import conversations
+from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
+from sessionledger.workers import metrics
+from sessionledger.workers.embedded import EmbeddedPipeline
+from sessionledger.workers.metrics import read_counters
+from sessionledger.workers.policy import load_policies
 
 POLICY = """
 apps.default.trigger = { type = "turns", max_turns = 4 }

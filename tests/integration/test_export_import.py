@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sessionledger.domain import EventFilter, MessageType, SessionEvent
+from sessionledger.domain.codec import event_to_payload
+from sessionledger.domain.compaction import RecursiveSummarizationStrategy
+from sessionledger.domain.ledger import Kind
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.audit import TamperedExport, export_lines, import_lines, replay, verify
+from sessionledger.infrastructure.audit.export import FORMAT, FORMAT_VERSION, record_to_dict
+from sessionledger.infrastructure.sharegpt import conversations
 
-from domain import EventFilter, MessageType, SessionEvent
-from domain.codec import event_to_payload
-from domain.compaction import RecursiveSummarizationStrategy
-from domain.ledger import Kind
-from infrastructure import SessionService, open_service
-from infrastructure.audit import TamperedExport, export_lines, import_lines, replay, verify
-from infrastructure.audit.export import FORMAT, FORMAT_VERSION, record_to_dict
-from infrastructure.sharegpt import conversations
 from tests.fakes.compaction import Always
 
 CONVERSATIONS = 3

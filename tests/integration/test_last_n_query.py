@@ -7,10 +7,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
-from domain import AssistantMessage, EventFilter, MessageType, SessionEvent, UserMessage
-from domain.compaction import RecursiveSummarizationStrategy, TurnCountTrigger
-from infrastructure import SessionService, open_service
+from sessionledger.domain import AssistantMessage, EventFilter, MessageType, SessionEvent, UserMessage
+from sessionledger.domain.compaction import RecursiveSummarizationStrategy, TurnCountTrigger
+from sessionledger.infrastructure import SessionService, open_service
 
 FILTERS = {
     "all": {},

@@ -6,10 +6,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-
-from domain import UserMessage
-from domain.ledger import chain_problems
-from infrastructure import SessionService, open_service
+from sessionledger.domain import UserMessage
+from sessionledger.domain.ledger import chain_problems
+from sessionledger.infrastructure import SessionService, open_service
 
 pytestmark = pytest.mark.postgres
 

@@ -8,10 +8,9 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-
-from infrastructure.ledger.engine import create_ledger_engine
-from infrastructure.ledger.migrate import _config, current_revision, head_revision, upgrade
-from infrastructure.ledger.schema import metadata
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine
+from sessionledger.infrastructure.ledger.migrate import _config, current_revision, head_revision, upgrade
+from sessionledger.infrastructure.ledger.schema import metadata
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -5,12 +5,11 @@ session's own, while another session's records interleave with it in the table."
 from __future__ import annotations
 
 import pytest
-
-from domain import UserMessage
-from domain.ledger import Kind, chain_problems
-from infrastructure import open_service
-from infrastructure.audit import verify
-from infrastructure.ledger import records
+from sessionledger.domain import UserMessage
+from sessionledger.domain.ledger import Kind, chain_problems
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.audit import verify
+from sessionledger.infrastructure.ledger import records
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from infrastructure import open_service
-from workers.redeliveries import Redeliveries
+from sessionledger.infrastructure import open_service
+from sessionledger.workers.redeliveries import Redeliveries
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

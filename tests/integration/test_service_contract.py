@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from freezegun import freeze_time
-
-from domain import (
+from sessionledger.domain import (
     AssistantMessage,
     EventFilter,
     MessageType,
@@ -22,9 +21,10 @@ from domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from domain.compaction import SlidingWindowStrategy, TurnCountTrigger
-from domain.ledger import chain_problems
-from infrastructure import SessionService, open_service
+from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
+from sessionledger.domain.ledger import chain_problems
+from sessionledger.infrastructure import SessionService, open_service
+
 from tests.fakes.compaction import Always, SummarizeAllButTwo
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

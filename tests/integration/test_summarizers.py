@@ -7,9 +7,8 @@ import time
 from types import SimpleNamespace
 
 import pytest
-
-from domain.ports import Summarizer
-from infrastructure.summarizers import (
+from sessionledger.domain.ports import Summarizer
+from sessionledger.infrastructure.summarizers import (
     ExtractiveSummarizer,
     OpenAISummarizer,
     StructuredSummarizer,
@@ -17,7 +16,8 @@ from infrastructure.summarizers import (
     SummarizerError,
     summarizer_from_settings,
 )
-from infrastructure.summarizers.structured import SUMMARY_SCHEMA
+from sessionledger.infrastructure.summarizers.structured import SUMMARY_SCHEMA
+
 from tests.fakes.fake_openai import FakeOpenAI, Reply
 
 SUMMARY = {

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
+from sessionledger.domain.compaction import RecursiveSummarizationStrategy
+from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, event_draft, row_hash, sha256_hex
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.audit import verify, verify_all
 
-from domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
-from domain.compaction import RecursiveSummarizationStrategy
-from domain.ledger import Kind, LedgerRecord, canonical, event_draft, row_hash, sha256_hex
-from infrastructure import SessionService, open_service
-from infrastructure.audit import verify, verify_all
 from tests.fakes.compaction import Always
 
 

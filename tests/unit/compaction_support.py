@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from domain import (
+from sessionledger.domain import (
     AssistantMessage,
     Session,
     SessionEvent,
@@ -15,8 +15,8 @@ from domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from domain.compaction import CompactionRequest
-from domain.ports import WindowStats
+from sessionledger.domain.compaction import CompactionRequest
+from sessionledger.domain.ports import WindowStats
 
 SESSION = Session(id="s-1", user_id="u-1")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,11 +6,18 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-
-from domain import AssistantMessage, Session, SessionEvent, UserMessage
-from domain.ledger import GENESIS_HASH, Draft, LedgerRecord, canonical, created_draft, event_draft, sha256_hex
-from domain.rewind import plan_rewind, state_change
-from infrastructure.audit.chain import ChainHead, first_break
+from sessionledger.domain import AssistantMessage, Session, SessionEvent, UserMessage
+from sessionledger.domain.ledger import (
+    GENESIS_HASH,
+    Draft,
+    LedgerRecord,
+    canonical,
+    created_draft,
+    event_draft,
+    sha256_hex,
+)
+from sessionledger.domain.rewind import plan_rewind, state_change
+from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 
 SESSION = "s-1"
 

@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from domain import (
+from sessionledger.domain import (
     AssistantMessage,
     Message,
     MessageType,
@@ -19,7 +18,7 @@ from domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from domain.codec import (
+from sessionledger.domain.codec import (
     ensure_json,
     event_from_payload,
     event_to_payload,

@@ -12,9 +12,8 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from domain import format_event
-from domain.compaction import (
+from sessionledger.domain import format_event
+from sessionledger.domain.compaction import (
     AdkSlidingWindowStrategy,
     AdkTokenThresholdStrategy,
     CompactionResult,
@@ -23,7 +22,8 @@ from domain.compaction import (
     TokenCountStrategy,
     TurnWindowStrategy,
 )
-from domain.turns import starts_turn
+from sessionledger.domain.turns import starts_turn
+
 from tests.unit.compaction_support import (
     RecordingSummarizer,
     answering,

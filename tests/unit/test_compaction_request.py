@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sessionledger.domain.compaction import CompactionRequest, CompactionResult
+from sessionledger.domain.ports import WindowStats
 
-from domain.compaction import CompactionRequest, CompactionResult
-from domain.ports import WindowStats
 from tests.unit.compaction_support import SESSION, assistant, chat, request, summary_pair, user
 
 

@@ -6,9 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 from freezegun import freeze_time
-
-from domain import MessageType, SessionEvent, format_event
-from domain.compaction import (
+from sessionledger.domain import MessageType, SessionEvent, format_event
+from sessionledger.domain.compaction import (
     ADK_SYSTEM_PROMPT,
     DEFAULT_SHADOW_PROMPT,
     DEFAULT_SYSTEM_PROMPT,
@@ -16,6 +15,7 @@ from domain.compaction import (
     AdkTokenThresholdStrategy,
     RecursiveSummarizationStrategy,
 )
+
 from tests.unit.compaction_support import (
     SESSION,
     RecordingSummarizer,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from domain import format_event
-from domain.compaction import (
+from sessionledger.domain import format_event
+from sessionledger.domain.compaction import (
     AnyOf,
     CompactionRequest,
     ContextWindowTrigger,
@@ -16,9 +15,10 @@ from domain.compaction import (
     TurnCountTrigger,
     context_window_for,
 )
-from domain.compaction import request as request_module
-from domain.ports import WindowStats
-from domain.tokens import default_counter
+from sessionledger.domain.compaction import request as request_module
+from sessionledger.domain.ports import WindowStats
+from sessionledger.domain.tokens import default_counter
+
 from tests.unit.compaction_support import (
     SESSION,
     answering,

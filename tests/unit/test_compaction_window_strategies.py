@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
-from domain import format_event
-from domain.compaction import (
+from sessionledger.domain import format_event
+from sessionledger.domain.compaction import (
     CompactionResult,
     SlidingWindowStrategy,
     TokenCountStrategy,
     TurnWindowStrategy,
 )
+
 from tests.unit.compaction_support import (
     answering,
     assistant,

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from infrastructure.queue_names import parse_partitions
-from workers.app import WorkerSettings, worker_arguments
-from workers.launch import ROLES
+from sessionledger.infrastructure.queue_names import parse_partitions
+from sessionledger.workers.app import WorkerSettings, worker_arguments
+from sessionledger.workers.launch import ROLES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +62,6 @@ def test_the_relay_serves_the_metrics_its_health_check_reads(compose):
 
 def test_the_image_runs_the_worker_roles():
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert 'ENTRYPOINT ["python", "-m", "workers.launch"]' in dockerfile
+    assert 'ENTRYPOINT ["python", "-m", "sessionledger.workers.launch"]' in dockerfile
     for package in ("domain", "infrastructure", "workers"):
         assert f"COPY {package} ./{package}" in dockerfile

@@ -8,12 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 from kombu import Connection
-
-from domain import SessionEvent, UserMessage
-from infrastructure.publisher import encode_event
-from infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
-from workers.app import WorkerSettings, create_app
-from workers.dlq import DeadLetter, dead_letters, list_dead, replay_dead
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.infrastructure.publisher import encode_event
+from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
+from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.workers.dlq import DeadLetter, dead_letters, list_dead, replay_dead
 
 MEMORY = "memory://localhost//"
 

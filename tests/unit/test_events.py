@@ -9,8 +9,14 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from freezegun import freeze_time
-
-from domain import AssistantMessage, SessionEvent, ToolCall, ToolResponse, ToolResponseMessage, UserMessage
+from sessionledger.domain import (
+    AssistantMessage,
+    SessionEvent,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
 
 
 def event(**overrides) -> SessionEvent:

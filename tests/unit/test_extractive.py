@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from domain import AssistantMessage, Session, SessionEvent, UserMessage
-from domain.compaction import DEFAULT_SYSTEM_PROMPT, CompactionRequest, RecursiveSummarizationStrategy
-from domain.compaction.prompts import history_prompt, recursive_prompt
-from domain.ports import Summarizer
-from infrastructure.sharegpt import Conversation, conversations
-from infrastructure.summarizers.extractive import HEADER, ExtractiveSummarizer, split_prompt
+from sessionledger.domain import AssistantMessage, Session, SessionEvent, UserMessage
+from sessionledger.domain.compaction import (
+    DEFAULT_SYSTEM_PROMPT,
+    CompactionRequest,
+    RecursiveSummarizationStrategy,
+)
+from sessionledger.domain.compaction.prompts import history_prompt, recursive_prompt
+from sessionledger.domain.ports import Summarizer
+from sessionledger.infrastructure.sharegpt import Conversation, conversations
+from sessionledger.infrastructure.summarizers.extractive import HEADER, ExtractiveSummarizer, split_prompt
 
 SID = "s-1"
 

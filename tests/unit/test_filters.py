@@ -9,8 +9,14 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from domain import AssistantMessage, EventFilter, MatchMode, MessageType, SessionEvent, UserMessage
+from sessionledger.domain import (
+    AssistantMessage,
+    EventFilter,
+    MatchMode,
+    MessageType,
+    SessionEvent,
+    UserMessage,
+)
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -8,11 +8,10 @@ import time
 import pytest
 import sqlalchemy as sa
 from celery.exceptions import Reject
-
-from domain import SessionEvent, UserMessage
-from infrastructure import open_service
-from infrastructure.publisher import encode_event
-from workers.tasks import IngestReport, decode_lines, store, store_with_patience
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.publisher import encode_event
+from sessionledger.workers.tasks import IngestReport, decode_lines, store, store_with_patience
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from domain import AssistantMessage, Session, SessionEvent, UserMessage
-from domain.ledger import (
+from sessionledger.domain import AssistantMessage, Session, SessionEvent, UserMessage
+from sessionledger.domain.ledger import (
     GENESIS_HASH,
     Draft,
     Kind,
@@ -26,7 +25,7 @@ from domain.ledger import (
     stats_after_append,
     window_stats,
 )
-from domain.ports import WindowStats
+from sessionledger.domain.ports import WindowStats
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SID = "s-1"
@@ -249,8 +248,8 @@ def test_replay_of_a_rewind() -> None:
 
 @pytest.mark.parametrize("session_id, event_id", [("s", "e"), ('we"ird\\ü✓\n', None), ("\u2028x", "\x00")])
 def test_row_hash_header_is_canonical_json(session_id: str, event_id: str | None) -> None:
-    from domain.codec import format_timestamp
-    from domain.ledger import row_hash, sha256_hex
+    from sessionledger.domain.codec import format_timestamp
+    from sessionledger.domain.ledger import row_hash, sha256_hex
 
     header = {
         "session_id": session_id,

@@ -6,8 +6,7 @@ import dataclasses
 import pickle
 
 import pytest
-
-from domain import (
+from sessionledger.domain import (
     AssistantMessage,
     Message,
     MessageType,

@@ -6,8 +6,8 @@ import json
 import logging
 import urllib.request
 
-from workers import metrics
-from workers.metrics import (
+from sessionledger.workers import metrics
+from sessionledger.workers.metrics import (
     JsonFormatter,
     Metrics,
     log_event,
@@ -58,11 +58,17 @@ def test_metrics_are_served_over_http():
 
 
 def test_log_lines_are_json_with_their_fields():
-    record = logging.LogRecord("workers.tasks", logging.INFO, __file__, 1, "compacted", None, None)
+    record = logging.LogRecord(
+        "sessionledger.workers.tasks", logging.INFO, __file__, 1, "compacted", None, None
+    )
     record.fields = {"session_id": "s-1", "tokens_saved": 120}
     line = json.loads(JsonFormatter().format(record))
     assert line["msg"] == "compacted" and line["session_id"] == "s-1" and line["tokens_saved"] == 120
-    assert line["level"] == "info" and line["logger"] == "workers.tasks" and line["ts"].endswith("+00:00")
+    assert (
+        line["level"] == "info"
+        and line["logger"] == "sessionledger.workers.tasks"
+        and line["ts"].endswith("+00:00")
+    )
 
 
 def test_log_event_attaches_fields(caplog):

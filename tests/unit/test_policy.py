@@ -5,8 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
-from domain.compaction import (
+from sessionledger.domain.compaction import (
     AdkSlidingWindowStrategy,
     AdkTokenThresholdStrategy,
     AnyOf,
@@ -19,7 +18,7 @@ from domain.compaction import (
     TurnCountTrigger,
     TurnWindowStrategy,
 )
-from workers.policy import load_policies, load_policies_from_env
+from sessionledger.workers.policy import load_policies, load_policies_from_env
 
 
 class CountingSummarizer:

@@ -6,9 +6,21 @@ import json
 from xml.etree import ElementTree
 
 import pytest
-
-from domain import AssistantMessage, SessionEvent, ToolCall, ToolResponse, ToolResponseMessage, UserMessage
-from domain.prompting import FACTS_INTRO, build_system_prompt, facts_block, latest_summary, window_as_openai
+from sessionledger.domain import (
+    AssistantMessage,
+    SessionEvent,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+from sessionledger.domain.prompting import (
+    FACTS_INTRO,
+    build_system_prompt,
+    facts_block,
+    latest_summary,
+    window_as_openai,
+)
 
 SID = "session-123"
 SYNTHETIC = {SessionEvent.SYNTHETIC: True, SessionEvent.COMPACTION_SOURCE: "recursive-summarization"}

@@ -10,11 +10,10 @@ from collections import defaultdict
 
 import pytest
 from kombu import Connection
-
-from domain import SessionEvent, UserMessage
-from domain.codec import event_from_payload
-from infrastructure.publisher import EventPublisher, PublisherClosed, PublisherFull
-from infrastructure.queue_names import INGEST_TASK, QueueNames
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.domain.codec import event_from_payload
+from sessionledger.infrastructure.publisher import EventPublisher, PublisherClosed, PublisherFull
+from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
 
 MEMORY = "memory://localhost//"
 

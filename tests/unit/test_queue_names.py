@@ -5,8 +5,7 @@ from __future__ import annotations
 import zlib
 
 import pytest
-
-from infrastructure.queue_names import QueueNames, parse_partitions, partition_of
+from sessionledger.infrastructure.queue_names import QueueNames, parse_partitions, partition_of
 
 
 def test_partition_is_crc32_of_the_session_id_modulo_the_partition_count():

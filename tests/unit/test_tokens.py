@@ -5,8 +5,7 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint
 
 import pytest
-
-from domain import tokens
+from sessionledger.domain import tokens
 
 
 @pytest.fixture(autouse=True)

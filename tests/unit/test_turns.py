@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from domain import (
+from sessionledger.domain import (
     AssistantMessage,
     Message,
     MessageType,
@@ -17,7 +16,7 @@ from domain import (
     format_event,
     turns,
 )
-from domain.turns import starts_turn, turn_count
+from sessionledger.domain.turns import starts_turn, turn_count
 
 
 def ev(message, *, branch=None, synthetic=False, id=None):

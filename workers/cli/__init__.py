@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from workers.cli.app import cli
+from sessionledger.workers.cli.app import cli
 
 
 def main() -> None:
     """Console-script entry point: run the command, mapping errors to the contract's exit codes."""
-    from workers.cli import audit, browse, demo, queue  # noqa: F401  (registers their commands)
+    from sessionledger.workers.cli import audit, browse, demo, queue  # noqa: F401  (registers their commands)
 
     sys.exit(cli(standalone_mode=True))

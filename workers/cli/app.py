@@ -11,9 +11,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.settings import Settings
 
-from infrastructure import SessionService, open_service
-from infrastructure.settings import Settings
+from sessionledger import __version__
 
 cli = typer.Typer(
     name="sessionledger",
@@ -39,6 +40,22 @@ AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable JSON outp
 
 console = Console()
 errors = Console(stderr=True)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        console.print(f"sessionledger {__version__}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Event-sourced session ledger for LLM agents."""
 
 
 class CheckFailed(Exception):

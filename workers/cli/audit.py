@@ -15,12 +15,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 from rich.text import Text
-
-from domain import format_event
-from domain.codec import format_timestamp, parse_timestamp
-from infrastructure import audit
-from infrastructure.audit import ModelView, TamperedExport, TimelineEntry, Verification, WindowReplay
-from workers.cli.app import (
+from sessionledger.domain import format_event
+from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.infrastructure import audit
+from sessionledger.infrastructure.audit import (
+    ModelView,
+    TamperedExport,
+    TimelineEntry,
+    Verification,
+    WindowReplay,
+)
+from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
     DatabaseUrl,
@@ -31,7 +36,7 @@ from workers.cli.app import (
     fail,
     service_for,
 )
-from workers.cli.browse import event_row
+from sessionledger.workers.cli.browse import event_row
 
 _TEXT_WIDTH = 160
 _KIND_STYLES = {"created": "cyan", "compaction": "magenta", "rewind": "yellow", "erasure": "red"}

@@ -6,10 +6,18 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-
-from domain import EventFilter, Session, SessionEvent, format_event
-from domain.codec import event_to_payload, format_timestamp
-from workers.cli.app import AsJson, BrokerUrl, DatabaseUrl, command, console, emit_json, fail, service_for
+from sessionledger.domain import EventFilter, Session, SessionEvent, format_event
+from sessionledger.domain.codec import event_to_payload, format_timestamp
+from sessionledger.workers.cli.app import (
+    AsJson,
+    BrokerUrl,
+    DatabaseUrl,
+    command,
+    console,
+    emit_json,
+    fail,
+    service_for,
+)
 
 
 def session_row(session: Session) -> dict[str, object]:

@@ -24,16 +24,24 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
-
-from domain import EventFilter, SessionEvent, format_event
-from infrastructure import SessionService
-from infrastructure.settings import Settings
-from infrastructure.sharegpt import conversations
-from infrastructure.summarizers.factory import summarizer_from_settings
-from infrastructure.tokens import count_chat_tokens
-from workers.cli.app import AsJson, BrokerUrl, DatabaseUrl, command, console, emit_json, errors, fail
-from workers.embedded import EmbeddedPipeline
-from workers.policy import load_policies
+from sessionledger.domain import EventFilter, SessionEvent, format_event
+from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.sharegpt import conversations
+from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
+from sessionledger.infrastructure.tokens import count_chat_tokens
+from sessionledger.workers.cli.app import (
+    AsJson,
+    BrokerUrl,
+    DatabaseUrl,
+    command,
+    console,
+    emit_json,
+    errors,
+    fail,
+)
+from sessionledger.workers.embedded import EmbeddedPipeline
+from sessionledger.workers.policy import load_policies
 
 DEMO_APP = "sharegpt-demo"
 DEMO_USER = "demo-user"

@@ -7,8 +7,16 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-
-from workers.cli.app import AsJson, BrokerUrl, DatabaseUrl, cli, command, console, emit_json, fail
+from sessionledger.workers.cli.app import (
+    AsJson,
+    BrokerUrl,
+    DatabaseUrl,
+    cli,
+    command,
+    console,
+    emit_json,
+    fail,
+)
 
 dlq = typer.Typer(help="Inspect and replay the dead-letter queue.", no_args_is_help=True)
 cli.add_typer(dlq, name="dlq")
@@ -24,7 +32,7 @@ def _configure(database_url: str | None, broker_url: str | None) -> None:
 
 def _worker_settings(database_url: str | None, broker_url: str | None):  # -> WorkerSettings
     _configure(database_url, broker_url)
-    from workers.app import WorkerSettings
+    from sessionledger.workers.app import WorkerSettings
 
     try:
         return WorkerSettings()
@@ -44,7 +52,7 @@ def worker(
 ) -> None:
     """Run a Celery worker for the configured broker (all roles by default)."""
     _worker_settings(database_url, broker_url)
-    from workers.launch import ROLES, run_worker
+    from sessionledger.workers.launch import ROLES, run_worker
 
     if role not in ROLES:
         fail(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
@@ -55,7 +63,7 @@ def worker(
 def relay(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
     """Tail the ledger and wake the evaluators (one per deployment; a second one waits as standby)."""
     _worker_settings(database_url, broker_url)
-    from workers.launch import run_worker
+    from sessionledger.workers.launch import run_worker
 
     raise typer.Exit(run_worker("relay"))
 
@@ -69,7 +77,7 @@ def dlq_list(
 ) -> None:
     """Show dead letters (oldest first) with the reason each was dead-lettered; they stay queued."""
     settings = _worker_settings(database_url, broker_url)
-    from workers.dlq import list_dead
+    from sessionledger.workers.dlq import list_dead
 
     letters = [letter.summary() for letter in list_dead(settings.broker_url, settings.queue_names, limit)]
     if as_json:
@@ -97,7 +105,7 @@ def dlq_replay(
 ) -> None:
     """Send dead letters back to their queues (each removed only once the broker confirmed it)."""
     settings = _worker_settings(database_url, broker_url)
-    from workers.dlq import replay_dead
+    from sessionledger.workers.dlq import replay_dead
 
     replayed = replay_dead(settings.broker_url, settings.queue_names, limit)
     if as_json:
@@ -115,7 +123,7 @@ def stats(
 ) -> None:
     """Counters (events ingested, compactions, conflicts, dead letters), queue depths, relay lag."""
     settings = _worker_settings(database_url, broker_url)
-    from workers.stats import collect_stats
+    from sessionledger.workers.stats import collect_stats
 
     collected = collect_stats(settings)
     if prometheus:

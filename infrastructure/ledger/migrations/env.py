@@ -2,8 +2,7 @@
 connection it already holds (and locked), never from the alembic command line with a URL."""
 
 from alembic import context
-
-from infrastructure.ledger.schema import metadata
+from sessionledger.infrastructure.ledger.schema import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)

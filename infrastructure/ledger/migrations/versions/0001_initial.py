@@ -7,8 +7,7 @@ Create Date: 2026-11-25
 
 import sqlalchemy as sa
 from alembic import op
-
-from infrastructure.ledger.schema import BigInt, Json, UtcDateTime
+from sessionledger.infrastructure.ledger.schema import BigInt, Json, UtcDateTime
 
 revision = "0001"
 down_revision = None

@@ -8,8 +8,7 @@ Create Date: 2026-11-26
 
 import sqlalchemy as sa
 from alembic import op
-
-from infrastructure.ledger.schema import UtcDateTime
+from sessionledger.infrastructure.ledger.schema import UtcDateTime
 
 revision = "0003"
 down_revision = "0002"

@@ -1,0 +1,105 @@
+"""sessionledger: an event-sourced session ledger for LLM agents.
+
+The names users need most, in one place. The domain's are imported at once (pure and light); the
+adapters' (`open_service`, `EventPublisher`, `SessionService`) on first use, so that importing the
+domain alone never loads SQLAlchemy, kombu or Celery.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from sessionledger.domain import (
+    AssistantMessage,
+    ConcurrencyConflict,
+    EventFilter,
+    MatchMode,
+    Message,
+    MessageType,
+    Session,
+    SessionEvent,
+    SessionNotFound,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+    format_event,
+    from_openai,
+    to_openai,
+    turns,
+)
+from sessionledger.domain.compaction import (
+    AnyOf,
+    CompactionRequest,
+    CompactionResult,
+    ContextWindowTrigger,
+    EventCountTrigger,
+    RecursiveSummarizationStrategy,
+    SlidingWindowStrategy,
+    TokenCountStrategy,
+    TokenCountTrigger,
+    TurnCountTrigger,
+    TurnWindowStrategy,
+)
+
+if TYPE_CHECKING:
+    from sessionledger.infrastructure import EventPublisher, SessionService, open_service
+
+__version__ = "0.1.0"
+
+_ADAPTERS = {
+    "EventPublisher": "sessionledger.infrastructure",
+    "SessionService": "sessionledger.infrastructure",
+    "open_service": "sessionledger.infrastructure",
+}
+
+__all__ = [
+    "AnyOf",
+    "AssistantMessage",
+    "CompactionRequest",
+    "CompactionResult",
+    "ConcurrencyConflict",
+    "ContextWindowTrigger",
+    "EventCountTrigger",
+    "EventFilter",
+    "EventPublisher",
+    "MatchMode",
+    "Message",
+    "MessageType",
+    "RecursiveSummarizationStrategy",
+    "Session",
+    "SessionEvent",
+    "SessionNotFound",
+    "SessionService",
+    "SlidingWindowStrategy",
+    "SystemMessage",
+    "TokenCountStrategy",
+    "TokenCountTrigger",
+    "ToolCall",
+    "ToolResponse",
+    "ToolResponseMessage",
+    "TurnCountTrigger",
+    "TurnWindowStrategy",
+    "UserMessage",
+    "__version__",
+    "format_event",
+    "from_openai",
+    "open_service",
+    "to_openai",
+    "turns",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import an adapter on first use and keep it, so later lookups are plain attribute reads."""
+    if name not in _ADAPTERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_ADAPTERS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,5 @@
+"""`python -m sessionledger`: the `sessionledger` command."""
+
+from sessionledger.workers.cli import main
+
+main()
