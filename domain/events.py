@@ -86,8 +86,8 @@ class SessionEvent:
         event.archived = archived
         event.invocation_id = invocation_id
         event.state_delta = freeze(state_delta)
-        event.__class__ = cls
-        return event  # type: ignore[return-value]
+        event.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
+        return event  # type: ignore[return-value]  # now a SessionEvent (the line above)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SessionEvent):
@@ -135,3 +135,12 @@ class _WritableEvent:
     """The slot layout of `SessionEvent` without the frozen guard, for `SessionEvent._trusted`."""
 
     __slots__ = SessionEvent.__slots__
+    id: str
+    session_id: str
+    timestamp: datetime
+    message: Message
+    metadata: Mapping[str, Any]
+    branch: str | None
+    archived: bool
+    invocation_id: str | None
+    state_delta: Mapping[str, Any]

@@ -75,17 +75,7 @@ class EventFilter:
             keyword = None if _blank(keyword) else keyword.lower()
         set_(self, "keyword", keyword)
 
-        keywords = self.keywords
-        if keywords is not None:
-            if isinstance(keywords, str):
-                keywords = (keywords,)
-            terms = []
-            for term in keywords:
-                if term is not None and not isinstance(term, str):
-                    raise ValueError("keywords must be strings")
-                if term is not None and not _blank(term):
-                    terms.append(term.lower())
-            keywords = tuple(terms) or None
+        keywords = _terms(self.keywords)
         set_(self, "keywords", keywords)
 
         mode = None
@@ -120,10 +110,7 @@ class EventFilter:
         set_(self, "start", _aware_or_none(self.start, "start"))
         set_(self, "end", _aware_or_none(self.end, "end"))
         if self.pattern is not None:
-            if isinstance(self.pattern, str):
-                set_(self, "pattern", re.compile(self.pattern))
-            elif not isinstance(self.pattern, re.Pattern):
-                raise ValueError("pattern must be a string or a compiled re.Pattern")
+            set_(self, "pattern", _compiled(self.pattern))
         if self.branch is not None and not isinstance(self.branch, str):
             raise ValueError("branch must be a string")
         for flag in ("exclude_synthetic", "exclude_archived"):
@@ -156,11 +143,13 @@ class EventFilter:
 
     @classmethod
     def keywords_search(cls, terms: Iterable[str], mode: MatchMode | str = MatchMode.ANY) -> EventFilter:
-        return cls(keywords=terms, match_mode=mode, page=0, page_size=cls.DEFAULT_PAGE_SIZE)
+        return cls(
+            keywords=_terms(terms), match_mode=_match_mode(mode), page=0, page_size=cls.DEFAULT_PAGE_SIZE
+        )
 
     @classmethod
     def pattern_search(cls, pattern: str | re.Pattern[str]) -> EventFilter:
-        return cls(pattern=pattern, page=0, page_size=cls.DEFAULT_PAGE_SIZE)
+        return cls(pattern=_compiled(pattern), page=0, page_size=cls.DEFAULT_PAGE_SIZE)
 
     @classmethod
     def for_branch(cls, branch: str) -> EventFilter:
@@ -172,7 +161,7 @@ class EventFilter:
         """`other` overrides every field it sets; the two exclusion flags are ORed (§3.5)."""
         if not isinstance(other, EventFilter):
             raise ValueError("other must be an EventFilter")
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(self):
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
             if isinstance(mine, bool):
@@ -234,3 +223,24 @@ def _match_mode(value: Any) -> MatchMode:
         return MatchMode(value.lower() if isinstance(value, str) else value)
     except ValueError:
         raise ValueError(f"match_mode must be 'any' or 'all', got {value!r}") from None
+
+
+def _terms(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    """Keywords lowercased, blank ones dropped (`None` when none is left); a lone string is one term."""
+    if value is None:
+        return None
+    terms = []
+    for term in (value,) if isinstance(value, str) else value:
+        if term is not None and not isinstance(term, str):
+            raise ValueError("keywords must be strings")
+        if term is not None and not _blank(term):
+            terms.append(term.lower())
+    return tuple(terms) or None
+
+
+def _compiled(value: str | re.Pattern[str]) -> re.Pattern[str]:
+    if isinstance(value, str):
+        return re.compile(value)
+    if not isinstance(value, re.Pattern):
+        raise ValueError("pattern must be a string or a compiled re.Pattern")
+    return value

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 
-class FrozenDict(dict):
+class FrozenDict(dict[str, Any]):
     """A dict that cannot be changed after construction (shallow: values are not copied)."""
 
     __slots__ = ()
@@ -41,7 +41,7 @@ EMPTY: FrozenDict = FrozenDict()
 def freeze(mapping: Mapping[str, Any] | None) -> FrozenDict:
     """A read-only copy of `mapping` (`None` is the empty mapping); a FrozenDict is reused as is."""
     kind = type(mapping)
-    if kind is FrozenDict:
+    if isinstance(mapping, FrozenDict):
         return mapping
     if kind is dict:
         return FrozenDict(mapping) if mapping else EMPTY

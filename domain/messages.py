@@ -105,14 +105,19 @@ class Message:
         message.tool_calls = tool_calls
         message.tool_responses = tool_responses
         message.metadata = freeze(metadata)
-        message.__class__ = cls
-        return message  # type: ignore[return-value]
+        message.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
+        return message  # type: ignore[return-value]  # now a Message (the line above)
 
 
 class _WritableMessage:
     """The slot layout of `Message` without the frozen guard, for `Message._trusted`."""
 
     __slots__ = Message.__slots__
+    type: MessageType
+    text: str | None
+    tool_calls: tuple[ToolCall, ...]
+    tool_responses: tuple[ToolResponse, ...]
+    metadata: Mapping[str, Any]
 
 
 def UserMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:

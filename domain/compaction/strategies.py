@@ -54,7 +54,9 @@ def _archiving(
     if cut <= start:
         return CompactionResult.noop(events)
     archived = real[start:cut]
-    return CompactionResult([*synthetic, *real[:start], *real[cut:]], archived, weigh(archived, tokens_of))
+    return CompactionResult(
+        (*synthetic, *real[:start], *real[cut:]), tuple(archived), weigh(archived, tokens_of)
+    )
 
 
 class SlidingWindowStrategy:
@@ -149,8 +151,9 @@ def _summary_pair(
     ]
 
 
-def _is_blank(summary: str | None) -> bool:
-    return summary is None or not summary.strip()
+def _usable(summary: str | None) -> str | None:
+    """The summary as the model wrote it, or `None` when there is none or it is only white space."""
+    return summary if summary is not None and summary.strip() else None
 
 
 class RecursiveSummarizationStrategy:
@@ -192,12 +195,12 @@ class RecursiveSummarizationStrategy:
             return CompactionResult.noop(events)
         to_archive, active = real[:cut], real[cut:]
         prompt = recursive_prompt(synthetic, to_archive, active[: self.overlap_size])
-        summary = self.summarizer.summarize(self.system_prompt, prompt)
-        if _is_blank(summary):
+        summary = _usable(self.summarizer.summarize(self.system_prompt, prompt))
+        if summary is None:
             return CompactionResult.noop(events)
         pair = _summary_pair(request.session.id, self.shadow_prompt, summary, datetime.now(UTC), self.SOURCE)
         return CompactionResult(
-            [*pair, *active], to_archive, weigh(to_archive, request.tokens_of(self.estimator))
+            (*pair, *active), tuple(to_archive), weigh(to_archive, request.tokens_of(self.estimator))
         )
 
     def __repr__(self) -> str:
@@ -267,14 +270,14 @@ class AdkSlidingWindowStrategy:
         if end <= start:
             return CompactionResult.noop(events)
         window = real[start:end]
-        summary = self.summarizer.summarize(self.system_prompt, history_prompt(window))
-        if _is_blank(summary):
+        summary = _usable(self.summarizer.summarize(self.system_prompt, history_prompt(window)))
+        if summary is None:
             return CompactionResult.noop(events)
         dated = max(event.timestamp for event in window)
         pair = _summary_pair(request.session.id, self.shadow_prompt, summary, dated, self.SOURCE)
         return CompactionResult(
-            [*synthetic, *pair, *real[:start], *real[end:]],
-            window,
+            (*synthetic, *pair, *real[:start], *real[end:]),
+            tuple(window),
             weigh(window, request.tokens_of(self.estimator)),
         )
 
@@ -325,13 +328,13 @@ class AdkTokenThresholdStrategy:
             return CompactionResult.noop(events)
         window = real[:end]
         seed = [event for event in synthetic if event.type != MessageType.USER]
-        summary = self.summarizer.summarize(self.system_prompt, history_prompt([*seed, *window]))
-        if _is_blank(summary):
+        summary = _usable(self.summarizer.summarize(self.system_prompt, history_prompt([*seed, *window])))
+        if summary is None:
             return CompactionResult.noop(events)
         dated = max(event.timestamp for event in (*synthetic, *window))
         pair = _summary_pair(request.session.id, self.shadow_prompt, summary, dated, self.SOURCE)
         return CompactionResult(
-            [*pair, *real[end:]], window, weigh(window, request.tokens_of(self.estimator))
+            (*pair, *real[end:]), tuple(window), weigh(window, request.tokens_of(self.estimator))
         )
 
     def __repr__(self) -> str:
