@@ -21,14 +21,16 @@ services:
 
 test: install services
 	$(BIN)/ruff check .
+	bash .ci/typecheck $(BIN)/mypy
 	$(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	bash .ci/typecheck $(BIN)/mypy
 
 bench: install services
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache sessionledger.db
+	rm -rf $(VENV) *.egg-info build .pytest_cache .ruff_cache .mypy_cache sessionledger.db
