@@ -1,4 +1,4 @@
-"""Audit throughput on PostgreSQL (issue 5, "Performance"): verify and replay of a 100,000-event
+"""Audit throughput on PostgreSQL: verify and replay of a 100,000-event
 session against a raw sequential read of the same rows.
 
 - raw: plain psycopg, `SELECT` of every column the chain covers, by position, payloads decoded to

@@ -1,4 +1,4 @@
-"""Compaction costs (issue 3, "Performance"), on PostgreSQL and ShareGPT text.
+"""Compaction costs, on PostgreSQL and ShareGPT text.
 
 - trigger evaluation after each append, through the workers' own path (`workers.tasks.should_compact`:
   session, the app's policy, the window's running stats, `trigger.should_compact`) with the built-in

@@ -1,4 +1,4 @@
-"""The ledger on PostgreSQL against raw psycopg on the same database (issue 2, "Performance").
+"""The ledger on PostgreSQL against raw psycopg on the same database.
 
 - appends: `append_message`, one event per call as an agent appends, against a raw single-row
   INSERT + commit loop into a copy of the ledger table (same columns, constraints and indexes),

@@ -1,4 +1,4 @@
-"""The queue on PostgreSQL and RabbitMQ (issue 4, "Performance"), with real worker processes.
+"""The queue on PostgreSQL and RabbitMQ, with real worker processes.
 
 - `publish()`: what the call costs in the agent's process, while the publisher's thread sends;
 - end-to-end ingest: ShareGPT events over 200 sessions, from the first `publish()` to the last

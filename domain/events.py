@@ -1,4 +1,4 @@
-"""`SessionEvent`: one immutable entry of a session's event log (reference/spring-ai-session.md §1.4)."""
+"""`SessionEvent`: one immutable entry of a session's event log (docs/api.md "SessionEvent")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`EventFilter`: which events a read returns (reference/spring-ai-session.md §2-§3).
+"""`EventFilter`: which events a read returns (docs/api.md "EventFilter").
 
 Per-event criteria (`matches`) come first, then `last_n`, then paging (`apply_window`). Every
 backend must give the same answer; `select` is the reference implementation the memory backend uses.
@@ -67,7 +67,7 @@ class EventFilter:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        # normalisation and validation in the reference's order (§3.2)
+        # normalisation and validation, in the order docs/api.md "EventFilter" gives
         keyword = self.keyword
         if keyword is not None:
             if not isinstance(keyword, str):
@@ -117,7 +117,7 @@ class EventFilter:
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be a bool")
 
-    # --- factories (§3.4) -------------------------------------------------------------------
+    # --- factories --------------------------------------------------------------------------
 
     @classmethod
     def all(cls) -> EventFilter:
@@ -158,7 +158,7 @@ class EventFilter:
     # --- combining and applying -----------------------------------------------------------------
 
     def merge(self, other: EventFilter) -> EventFilter:
-        """`other` overrides every field it sets; the two exclusion flags are ORed (§3.5)."""
+        """`other` overrides every field it sets; the two exclusion flags are ORed."""
         if not isinstance(other, EventFilter):
             raise ValueError("other must be an EventFilter")
         values: dict[str, Any] = {}
@@ -171,7 +171,7 @@ class EventFilter:
         return EventFilter(**values)
 
     def matches(self, event: SessionEvent) -> bool:
-        """The per-event criteria, in the reference's order (§3.3); `last_n` and paging are not per-event."""
+        """The per-event criteria, in a fixed order; `last_n` and paging are not per-event."""
         if self.exclude_synthetic and event.is_synthetic:
             return False
         if self.exclude_archived and event.archived:
@@ -197,7 +197,7 @@ class EventFilter:
         return self.branch is None or branch_visible(event.branch, self.branch)
 
     def apply_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
-        """`last_n`, then the page, applied to events that already passed `matches` (§2)."""
+        """`last_n`, then the page, applied to events that already passed `matches`."""
         window = list(matched)
         if self.last_n is not None and len(window) > self.last_n:
             window = window[-self.last_n :]

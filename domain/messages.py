@@ -1,6 +1,6 @@
 """Chat messages as immutable values, and their OpenAI chat-completions form.
 
-The model follows Spring AI's `Message` (reference/spring-ai-session.md §1.1): a type, an optional
+The model follows Spring AI's `Message` (docs/api.md "Messages"): a type, an optional
 text, tool calls on assistant messages and tool responses on tool messages.
 """
 

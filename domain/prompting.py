@@ -1,7 +1,7 @@
 """Turning a session's window back into a prompt, the way Sentinel AI does (pure functions).
 
 Sentinel injects the latest session summary as a *fact*: a separate knowledge block in the system
-prompt (reference/sentinel-and-chat-memory.md A.4.2). `window_as_openai` gives the window itself as
+prompt, after its instructions. `window_as_openai` gives the window itself as
 OpenAI chat messages ready to send.
 """
 

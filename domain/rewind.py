@@ -1,4 +1,4 @@
-"""google-adk's rewind as a ledger rule (reference/adk-sessions.md §5), shared by every backend.
+"""google-adk's rewind as a ledger rule (docs/api.md "Rewind"), shared by every backend.
 
 Rewinding before an invocation hides the active window's events from the first event of that
 invocation on. The rewind is itself a ledger record; the hidden events stay in the ledger for

@@ -1,4 +1,4 @@
-"""`Session` metadata and the google-adk state scopes (reference/adk-sessions.md §2).
+"""`Session` metadata and the google-adk state scopes (docs/api.md "State scopes").
 
 State keys `app:k` are shared by an app, `user:k` by a user within an app, `temp:k` are never
 stored, and every other key belongs to the session. Storage keeps the three scopes apart (without

@@ -1,4 +1,4 @@
-"""Turns and the one-line event rendering (reference/spring-ai-session.md §5, §6.1).
+"""Turns and the one-line event rendering (docs/api.md "Turns and format_event").
 
 A turn is a root-level, non-synthetic USER event plus everything after it up to the next one.
 `format_event` is the single rendering used for token estimates and summarization prompts.

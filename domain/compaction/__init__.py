@@ -1,7 +1,8 @@
 """Compaction: triggers decide when, strategies decide what (pure; no I/O).
 
-Semantics follow reference/spring-ai-session.md §5-§8, with Sentinel's context-window rule and
-google-adk's event-count, sliding-window and token-threshold compactions added.
+Semantics follow Spring AI Session v0.7.0 (docs/api.md "Compaction"), with Sentinel's
+context-window rule and google-adk's event-count, sliding-window and token-threshold compactions
+added.
 """
 
 from sessionledger.domain.compaction.models import context_window_for

@@ -1,4 +1,4 @@
-"""Argument checks shared by triggers and strategies, with the reference's messages."""
+"""Argument checks shared by triggers and strategies, with Spring AI Session's messages."""
 
 from __future__ import annotations
 

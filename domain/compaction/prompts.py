@@ -38,7 +38,7 @@ unresolved;
 - lists the exact names of every tool the agent called.
 
 Reply with the summary only."""
-"""The project's wording of google-adk's default compaction prompt (reference/adk-sessions.md §4.2)."""
+"""The project's wording of google-adk's default compaction prompt (google-adk 2.13.0)."""
 
 _UPCOMING = "=== UPCOMING CONTEXT (do not summarize \u2014 for continuity only) ==="
 
@@ -46,7 +46,7 @@ _UPCOMING = "=== UPCOMING CONTEXT (do not summarize \u2014 for continuity only) 
 def recursive_prompt(
     prior: Sequence[SessionEvent], to_archive: Sequence[SessionEvent], overlap: Sequence[SessionEvent]
 ) -> str:
-    """The user prompt of the recursive strategy, laid out byte for byte as in the reference §8.4.
+    """The user prompt of the recursive strategy, laid out byte for byte as docs/api.md "Strategies" shows.
 
     `prior` are the window's synthetic events: the text of each non-USER one is the prior summary.
     """

@@ -1,11 +1,11 @@
 """How to compact: strategies turn a `CompactionRequest` into a `CompactionResult`.
 
 Anything with `compact(request) -> CompactionResult` is a strategy. The first four follow Spring AI
-Session v0.7.0 (reference/spring-ai-session.md §8), the last two google-adk 2.13.0's compactions
-(reference/adk-sessions.md §4). All of them cut only where `window.settle_cut` allows, put synthetic
-events first, never archive a synthetic event, and return the request's events unchanged when
-there is nothing to do. The summarizing ones write a synthetic pair: a shadow USER prompt and the
-summary as an ASSISTANT message, sharing one timestamp, on the root branch.
+Session v0.7.0, the last two google-adk 2.13.0's compactions (docs/api.md "Strategies"). All of
+them cut only where `window.settle_cut` allows, put synthetic events first, never archive a
+synthetic event, and return the request's events unchanged when there is nothing to do. The
+summarizing ones write a synthetic pair: a shadow USER prompt and the summary as an ASSISTANT
+message, sharing one timestamp, on the root branch.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class TokenCountStrategy:
     """Keeps the longest newest run of events that fits `max_tokens` beside the synthetic events.
 
     The run is contiguous (it stops at the first event that does not fit) and then snapped forward
-    to a turn start, so leading events of no turn are archived even under budget (reference §8.3).
+    to a turn start, so leading events of no turn are archived even under budget (as in Spring's).
     """
 
     def __init__(self, max_tokens: int = 4000, estimator: TokenCounter | None = None) -> None:

@@ -15,7 +15,7 @@ from sessionledger.domain.ports import TokenCounter
 
 
 class TurnCountTrigger:
-    """Fires when the window holds more than `max_turns` turns (reference §7.1)."""
+    """Fires when the window holds more than `max_turns` turns."""
 
     def __init__(self, max_turns: int) -> None:
         self.max_turns = positive(max_turns, "max_turns")
@@ -28,10 +28,10 @@ class TurnCountTrigger:
 
 
 class TokenCountTrigger:
-    """Fires when the window's `format_event` tokens reach `threshold` (reference §7.2).
+    """Fires when the window's `format_event` tokens reach `threshold` (`>=`).
 
     Synthetic events count. `estimator=None` is the default (tiktoken) counter, restoring the
-    default the reference documents but lost in v0.2.0.
+    default Spring AI Session documents but lost in v0.2.0.
     """
 
     def __init__(self, threshold: int, estimator: TokenCounter | None = None) -> None:

@@ -64,7 +64,7 @@ def cut_keeping_roots(real: Sequence[SessionEvent], keep: int) -> int | None:
 def settle_cut(real: Sequence[SessionEvent], cut: int, *, start: int = 0, grow: bool = True) -> int:
     """The allowed cut nearest to `cut`; `start` (nothing archived) when there is none.
 
-    Growing is the reference's forward snap: later turn starts first, then earlier ones. Not
+    Growing is Spring AI Session's forward snap: later turn starts first, then earlier ones. Not
     growing is ADK's self-contained prefix: only `cut` or earlier.
     """
     ends = [index for index in range(start, len(real)) if starts_turn(real[index])] + [len(real)]

@@ -1,6 +1,6 @@
 """`verify`: a session's ledger is intact, and what the backend stores is what the ledger says.
 
-Two checks (CONTRACT.md §5; docs/architecture.md "Hash chain"), on one snapshot of the session
+Two checks (docs/api.md "Audit"; docs/architecture.md "Hash chain"), on one snapshot of the session
 (`infrastructure.audit.reader`):
 - the chain: every record's content hash, row hash, link to its predecessor and dense position,
   and the session head (`infrastructure.audit.chain` names the first break and its kind);

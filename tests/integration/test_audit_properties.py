@@ -1,4 +1,4 @@
-"""Replay reproduces the stored window and session state exactly, at every version (issue 5).
+"""Replay reproduces the stored window and session state exactly, at every version.
 
 A hypothesis state machine drives one session through random appends (tool calls, branches,
 state deltas in every scope), batch ingests, compactions (sliding, turn and recursive with a fake

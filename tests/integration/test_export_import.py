@@ -1,4 +1,4 @@
-"""Export, import, verify round trips on real ShareGPT conversations (issue 5), and imports refused.
+"""Export, import, verify round trips on real ShareGPT conversations, and imports refused.
 
 Sessions are built from the packaged ShareGPT conversations (`infrastructure.sharegpt` parses the
 file conversation by conversation and stops at the first incomplete one), compacted with a

@@ -1,4 +1,4 @@
-"""The service contract (CONTRACT.md §2-§3), one suite run against memory, SQLite and PostgreSQL."""
+"""The service contract (docs/api.md "SessionService"), one suite run on memory, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

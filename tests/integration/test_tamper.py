@@ -1,4 +1,4 @@
-"""Tampering with ledger rows directly in SQL: `verify` catches each kind and names it (issue 5).
+"""Tampering with ledger rows directly in SQL: `verify` catches each kind and names it.
 
 On PostgreSQL the `ledger_guard` trigger refuses such changes, so the tests do what a superuser
 would: `SET LOCAL session_replication_role = replica` switches triggers off for the transaction.

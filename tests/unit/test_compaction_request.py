@@ -1,4 +1,4 @@
-"""CompactionRequest and CompactionResult (reference/spring-ai-session.md §5)."""
+"""CompactionRequest and CompactionResult (docs/api.md "CompactionRequest and CompactionResult")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recursive summarization (reference spring-ai-session.md §8.4) and google-adk's two compactions."""
+"""Recursive summarization and google-adk's two compactions (docs/api.md "Strategies")."""
 
 from __future__ import annotations
 

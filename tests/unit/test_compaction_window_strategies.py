@@ -1,4 +1,4 @@
-"""Sliding, turn-window and token-count strategies (reference spring-ai-session.md §8.1-§8.3)."""
+"""Sliding, turn-window and token-count strategies (docs/api.md "Strategies")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """EventFilter: normalisation, validation order, matching, merge, factories and windowing.
 
-Cases ported from Spring AI Session v0.7.0 (EventFilter*Tests), see reference §2-§3.
+Cases ported from Spring AI Session v0.7.0 (EventFilter*Tests); the rules are in docs/api.md "EventFilter".
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def ev(text: str | None = "hello", *, branch=None, synthetic=False, archived=Fal
     )
 
 
-# --- normalisation and validation (§3.2) -------------------------------------------------------------
+# --- normalisation and validation --------------------------------------------------------------------
 
 
 def test_default_is_all_and_nothing_is_set():
@@ -105,7 +105,7 @@ def test_other_invalid_values():
         EventFilter(pattern=42)
 
 
-# --- factories (§3.4) ---------------------------------------------------------------------------------
+# --- factories ----------------------------------------------------------------------------------------
 
 
 def test_factories():
@@ -130,7 +130,7 @@ def test_value_equality_compares_patterns_by_text_and_flags():
     assert len({EventFilter.active(), EventFilter.active(), EventFilter.all()}) == 2
 
 
-# --- matches (§3.3) -----------------------------------------------------------------------------------
+# --- matches ------------------------------------------------------------------------------------------
 
 
 def test_exclusions():
@@ -236,7 +236,7 @@ def test_synthetic_root_events_are_visible_on_every_branch():
     assert f.select(events) == events[:2]
 
 
-# --- merge (§3.5) -------------------------------------------------------------------------------------
+# --- merge --------------------------------------------------------------------------------------------
 
 
 def test_merge_override_wins_when_set():
@@ -290,7 +290,7 @@ def test_merge_validates_the_result():
         EventFilter.all().merge(None)
 
 
-# --- windowing (§2) ---------------------------------------------------------------------------------
+# --- windowing: last_n, then paging -----------------------------------------------------------------
 
 
 def texts(events):

@@ -1,4 +1,4 @@
-"""format_event (reference §6.1) and turn grouping (reference §5)."""
+"""format_event and turn grouping (docs/api.md "Turns and format_event")."""
 
 from __future__ import annotations
 

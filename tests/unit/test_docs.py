@@ -1,0 +1,137 @@
+"""The docs stand alone: they cite only files in the repository, and their links resolve."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Citations of files that live outside the repository (escaped in the pattern, so this file does
+# not match itself).
+OUTSIDE = re.compile(r"\.\./shared|CONTRACT\.md|DESIGN\.md|\breference/[\w.-]+\.md|\breference §")
+
+# Temporary allow-list, being restructured; cleaned after merge: files other work was rewriting when
+# the docs moved into the repository, which may cite outside files until then. The merge empties it.
+ALLOWED_FOR_NOW = (
+    "domain/ledger.py",
+    "domain/ports.py",
+    "domain/tokens.py",
+    "infrastructure/bootstrap.py",
+    "infrastructure/ledger/memory.py",
+    "infrastructure/ledger/sql.py",
+    "infrastructure/publisher.py",
+    "infrastructure/settings.py",
+    "infrastructure/summarizers/factory.py",
+    "infrastructure/tokens.py",
+    "workers/",
+)
+
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)
+FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1", re.M | re.S)
+HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$", re.M)
+
+
+@cache
+def tracked_files() -> list[str]:
+    """The repository's tracked files (every file but the ignored ones, outside a git checkout)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        ignored = {".git", ".venv", "build", "dist", "__pycache__"}
+        return sorted(
+            path.relative_to(ROOT).as_posix()
+            for path in ROOT.rglob("*")
+            if path.is_file() and not ignored.intersection(path.relative_to(ROOT).parts)
+        )
+    return sorted(name for name in listed.split("\0") if name and (ROOT / name).is_file())
+
+
+def markdown_files() -> list[str]:
+    return [name for name in tracked_files() if name == "README.md" or re.fullmatch(r"docs/.+\.md", name)]
+
+
+def cited_files() -> list[str]:
+    return markdown_files() + [name for name in tracked_files() if name.endswith(".py")]
+
+
+def allowed_for_now(name: str) -> bool:
+    return any(name == entry or (entry.endswith("/") and name.startswith(entry)) for entry in ALLOWED_FOR_NOW)
+
+
+def slugs(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings: lowercase, punctuation dropped, spaces as hyphens."""
+    found: set[str] = set()
+    for heading in HEADING.findall(FENCE.sub("", markdown)):
+        base = re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower()).replace(" ", "-")
+        slug, number = base, 0
+        while slug in found:
+            number += 1
+            slug = f"{base}-{number}"
+        found.add(slug)
+    return found
+
+
+def links(markdown: str) -> list[str]:
+    text = FENCE.sub("", markdown)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return LINK.findall(text) + REFERENCE_LINK.findall(text)
+
+
+def test_the_patterns_catch_what_they_must():
+    outside = ["../" + "shared/x", "CONTRACT" + ".md", "DESIGN" + ".md §2", "reference/" + "adk.md"]
+    assert all(OUTSIDE.search(text) for text in outside)
+    assert not OUTSIDE.search('docs/api.md "Rewind"; a reference implementation; reference counting')
+    assert links('[a](docs/api.md#x) ![b](img.png "t") `[c](no.md)`\n[d]: other.md') == [
+        "docs/api.md#x",
+        "img.png",
+        "other.md",
+    ]
+    assert slugs("# Turns and `format_event`\n## Planned (not built yet)\n## Planned (not built yet)") == {
+        "turns-and-format_event",
+        "planned-not-built-yet",
+        "planned-not-built-yet-1",
+    }
+
+
+@pytest.mark.parametrize("name", [name for name in cited_files() if not allowed_for_now(name)])
+def test_cites_only_files_in_the_repository(name: str):
+    text = (ROOT / name).read_text(encoding="utf-8")
+    found = [
+        f"line {number}: {line.strip()}"
+        for number, line in enumerate(text.splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not found, f"{name} cites files outside the repository:\n" + "\n".join(found)
+
+
+def link_problem(source: Path, target: str) -> str | None:
+    """Why a relative link from `source` does not resolve, or `None` when it does."""
+    path, _, anchor = target.partition("#")
+    resolved = (source.parent / path).resolve() if path else source
+    if ROOT not in resolved.parents:
+        return "outside the repository"
+    if not resolved.exists():
+        return "no such file"
+    if anchor and resolved.suffix == ".md" and anchor not in slugs(resolved.read_text(encoding="utf-8")):
+        return "no heading with that anchor"
+    return None
+
+
+@pytest.mark.parametrize("name", markdown_files())
+def test_relative_links_resolve(name: str):
+    source = ROOT / name
+    broken = [
+        f"{target}: {problem}"
+        for target in links(source.read_text(encoding="utf-8"))
+        if not re.match(r"[a-z][a-z0-9+.-]*:", target, re.I)  # https:, mailto:, ...
+        and (problem := link_problem(source, target))
+    ]
+    assert not broken, f"{name} has broken links:\n" + "\n".join(broken)
