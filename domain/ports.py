@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from sessionledger.domain.compaction.request import CompactionRequest
     from sessionledger.domain.compaction.result import CompactionResult
     from sessionledger.domain.events import SessionEvent
     from sessionledger.domain.filters import EventFilter
@@ -28,6 +29,18 @@ class Summarizer(Protocol):
     """Turns a prompt into a summary; `None` or blank means "no summary"."""
 
     def summarize(self, system_prompt: str, user_prompt: str) -> str | None: ...
+
+
+class Trigger(Protocol):
+    """Decides *when* to compact: anything with this method is a trigger (duck-typed)."""
+
+    def should_compact(self, request: CompactionRequest) -> bool: ...
+
+
+class Strategy(Protocol):
+    """Decides *what* compaction keeps, summarizes and archives: anything with this method is one."""
+
+    def compact(self, request: CompactionRequest) -> CompactionResult: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import AppendOutcome, Ledger, TokenCounter, WindowStats
+from sessionledger.domain.ports import AppendOutcome, Ledger, Strategy, TokenCounter, Trigger, WindowStats
 from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
 from sessionledger.domain.tokens import default_counter
 from sessionledger.infrastructure.settings import Settings
@@ -260,7 +260,7 @@ class SessionService:
             _require_id(session_id, "session_id"), counter or default_counter()
         )
 
-    def compact(self, session_id: str, trigger: Any, strategy: Any) -> CompactionResult:
+    def compact(self, session_id: str, trigger: Trigger, strategy: Strategy) -> CompactionResult:
         """Evaluate `trigger` on the active window and, when it fires, apply `strategy`'s result.
 
         The write is checked against the window epoch read: events appended meanwhile simply
@@ -325,7 +325,7 @@ class SessionService:
         return replay(self.records(session_id), upto_version=upto_version, at=at)
 
 
-def _source(result: CompactionResult, read: Sequence[SessionEvent], strategy: Any) -> str:
+def _source(result: CompactionResult, read: Sequence[SessionEvent], strategy: Strategy) -> str:
     """The `compactionSource` of the synthetic events the result adds, else the strategy's name."""
     known = {event.id for event in read}
     for event in result.compacted:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
-def required(value: Any, name: str) -> Any:
+def required(value: T | None, name: str) -> T:
     """`value` itself; `ValueError` when it is `None`."""
     if value is None:
         raise ValueError(f"{name} must not be None")

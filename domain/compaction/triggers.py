@@ -5,13 +5,11 @@ Anything with `should_compact(request) -> bool` is a trigger; these are the buil
 
 from __future__ import annotations
 
-from typing import Any
-
 from sessionledger.domain.compaction.checks import optional_counter, positive, required
 from sessionledger.domain.compaction.models import context_window_for
 from sessionledger.domain.compaction.request import CompactionRequest
 from sessionledger.domain.compaction.window import reaches
-from sessionledger.domain.ports import TokenCounter
+from sessionledger.domain.ports import TokenCounter, Trigger
 
 
 class TurnCountTrigger:
@@ -111,7 +109,7 @@ class EventCountTrigger:
 class AnyOf:
     """Fires when any of its triggers does, asking them in order and stopping at the first yes."""
 
-    def __init__(self, *triggers: Any) -> None:
+    def __init__(self, *triggers: Trigger) -> None:
         if not triggers:
             raise ValueError("triggers must not be empty")
         for trigger in triggers:
