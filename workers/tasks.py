@@ -158,7 +158,10 @@ class IngestReport:
 class IngestTask(LedgerTask):
     """A batch whose worker was lost comes back where it was and is stored again, idempotently,
     in place (a retry would be a new message at the back of the partition, and reorder it); its
-    redeliveries are counted in the database instead (`workers.redeliveries`)."""
+    redeliveries are counted in the deployment's `RedeliveryCounts` instead, and past
+    `max_retries` the batch is dead-lettered: a batch that kills its worker every time cannot
+    hold its partition for ever. A redelivery that finds the database down is not counted (the
+    outage is not the batch's fault), and a batch that is finally stored forgets its count."""
 
     counts_redeliveries = False
 
@@ -181,8 +184,8 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
     runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
     runtime.metrics.maybe_flush()
-    if redelivered and runtime.redeliveries is not None:
-        runtime.redeliveries.forget(self.request.id)
+    if redelivered:
+        runtime.storage.redeliveries.forget(self.request.id)
     rejected_count = sum(len(r) for r in report.poison.values())
     log_event(
         log,
@@ -198,9 +201,7 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
 
 def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     """Dead-letter a batch delivered again more than `max_retries` times after its worker was lost."""
-    counter = runtime.redeliveries
-    if counter is None:
-        return
+    counter = runtime.storage.redeliveries
     try:
         deliveries = counter.count(task.request.id)
     except _TRANSIENT:
@@ -352,15 +353,16 @@ def compact(self: LedgerTask, session_id: str) -> str:
     runtime = runtime_of(self.app)
     owner = self.request.id or "local"
     try:
-        if not runtime.leases.claim(session_id, owner, runtime.settings.lease):
-            if runtime.leases.holder(session_id) is None:
+        leases = runtime.storage.leases  # opening the storage may fail too: retried like the rest
+        if not leases.claim(session_id, owner, runtime.settings.lease):
+            if leases.holder(session_id) is None:
                 return "gone"  # deleted, or never existed
             log_event(log, "compaction already running elsewhere", session_id=session_id)
             return "busy"
         try:
             outcome = run_compaction(runtime, session_id)
         finally:
-            runtime.leases.release(session_id, owner)
+            leases.release(session_id, owner)
     except Exception as error:
         runtime.metrics.add(metrics.COMPACTIONS_FAILED)
         if isinstance(error, ConcurrencyConflict):
