@@ -21,7 +21,8 @@ import psycopg
 from sessionledger.domain.compaction import CompactionResult, RecursiveSummarizationStrategy
 from sessionledger.domain.ports import Ledger
 from sessionledger.domain.tokens import default_counter
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService, Settings
+from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.workers.app import WorkerSettings
 from sessionledger.workers.policy import load_policies
 from sessionledger.workers.runtime import WorkerRuntime
@@ -45,13 +46,13 @@ class InstantSummarizer:
 
 
 def run() -> list[Row]:
-    with fresh_postgres() as url, open_service(url) as service:
+    with fresh_postgres() as url, open_storage(Settings(database_url=url)) as storage:
         runtime = WorkerRuntime(
             WorkerSettings(database_url=url),
-            service=service,
+            storage=storage,
             policies=load_policies(InstantSummarizer),
         )
-        return [*_trigger_evaluation(runtime), *_token_counting(), *_compaction(service, url)]
+        return [*_trigger_evaluation(runtime), *_token_counting(), *_compaction(storage.service, url)]
 
 
 def _trigger_evaluation(runtime: WorkerRuntime) -> list[Row]:

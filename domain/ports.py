@@ -12,6 +12,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import threading
+    from contextlib import AbstractContextManager
+
     from sessionledger.domain.compaction.request import CompactionRequest
     from sessionledger.domain.compaction.result import CompactionResult
     from sessionledger.domain.events import SessionEvent
@@ -190,3 +193,74 @@ class Ledger(Protocol):
         """
 
     def close(self) -> None: ...
+
+
+# --- what the workers keep beside the ledger --------------------------------------------------
+
+
+class LeaseStore(Protocol):
+    """Compaction leases: one compaction per session at a time, with no lock held across the LLM call.
+
+    A lease is claimed on a live session only, and for a while: a worker that dies leaves a lease
+    that expires on its own. The owner is the compaction task's id, so the same task delivered
+    again takes its own lease back at once.
+    """
+
+    def claim(self, session_id: str, owner: str, seconds: float, now: datetime | None = None) -> bool:
+        """True when `owner` now holds the session's lease (free, expired, or already its own)."""
+
+    def release(self, session_id: str, owner: str) -> None:
+        """Give the lease back, if `owner` still holds it."""
+
+    def holder(self, session_id: str, now: datetime | None = None) -> str | None:
+        """Who holds an unexpired lease on the live session, if anyone."""
+
+
+class RelayPositions(Protocol):
+    """How far each relay has read the ledger's global order, kept beside the ledger.
+
+    A relay that restarts resumes where it stopped instead of waking every session again. One
+    relay of a name leads a deployment at a time; the others wait as standbys (`leadership`).
+    """
+
+    def load(self, name: str) -> int:
+        """The stored global position; 0 when that relay never saved one."""
+
+    def save(self, name: str, position: int) -> None:
+        """Move the position forward (never back: two relays racing cannot rewind it)."""
+
+    def lag(self, name: str) -> int:
+        """Ledger rows after the stored position: what that relay has not handled yet."""
+
+    def leadership(self, name: str, stop: threading.Event) -> AbstractContextManager[bool]:
+        """Lead the relays of that name for the duration of the block, waiting until no other
+        relay does; yields False when `stop` is set first. Without a way to see other relays
+        (SQLite, memory) every relay leads."""
+
+
+class CounterStore(Protocol):
+    """Named totals that every worker process adds to (events ingested, compactions run, ...).
+
+    Each process counts locally and adds its deltas here, so the work of every process and
+    container adds up in one place that an operator reads.
+    """
+
+    def add(self, deltas: Mapping[str, int]) -> None:
+        """Add each delta to its counter's total, atomically against other processes."""
+
+    def totals(self) -> dict[str, int]:
+        """Every stored total; a counter never added to is absent."""
+
+
+class RedeliveryCounts(Protocol):
+    """How often the broker delivered a message again after losing the worker that had it.
+
+    Counted across workers, by message id, so a message that kills its worker every time can be
+    given up after a bound instead of coming back for ever.
+    """
+
+    def count(self, message_id: str) -> int:
+        """Count one more redelivery of the message; how many there have been."""
+
+    def forget(self, message_id: str) -> None:
+        """Drop the message's count (it was handled, or given up); nothing to forget is fine."""

@@ -1,13 +1,19 @@
-"""`open_service()`: the composition root (CONTRACT.md §2)."""
+"""The composition root: `open_service()` for applications, `open_storage()` for the workers."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from sessionledger.domain.ports import Ledger
+import sqlalchemy as sa
+from sessionledger.domain.ports import CounterStore, LeaseStore, RedeliveryCounts, RelayPositions
+from sessionledger.infrastructure.ledger.counters import MemoryCounterStore, SqlCounterStore
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
+from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
 from sessionledger.infrastructure.ledger.memory import MemoryLedger
 from sessionledger.infrastructure.ledger.migrate import upgrade
+from sessionledger.infrastructure.ledger.redeliveries import MemoryRedeliveryCounts, SqlRedeliveryCounts
+from sessionledger.infrastructure.ledger.relay_positions import MemoryRelayPositions, SqlRelayPositions
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import MEMORY_URL, Settings
@@ -28,13 +34,54 @@ def open_service(
     if broker_url is not None:
         overrides["broker_url"] = broker_url
     settings = Settings(**overrides)
-    return SessionService(open_ledger(settings), settings)
+    return open_storage(settings).service
 
 
-def open_ledger(settings: Settings) -> Ledger:
-    """The ledger the settings name, its schema brought up to date."""
+@dataclass(frozen=True)
+class Storage:
+    """One database as the workers use it: the service on its ledger, and what the workers keep
+    beside that ledger (on the same engine, or in the same memory); close it (or use `with`)."""
+
+    service: SessionService
+    leases: LeaseStore
+    relay_positions: RelayPositions
+    counters: CounterStore
+    redeliveries: RedeliveryCounts
+
+    def close(self) -> None:
+        self.service.close()
+
+    def __enter__(self) -> Storage:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def open_storage(settings: Settings) -> Storage:
+    """The service on the ledger the settings name, and the workers' stores built on the same
+    engine (or the same in-memory ledger), the schema brought up to date."""
     if settings.database_url == MEMORY_URL:
-        return MemoryLedger()
+        memory = MemoryLedger()
+        return Storage(
+            SessionService(memory, settings),
+            MemoryLeaseStore(memory),
+            MemoryRelayPositions(memory),
+            MemoryCounterStore(),
+            MemoryRedeliveryCounts(),
+        )
+    engine = open_engine(settings)
+    return Storage(
+        SessionService(SqlLedger(engine), settings),
+        SqlLeaseStore(engine),
+        SqlRelayPositions(engine),
+        SqlCounterStore(engine),
+        SqlRedeliveryCounts(engine),
+    )
+
+
+def open_engine(settings: Settings) -> sa.Engine:
+    """An engine on the database the settings name, its schema brought up to date."""
     engine = create_ledger_engine(
         settings.database_url, pool_size=settings.pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
     )
@@ -43,4 +90,4 @@ def open_ledger(settings: Settings) -> Ledger:
     except BaseException:
         engine.dispose()
         raise
-    return SqlLedger(engine)
+    return engine

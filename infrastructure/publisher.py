@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kombu import Connection, Producer
-from sessionledger.domain.codec import ensure_json, event_to_payload
+from sessionledger.domain.codec import ensure_json, event_from_payload, event_to_payload
 from sessionledger.domain.events import SessionEvent
 from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames, partition_of
 
@@ -54,6 +54,44 @@ def encode_event(event: SessionEvent) -> str:
         separators=(",", ":"),
         ensure_ascii=False,
     )
+
+
+class UndecodableEvent(ValueError):
+    """A line that `decode_event` could not turn into an event; `session_id` if the line names one."""
+
+    def __init__(self, reason: str, session_id: str | None) -> None:
+        super().__init__(reason)
+        self.session_id = session_id
+
+
+def decode_event(line: str) -> SessionEvent:
+    """The event `encode_event` encoded, validated as anything from outside the process is.
+
+    Raises `UndecodableEvent` saying why (malformed JSON, or an invalid event) and carrying the
+    session id the line names, if any, so that a rejected event can still be traced to its session.
+    """
+    try:
+        document = json.loads(line)
+    except ValueError as error:
+        raise UndecodableEvent(f"malformed JSON: {error}", None) from error
+    session_id = document.get("session_id") if isinstance(document, dict) else None
+    session_id = session_id if isinstance(session_id, str) else None
+    try:
+        if not isinstance(document, dict):
+            raise ValueError("an event must be a JSON object")
+        return event_from_payload(
+            str(document["session_id"]), str(document["id"]), document["event"], validate=True
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise UndecodableEvent(f"invalid event: {error}", session_id) from error
+
+
+def session_of_line(line: str) -> str | None:
+    """The session an encoded event belongs to, if its line names one (valid event or not)."""
+    try:
+        return decode_event(line).session_id
+    except UndecodableEvent as error:
+        return error.session_id
 
 
 def task_message(

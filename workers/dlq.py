@@ -23,7 +23,7 @@ from typing import Any
 
 from celery import Celery
 from kombu import Connection, Producer
-from sessionledger.infrastructure.publisher import task_message
+from sessionledger.infrastructure.publisher import session_of_line, task_message
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, INGEST_TASK, QueueNames, partition_of
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import log_event
@@ -234,11 +234,9 @@ def _ingest_routes(lines: list[str], names: QueueNames) -> dict[str, list[str]]:
     """The partition queue of each event line (recomputed: the partition count may have changed)."""
     routes: dict[str, list[str]] = {}
     for line in lines:
-        try:
-            session_id = json.loads(line)["session_id"]
-            queue = names.ingest(partition_of(str(session_id), names.partitions))
-        except (ValueError, KeyError, TypeError):
-            queue = names.ingest(0)  # still malformed: it will come back here, with its reason
+        session_id = session_of_line(line)
+        # a line naming no session is still malformed: it will come back here, with its reason
+        queue = names.ingest(0 if session_id is None else partition_of(session_id, names.partitions))
         routes.setdefault(queue, []).append(line)
     return routes
 

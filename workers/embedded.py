@@ -9,7 +9,8 @@ ledger. What differs, and why:
 - one worker thread with a solo pool runs every task, one at a time (production: ingest workers
   per partition and a prefork pool for compactions), so a slow summarizer delays ingest here;
 - one ingest partition, and no time limits (the solo pool cannot enforce them);
-- the ledger is a SQLite file (production: PostgreSQL).
+- the storage is the caller's: a SQLite file for the demo, or `memory://` with no database at all
+  (production: PostgreSQL).
 """
 
 from __future__ import annotations
@@ -20,35 +21,37 @@ from typing import Any
 
 from celery.worker import state as worker_state
 from kombu.transport.memory import Channel as MemoryChannel
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.bootstrap import Storage
 from sessionledger.infrastructure.publisher import EventPublisher
-from sessionledger.infrastructure.settings import DEFAULT_DATABASE_URL
 from sessionledger.workers.app import WorkerSettings, create_app
 from sessionledger.workers.policy import PolicyBook
-from sessionledger.workers.relay import EvaluateSender, Relay, RelayOffsets, relay_forever
+from sessionledger.workers.relay import EvaluateSender, Relay, relay_forever
 from sessionledger.workers.runtime import WorkerRuntime, install_runtime
 
 MEMORY_BROKER = "memory://localhost//"
 
 
 class EmbeddedPipeline:
-    """Publisher, worker and relay in this process, on one ledger; a context manager.
+    """Publisher, worker and relay in this process, on one storage; a context manager.
 
+    `storage` stays the caller's to close (its counters can be read after the pipeline stopped).
     `service` is the ledger's `SessionService`, `publisher` the agents' `EventPublisher`.
     `policies` overrides the configured compaction policies (e.g. a demo's own).
     """
 
     def __init__(
         self,
-        database_url: str | None = None,
+        storage: Storage,
         *,
         policies: PolicyBook | None = None,
         queue_prefix: str = "sessionledger-embedded",
         max_buffered: int = 100_000,
     ) -> None:
+        self.storage = storage
         self.settings = WorkerSettings(
             broker_url=MEMORY_BROKER,
-            database_url=database_url or DEFAULT_DATABASE_URL,
+            database_url=storage.service.settings.database_url,
             queue_prefix=queue_prefix,
             partitions=1,
             relay_interval=0.1,
@@ -61,11 +64,14 @@ class EmbeddedPipeline:
         self._threads: list[threading.Thread] = []
         self.celery = create_app(self.settings)
         self.celery.conf.broker_transport_options = {"polling_interval": 0.01}
-        self.service: SessionService | None = None
         self.publisher: EventPublisher | None = None
         self.runtime: WorkerRuntime | None = None
         self._relay: Relay | None = None
         self._worker: Any = None
+
+    @property
+    def service(self) -> SessionService:
+        return self.storage.service
 
     def __enter__(self) -> EmbeddedPipeline:
         self.start()
@@ -75,8 +81,7 @@ class EmbeddedPipeline:
         self.close()
 
     def start(self) -> None:
-        self.service = open_service(self.settings.database_url)
-        self.runtime = WorkerRuntime(self.settings, service=self.service, policies=self._policies)
+        self.runtime = WorkerRuntime(self.settings, storage=self.storage, policies=self._policies)
         install_runtime(self.celery, self.runtime)
         self.celery.loader.import_default_modules()
         self._start_worker()
@@ -109,9 +114,10 @@ class EmbeddedPipeline:
         self._worker.start()
 
     def _start_relay(self) -> None:
-        ledger: Any = self.service.ledger  # type: ignore[union-attr]
         sender = EvaluateSender(self.celery)
-        relay = self._relay = Relay(ledger, RelayOffsets(ledger.engine), sender, gap_timeout=1.0)
+        relay = self._relay = Relay(
+            self.service.ledger, self.storage.relay_positions, sender, gap_timeout=1.0
+        )
         interval, sweep_every = self.settings.relay_interval, self.settings.sweep_interval
         self._spawn(
             "sessionledger-relay", lambda: relay_forever(relay, sender, interval, sweep_every, self._stop)
@@ -163,5 +169,3 @@ class EmbeddedPipeline:
             thread.join(timeout=10)
         if self.runtime is not None:
             self.runtime.close()
-        if self.service is not None:
-            self.service.close()

@@ -1,8 +1,8 @@
 """What the queue did, where an operator looks: counters, structured logs, Prometheus text.
 
-Counters are kept per process and added, as deltas, to the `worker_counters` table of the
-deployment's database, so the work of every worker process and container adds up in one place
-that `sessionledger stats` (and `/metrics`) read. Logs are one JSON object per line, with the
+Counters are kept per process and added, as deltas, to the deployment's `CounterStore` (a table
+beside the ledger), so the work of every worker process and container adds up in one place that
+`sessionledger stats` (and `/metrics`) read. Logs are one JSON object per line, with the
 session id as a field, so they can be filtered per session.
 """
 
@@ -13,15 +13,13 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.infrastructure.ledger.engine import create_ledger_engine, upsert_insert
-from sessionledger.infrastructure.ledger.migrate import upgrade
-from sessionledger.infrastructure.ledger.schema import worker_counters
+from sessionledger.domain.ports import CounterStore
 
 EVENTS_INGESTED = "events_ingested"
 DUPLICATES_SKIPPED = "duplicates_skipped"
@@ -51,14 +49,17 @@ _HELP = {
 
 
 class Metrics:
-    """Process-local counters; `flush` adds what accumulated to the shared table."""
+    """Process-local counters; `flush` adds what accumulated to the shared store.
 
-    def __init__(self, database_url: str | None = None, flush_every: float = 1.0) -> None:
+    `store` is called on the first flush that has something to add, so a process that never
+    counts anything never opens the store.
+    """
+
+    def __init__(self, store: Callable[[], CounterStore], flush_every: float = 1.0) -> None:
         self._pending: Counter[str] = Counter()
         self._totals: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._database_url = database_url
-        self._engine: sa.Engine | None = None
+        self._store = store
         self._flush_every = flush_every
         self._flushed_at = time.monotonic()
 
@@ -78,66 +79,24 @@ class Metrics:
             self.flush()
 
     def flush(self) -> None:
-        """Add the pending deltas to the database (kept for the next flush if that fails)."""
+        """Add the pending deltas to the store (kept for the next flush if that fails)."""
         self._flushed_at = time.monotonic()
-        if self._database_url is None or self._database_url.startswith("memory:"):
-            return
         with self._lock:
             deltas, self._pending = dict(self._pending), Counter()
         if not deltas:
             return
         try:
-            add_counters(self._store(), deltas)
+            self._store().add(deltas)
         except sa.exc.SQLAlchemyError:
             logging.getLogger(__name__).warning("could not store counters, keeping them", exc_info=True)
             with self._lock:
                 self._pending.update(deltas)
 
-    def close(self) -> None:
-        self.flush()
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
 
-    def _store(self) -> sa.Engine:
-        if self._engine is None:
-            self._engine = counters_engine(self._database_url)  # type: ignore[arg-type]
-        return self._engine
-
-
-def counters_engine(database_url: str) -> sa.Engine:
-    """An engine on the deployment's database, its schema (the counters table too) made current."""
-    engine = create_ledger_engine(database_url, pool_size=1)
-    try:
-        upgrade(engine)
-    except BaseException:
-        engine.dispose()
-        raise
-    return engine
-
-
-def add_counters(engine: sa.Engine, deltas: Mapping[str, int]) -> None:
-    insert = upsert_insert(engine, worker_counters)
-    statement = insert.on_conflict_do_update(
-        index_elements=["name"], set_={"value": worker_counters.c.value + insert.excluded.value}
-    )
-    with engine.begin() as connection:
-        connection.execute(statement, [{"name": k, "value": v} for k, v in sorted(deltas.items())])
-
-
-def read_counters(database_url: str) -> dict[str, int]:
+def read_counters(store: CounterStore) -> dict[str, int]:
     """Every counter's total across all worker processes (0 for those never counted)."""
-    if database_url.startswith("memory:"):
-        return dict.fromkeys(COUNTERS, 0)
-    engine = counters_engine(database_url)
-    try:
-        with engine.connect() as connection:
-            stored = dict(
-                connection.execute(sa.select(worker_counters.c.name, worker_counters.c.value)).all()
-            )
-    finally:
-        engine.dispose()
-    return {name: int(stored.get(name, 0)) for name in COUNTERS}
+    stored = store.totals()
+    return {name: stored.get(name, 0) for name in COUNTERS}
 
 
 def prometheus_text(counters: Mapping[str, int], gauges: Mapping[str, int] | None = None) -> str:

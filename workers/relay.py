@@ -3,9 +3,9 @@
 Every append, made by an ingest worker or by `SessionService` in an agent's process, is a ledger
 row with a `global_position`. The relay reads the rows after its stored offset, sends one
 `evaluate(session_id)` per session per batch read (with publisher confirms), and only then moves
-its offset (table `relay_offsets`). If the broker is down when an append commits, nothing is lost:
-the row waits in the ledger until the relay can send. Delivery is at-least-once; evaluating a
-session twice is harmless.
+its offset (`RelayPositions`, stored beside the ledger). If the broker is down when an append
+commits, nothing is lost: the row waits in the ledger until the relay can send. Delivery is
+at-least-once; evaluating a session twice is harmless.
 
 Global positions are assigned at insert time and committed out of order, and a rolled-back insert
 leaves a hole for ever. The relay therefore never moves its offset past a missing position until
@@ -18,17 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from http.server import ThreadingHTTPServer
 
-import sqlalchemy as sa
 from celery import Celery
 from sessionledger.domain.ledger import Kind
-from sessionledger.domain.ports import Ledger
-from sessionledger.infrastructure import open_service
-from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
-from sessionledger.infrastructure.ledger.schema import relay_offsets
+from sessionledger.domain.ports import Ledger, RelayPositions
+from sessionledger.infrastructure import Settings
+from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
 from sessionledger.workers.app import WorkerSettings, settings_of
 from sessionledger.workers.metrics import log_event, serve_prometheus
@@ -38,39 +35,13 @@ log = logging.getLogger(__name__)
 RELAY_NAME = "evaluate"
 
 
-class RelayOffsets:
-    """The relay's position in the ledger, stored next to it (`relay_offsets`)."""
-
-    def __init__(self, engine: sa.Engine) -> None:
-        self._engine = engine
-        self._writer = engine.execution_options(**{WRITE: True})
-
-    def load(self, name: str) -> int:
-        with self._engine.connect() as conn:
-            stored = conn.execute(
-                sa.select(relay_offsets.c.global_position).where(relay_offsets.c.name == name)
-            ).scalar()
-        return int(stored or 0)
-
-    def save(self, name: str, position: int) -> None:
-        """Move the offset forward (never back: two relays racing cannot rewind it)."""
-        insert = upsert_insert(self._engine, relay_offsets).values(name=name, global_position=position)
-        statement = insert.on_conflict_do_update(
-            index_elements=["name"],
-            set_={"global_position": insert.excluded.global_position},
-            where=relay_offsets.c.global_position < insert.excluded.global_position,
-        )
-        with self._writer.begin() as conn:
-            conn.execute(statement)
-
-
 class Relay:
     """One tailer of the ledger; `poll()` reads a batch, wakes its sessions, and moves the offset."""
 
     def __init__(
         self,
         ledger: Ledger,
-        offsets: RelayOffsets,
+        positions: RelayPositions,
         wake: Callable[[Sequence[str]], None],
         *,
         name: str = RELAY_NAME,
@@ -79,13 +50,13 @@ class Relay:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ledger = ledger
-        self._offsets = offsets
+        self._positions = positions
         self._wake = wake
         self._name = name
         self.batch = batch
         self._gap_timeout = gap_timeout
         self._clock = clock
-        self.offset = offsets.load(name)
+        self.offset = positions.load(name)
         self._sent: set[int] = set()  # positions above the offset already handled
         self._holes: dict[int, float] = {}  # missing position -> when it was first seen missing
 
@@ -99,7 +70,7 @@ class Relay:
         self._sent.update(row.global_position for row in fresh)
         moved = self._advance()
         if moved:
-            self._offsets.save(self._name, self.offset)
+            self._positions.save(self._name, self.offset)
         if sessions:
             log_event(log, "sessions woken", sessions=len(sessions), rows=len(fresh), offset=self.offset)
         return len(rows)
@@ -138,34 +109,8 @@ class EvaluateSender:
         self._celery.send_task(SWEEP_TASK)
 
 
-@contextmanager
-def leadership(engine: sa.Engine, name: str, stop: threading.Event) -> Iterator[bool]:
-    """On PostgreSQL, wait to be the one relay of that name (an advisory lock held on one
-    connection; a standby takes over when the leader's connection goes). Yields False if stopped first."""
-    if engine.dialect.name != "postgresql":
-        yield True
-        return
-    with engine.connect() as conn:
-        key = sa.text("SELECT pg_try_advisory_lock(hashtext(:key))").bindparams(
-            key=f"sessionledger.relay:{name}"
-        )
-        while not conn.execute(key).scalar():
-            conn.rollback()
-            if stop.wait(1.0):
-                yield False
-                return
-        conn.commit()
-        try:
-            yield True
-        finally:
-            conn.execute(sa.text("SELECT pg_advisory_unlock_all()"))
-            conn.commit()
-
-
-def run_relay(
-    celery: Celery | None = None, stop: threading.Event | None = None, ledger: Ledger | None = None
-) -> None:
-    """Run the relay until `stop` is set (or for ever): `sessionledger relay`, or a thread in embedded mode.
+def run_relay(celery: Celery | None = None, stop: threading.Event | None = None) -> None:
+    """Run the relay until `stop` is set (or for ever): `sessionledger relay`.
 
     Also sends a `sweep` every `sweep_interval` seconds, since exactly one relay runs.
     """
@@ -173,36 +118,32 @@ def run_relay(
         from sessionledger.workers.app import app as celery
     settings = settings_of(celery)
     stop = stop or threading.Event()
-    service = None if ledger is not None else open_service(settings.database_url)
-    ledger = ledger or service.ledger  # type: ignore[union-attr]
-    engine: sa.Engine = ledger.engine  # type: ignore[attr-defined]
     sender = EvaluateSender(celery)
-    server = _serve_metrics(settings) if settings.metrics_port else None
-    try:
-        with leadership(engine, RELAY_NAME, stop) as leading:
-            if not leading:
-                return
-            relay = Relay(
-                ledger,
-                RelayOffsets(engine),
-                sender,
-                batch=settings.relay_batch,
-                gap_timeout=settings.relay_gap_timeout,
-            )
-            log_event(log, "relay started", offset=relay.offset)
-            relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop)
-    finally:
-        if server is not None:
-            server.shutdown()
-        if service is not None:
-            service.close()
+    with open_storage(Settings(database_url=settings.database_url)) as storage:
+        server = _serve_metrics(settings, storage) if settings.metrics_port else None
+        try:
+            with storage.relay_positions.leadership(RELAY_NAME, stop) as leading:
+                if not leading:
+                    return
+                relay = Relay(
+                    storage.service.ledger,
+                    storage.relay_positions,
+                    sender,
+                    batch=settings.relay_batch,
+                    gap_timeout=settings.relay_gap_timeout,
+                )
+                log_event(log, "relay started", offset=relay.offset)
+                relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop)
+        finally:
+            if server is not None:
+                server.shutdown()
 
 
-def _serve_metrics(settings: WorkerSettings) -> ThreadingHTTPServer:
+def _serve_metrics(settings: WorkerSettings, storage: Storage) -> ThreadingHTTPServer:
     """`/metrics` in Prometheus text, from the relay: there is exactly one per deployment."""
     from sessionledger.workers.stats import collect_stats
 
-    return serve_prometheus(settings.metrics_port or 0, lambda: collect_stats(settings).prometheus())
+    return serve_prometheus(settings.metrics_port or 0, lambda: collect_stats(settings, storage).prometheus())
 
 
 def relay_forever(

@@ -14,31 +14,34 @@ from typing import Any
 from celery import Celery
 from sessionledger.domain.ports import TokenCounter
 from sessionledger.domain.tokens import default_counter
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService, Settings
+from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.workers.app import WorkerSettings, settings_of
-from sessionledger.workers.leases import SessionLeases
 from sessionledger.workers.metrics import Metrics
 from sessionledger.workers.policy import PolicyBook, load_policies_from_env
-from sessionledger.workers.redeliveries import Redeliveries
 
 
 class WorkerRuntime:
-    """The service, policies, leases and counters of one worker process."""
+    """The storage (service, leases, counters, redelivery counts) and policies of one worker process."""
 
     def __init__(
         self,
         settings: WorkerSettings,
-        service: SessionService | None = None,
+        storage: Storage | None = None,
         policies: PolicyBook | None = None,
     ) -> None:
         self.settings = settings
-        self._given_service = service
+        self._given_storage = storage
         self._given_policies = policies
 
     @cached_property
+    def storage(self) -> Storage:
+        return self._given_storage or open_storage(Settings(database_url=self.settings.database_url))
+
+    @property
     def service(self) -> SessionService:
-        return self._given_service or open_service(self.settings.database_url)
+        return self.storage.service
 
     @cached_property
     def policies(self) -> PolicyBook:
@@ -48,21 +51,10 @@ class WorkerRuntime:
         return load_policies_from_env(lambda: summarizer_from_settings(ledger_settings), ledger_settings)
 
     @cached_property
-    def leases(self) -> SessionLeases:
-        engine = getattr(self.service.ledger, "engine", None)
-        if engine is None:
-            raise RuntimeError("compaction leases need a SQL ledger (PostgreSQL or SQLite), not memory://")
-        return SessionLeases(engine)
-
-    @cached_property
-    def redeliveries(self) -> Redeliveries | None:
-        """`None` on an in-memory ledger, which a lost worker takes with it anyway."""
-        engine = getattr(self.service.ledger, "engine", None)
-        return None if engine is None else Redeliveries(engine)
-
-    @cached_property
     def metrics(self) -> Metrics:
-        return Metrics(self.settings.database_url)
+        """Counters stored on the first flush: a worker's main process counts dead letters, and
+        must not open the database before its pool's processes are forked."""
+        return Metrics(lambda: self.storage.counters)
 
     @cached_property
     def token_counter(self) -> TokenCounter:
@@ -70,9 +62,9 @@ class WorkerRuntime:
 
     def close(self) -> None:
         if "metrics" in self.__dict__:
-            self.metrics.close()
-        if "service" in self.__dict__ and self._given_service is None:
-            self.service.close()
+            self.metrics.flush()
+        if "storage" in self.__dict__ and self._given_storage is None:
+            self.storage.close()
 
 
 _runtimes: dict[tuple[int, int], WorkerRuntime] = {}

@@ -1,18 +1,16 @@
 """What an operator sees: `sessionledger stats` and the relay's `/metrics`.
 
-Counters come from the database (every worker process adds to them), queue depths from the
-broker, and the relay's lag from the ledger itself.
+Counters come from the deployment's counter store (every worker process adds to them), queue
+depths from the broker, and the relay's lag from its stored position against the ledger.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
 from kombu import Connection
 from kombu.exceptions import KombuError
-from sessionledger.infrastructure.ledger.engine import create_ledger_engine
-from sessionledger.infrastructure.ledger.schema import ledger, relay_offsets
+from sessionledger.infrastructure.bootstrap import Storage
 from sessionledger.infrastructure.queue_names import QueueNames
 from sessionledger.workers.app import WorkerSettings
 from sessionledger.workers.metrics import prometheus_text, read_counters
@@ -24,8 +22,8 @@ class Stats:
     counters: dict[str, int]
     queues: dict[str, int | None]
     """Messages waiting per queue; None when the broker could not be asked."""
-    relay_lag: int | None
-    """Ledger rows the relay has not handled yet (None for the in-memory ledger)."""
+    relay_lag: int
+    """Ledger rows the relay has not handled yet."""
 
     def as_dict(self) -> dict[str, object]:
         return {"counters": self.counters, "queues": self.queues, "relay_lag": self.relay_lag}
@@ -35,17 +33,15 @@ class Stats:
         for queue, depth in self.queues.items():
             if depth is not None:
                 gauges[f'queue_messages{{queue="{queue}"}}'] = depth
-        if self.relay_lag is not None:
-            gauges["relay_lag_rows"] = self.relay_lag
+        gauges["relay_lag_rows"] = self.relay_lag
         return prometheus_text(self.counters, gauges)
 
 
-def collect_stats(settings: WorkerSettings | None = None) -> Stats:
-    settings = settings or WorkerSettings()
+def collect_stats(settings: WorkerSettings, storage: Storage) -> Stats:
     return Stats(
-        read_counters(settings.database_url),
+        read_counters(storage.counters),
         queue_depths(settings.broker_url, settings.queue_names),
-        relay_lag(settings.database_url),
+        storage.relay_positions.lag(RELAY_NAME),
     )
 
 
@@ -66,21 +62,3 @@ def queue_depths(broker_url: str, names: QueueNames) -> dict[str, int | None]:
     except (OSError, KombuError):
         pass  # the broker is down: depths stay unknown
     return depths
-
-
-def relay_lag(database_url: str) -> int | None:
-    if database_url.startswith("memory:"):
-        return None
-    engine = create_ledger_engine(database_url, pool_size=1)
-    try:
-        with engine.connect() as conn:
-            head = conn.execute(sa.select(sa.func.max(ledger.c.global_position))).scalar() or 0
-            offset = (
-                conn.execute(
-                    sa.select(relay_offsets.c.global_position).where(relay_offsets.c.name == RELAY_NAME)
-                ).scalar()
-                or 0
-            )
-    finally:
-        engine.dispose()
-    return max(0, int(head) - int(offset))

@@ -1,14 +1,15 @@
 """The tasks: ingest a batch, evaluate a session's policy, compact a session, sweep expired sessions.
 
-- `ingest(lines)`: each line is one event (`infrastructure.publisher.encode_event`). The batch
-  is stored in ledger transactions of `ingest_chunk` events, idempotently (event id), in order.
-  Poison events (malformed JSON, an invalid event, an unknown session, over the payload limit) go
-  to the dead-letter queue with their reason; the rest of the batch is stored. The message is
-  acked only after that (acks_late). A database outage keeps the message: it is retried in place
-  (for `ingest_patience` seconds), then requeued: at the head of its partition on RabbitMQ, so
-  nothing is reordered; Redis puts a requeued message at the back.
+- `ingest(lines)`: each line is one event (`infrastructure.publisher.encode_event`, read back by
+  `decode_event`). The batch is stored in ledger transactions of `ingest_chunk` events,
+  idempotently (event id), in order. Poison events (malformed JSON, an invalid event, an unknown
+  session, over the payload limit) go to the dead-letter queue with their reason; the rest of the
+  batch is stored. The message is acked only after that (acks_late). A database outage keeps the
+  message: it is retried in place (for `ingest_patience` seconds), then requeued: at the head of
+  its partition on RabbitMQ, so nothing is reordered; Redis puts a requeued message at the back.
 - `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
-  counts filled in one batch when the threshold is within reach); fires -> `compact`.
+  counts filled in one batch when the threshold is within reach); fires -> `compact`. It and
+  `compact` return an `Outcome`.
 - `compact(session_id)`: claim the session's lease, run `SessionService.compact` (the LLM call
   runs with no transaction or lock held; the write-back is version-checked), release.
 - `sweep()`: delete expired sessions.
@@ -21,6 +22,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
@@ -28,13 +30,13 @@ from celery import Task, shared_task, signals
 from celery.exceptions import Ignore, Reject
 from celery.utils.time import get_exponential_backoff_interval
 from celery.worker import state as worker_state
-from sessionledger.domain.codec import event_from_payload
 from sessionledger.domain.compaction import CompactionRequest
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.publisher import UndecodableEvent, decode_event, session_of_line
 from sessionledger.infrastructure.queue_names import (
     COMPACT_TASK,
     EVALUATE_TASK,
@@ -110,7 +112,7 @@ def dead_letter_of(task: Task, args: list[Any], kwargs: dict[str, Any], reason: 
     names = settings_of(task.app).queue_names
     if task.name == INGEST_TASK:
         lines = args[0] if args and isinstance(args[0], list) else [json.dumps(args)]
-        sessions = [s for s in map(_session_of_line, lines) if s]
+        sessions = [s for s in map(session_of_line, lines) if s]
         queue = names.ingest(partition_of(sessions[0], names.partitions)) if sessions else names.ingest(0)
         return DeadLetter.of_events(lines, queue, reason, sessions)
     return DeadLetter.of_task(task.name, args, kwargs, route_of(task.name, names), reason)
@@ -158,7 +160,10 @@ class IngestReport:
 class IngestTask(LedgerTask):
     """A batch whose worker was lost comes back where it was and is stored again, idempotently,
     in place (a retry would be a new message at the back of the partition, and reorder it); its
-    redeliveries are counted in the database instead (`workers.redeliveries`)."""
+    redeliveries are counted in the deployment's `RedeliveryCounts` instead, and past
+    `max_retries` the batch is dead-lettered: a batch that kills its worker every time cannot
+    hold its partition for ever. A redelivery that finds the database down is not counted (the
+    outage is not the batch's fault), and a batch that is finally stored forgets its count."""
 
     counts_redeliveries = False
 
@@ -181,8 +186,8 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
     runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
     runtime.metrics.maybe_flush()
-    if redelivered and runtime.redeliveries is not None:
-        runtime.redeliveries.forget(self.request.id)
+    if redelivered:
+        runtime.storage.redeliveries.forget(self.request.id)
     rejected_count = sum(len(r) for r in report.poison.values())
     log_event(
         log,
@@ -198,9 +203,7 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
 
 def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     """Dead-letter a batch delivered again more than `max_retries` times after its worker was lost."""
-    counter = runtime.redeliveries
-    if counter is None:
-        return
+    counter = runtime.storage.redeliveries
     try:
         deliveries = counter.count(task.request.id)
     except _TRANSIENT:
@@ -227,22 +230,9 @@ def decode_lines(lines: Sequence[str], report: IngestReport) -> list[tuple[str, 
     decoded = []
     for line in lines:
         try:
-            document = json.loads(line)
-        except ValueError as error:
-            report.reject(f"malformed JSON: {error}", line, None)
-            continue
-        session_id = document.get("session_id") if isinstance(document, dict) else None
-        session_id = session_id if isinstance(session_id, str) else None
-        try:
-            if not isinstance(document, dict):
-                raise ValueError("an event must be a JSON object")
-            event = event_from_payload(
-                str(document["session_id"]), str(document["id"]), document["event"], validate=True
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            report.reject(f"invalid event: {error}", line, session_id)
-            continue
-        decoded.append((line, event))
+            decoded.append((line, decode_event(line)))
+        except UndecodableEvent as error:
+            report.reject(str(error), line, error.session_id)
     return decoded
 
 
@@ -299,19 +289,31 @@ def store(service: SessionService, items: list[tuple[str, SessionEvent]], report
             report.reject("unknown session (never created, or deleted)", line, event.session_id)
 
 
-def _session_of_line(line: str) -> str | None:
-    try:
-        session_id = json.loads(line).get("session_id")
-    except (ValueError, AttributeError):
-        return None
-    return session_id if isinstance(session_id, str) else None
-
-
 # --- evaluate and compact --------------------------------------------------------------------
 
 
+class Outcome(StrEnum):
+    """What an `evaluate` or `compact` task did with its session; a `StrEnum`, so logs and task
+    results read as plain words."""
+
+    COMPACT = "compact"
+    """evaluate: the app's trigger fired, a `compact` task was sent."""
+    BELOW_THRESHOLD = "below threshold"
+    """evaluate: the app's trigger did not fire."""
+    COMPACTED = "compacted"
+    """compact: a compaction was written to the session's window."""
+    NOTHING_TO_COMPACT = "nothing to compact"
+    """compact: the strategy archived nothing."""
+    BUSY = "busy"
+    """compact: another compaction holds the session's lease."""
+    DISABLED = "disabled"
+    """The session's app has no compaction policy."""
+    GONE = "gone"
+    """The session was deleted, or never existed."""
+
+
 @shared_task(bind=True, base=LedgerTask, name=EVALUATE_TASK)
-def evaluate(self: LedgerTask, session_id: str) -> str:
+def evaluate(self: LedgerTask, session_id: str) -> Outcome:
     runtime = runtime_of(self.app)
     try:
         decision = should_compact(runtime, session_id)
@@ -319,24 +321,24 @@ def evaluate(self: LedgerTask, session_id: str) -> str:
         self.retry_later(error)
     runtime.metrics.add(metrics.EVALUATIONS)
     runtime.metrics.maybe_flush()
-    if decision == "compact":
+    if decision is Outcome.COMPACT:
         compact.apply_async(args=[session_id])
     log_event(log, "evaluated", logging.DEBUG, session_id=session_id, decision=decision)
     return decision
 
 
-def should_compact(runtime: WorkerRuntime, session_id: str) -> str:
-    """`"compact"` when the app's trigger fires on the window; otherwise why not."""
+def should_compact(runtime: WorkerRuntime, session_id: str) -> Outcome:
+    """`Outcome.COMPACT` when the app's trigger fires on the window; otherwise why not."""
     service = runtime.service
     session = service.get_session(session_id)
     if session is None:
-        return "gone"
+        return Outcome.GONE
     policy = runtime.policies.for_app(session.app_name)
     if policy is None:
-        return "disabled"
+        return Outcome.DISABLED
     stats = service.window_stats(session_id)
     if stats is None:
-        return "gone"
+        return Outcome.GONE
     threshold = policy.token_threshold
     if threshold is not None and stats.uncounted and stats.tokens < threshold <= stats.bytes:
         service.fill_token_counts(session_id, runtime.token_counter)
@@ -344,23 +346,24 @@ def should_compact(runtime: WorkerRuntime, session_id: str) -> str:
     request = CompactionRequest.of(
         session, lambda: service.get_events(session_id, EventFilter.active()), stats
     )
-    return "compact" if policy.trigger.should_compact(request) else "below threshold"
+    return Outcome.COMPACT if policy.trigger.should_compact(request) else Outcome.BELOW_THRESHOLD
 
 
 @shared_task(bind=True, base=LedgerTask, name=COMPACT_TASK)
-def compact(self: LedgerTask, session_id: str) -> str:
+def compact(self: LedgerTask, session_id: str) -> Outcome:
     runtime = runtime_of(self.app)
     owner = self.request.id or "local"
     try:
-        if not runtime.leases.claim(session_id, owner, runtime.settings.lease):
-            if runtime.leases.holder(session_id) is None:
-                return "gone"  # deleted, or never existed
+        leases = runtime.storage.leases  # opening the storage may fail too: retried like the rest
+        if not leases.claim(session_id, owner, runtime.settings.lease):
+            if leases.holder(session_id) is None:
+                return Outcome.GONE
             log_event(log, "compaction already running elsewhere", session_id=session_id)
-            return "busy"
+            return Outcome.BUSY
         try:
             outcome = run_compaction(runtime, session_id)
         finally:
-            runtime.leases.release(session_id, owner)
+            leases.release(session_id, owner)
     except Exception as error:
         runtime.metrics.add(metrics.COMPACTIONS_FAILED)
         if isinstance(error, ConcurrencyConflict):
@@ -369,27 +372,27 @@ def compact(self: LedgerTask, session_id: str) -> str:
         log_event(log, "compaction failed", logging.WARNING, session_id=session_id, error=repr(error))
         self.retry_later(error)
     runtime.metrics.maybe_flush()
-    if outcome == "compacted":
+    if outcome is Outcome.COMPACTED:
         # appends made during the summarizer call were evaluated while the lease was held
         evaluate.apply_async(args=[session_id])
     return outcome
 
 
-def run_compaction(runtime: WorkerRuntime, session_id: str) -> str:
+def run_compaction(runtime: WorkerRuntime, session_id: str) -> Outcome:
     service = runtime.service
     session = service.get_session(session_id)
     policy = runtime.policies.for_app(session.app_name) if session else None
     if session is None or policy is None:
-        return "gone" if session is None else "disabled"
+        return Outcome.GONE if session is None else Outcome.DISABLED
     if policy.token_threshold is not None:
         service.fill_token_counts(session_id, runtime.token_counter)
     started = time.monotonic()
     try:
         result = service.compact(session_id, policy.trigger, policy.strategy)
     except SessionNotFound:
-        return "gone"
+        return Outcome.GONE
     if not result.archived:
-        return "nothing to compact"
+        return Outcome.NOTHING_TO_COMPACT
     runtime.metrics.add(metrics.COMPACTIONS_RUN)
     log_event(
         log,
@@ -401,7 +404,7 @@ def run_compaction(runtime: WorkerRuntime, session_id: str) -> str:
         tokens_saved=result.tokens_saved,
         seconds=round(time.monotonic() - started, 3),
     )
-    return "compacted"
+    return Outcome.COMPACTED
 
 
 @shared_task(bind=True, base=LedgerTask, name=SWEEP_TASK)

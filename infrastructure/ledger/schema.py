@@ -175,7 +175,7 @@ worker_counters = sa.Table(
     sa.Column("name", sa.Text, primary_key=True),
     sa.Column("value", sa.BigInteger, nullable=False),
 )
-"""Queue counters summed over every worker process (`workers.metrics`)."""
+"""Queue counters summed over every worker process (`infrastructure.ledger.counters`)."""
 
 redeliveries = sa.Table(
     "redeliveries",
@@ -184,4 +184,4 @@ redeliveries = sa.Table(
     sa.Column("deliveries", sa.Integer, nullable=False),
     sa.Column("first_at", UtcDateTime, nullable=False),
 )
-"""Ingest batches the broker delivered again after their worker was lost (`workers.redeliveries`)."""
+"""Ingest batches delivered again after their worker was lost (`infrastructure.ledger.redeliveries`)."""

@@ -20,7 +20,8 @@ from typing import Any
 import psutil
 import redis
 from kombu import Connection
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService, Settings
+from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.publisher import EventPublisher
 from sessionledger.infrastructure.queue_names import QueueNames
 from sessionledger.workers.dlq import DeadLetter, list_dead
@@ -52,7 +53,7 @@ class Deployment:
             **{f"SESSIONLEDGER_{k.upper()}": str(v) for k, v in settings.items()},
         }
         self.processes: dict[str, subprocess.Popen] = {}
-        self._service: SessionService | None = None
+        self._storage: Storage | None = None
 
     def start(self, name: str, role: str, *options: str) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
@@ -74,10 +75,15 @@ class Deployment:
         return psutil.Process(self.processes[name].pid).children()
 
     @property
+    def storage(self) -> Storage:
+        """The deployment's database as its workers see it (service, leases, counters, ...)."""
+        if self._storage is None:
+            self._storage = open_storage(Settings(database_url=self.database_url))
+        return self._storage
+
+    @property
     def service(self) -> SessionService:
-        if self._service is None:
-            self._service = open_service(self.database_url)
-        return self._service
+        return self.storage.service
 
     def publisher(self, **options: Any) -> EventPublisher:
         return EventPublisher(
@@ -102,8 +108,8 @@ class Deployment:
 
     def close(self) -> None:
         self.stop()
-        if self._service is not None:
-            self._service.close()
+        if self._storage is not None:
+            self._storage.close()
         remove_queues(self.broker_url, self.names)
 
 

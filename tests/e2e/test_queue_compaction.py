@@ -12,7 +12,6 @@ import time
 import pytest
 from sessionledger.domain import AssistantMessage, UserMessage
 from sessionledger.workers import metrics
-from sessionledger.workers.leases import SessionLeases
 from sessionledger.workers.metrics import read_counters
 
 from tests.e2e.queue_deployment import RABBITMQ_URL, Deployment, wait_for
@@ -95,7 +94,7 @@ def test_a_worker_killed_mid_compaction_has_its_task_redelivered_and_compacted_o
     window = service.get_messages(session)
     assert window[1].text == "They talked about five questions."
     assert_nothing_lost_or_duplicated(service, session, turns=5)
-    assert SessionLeases(service.ledger.engine).holder(session) is None
+    assert deployment.storage.leases.holder(session) is None
     converse(service, session, turns=1, start=5)  # the session keeps working
     assert compactions(service, session) == 1
     assert "WorkerLostError" in deployment.log_text("tasks")
@@ -123,4 +122,4 @@ def test_a_failing_then_slow_summarizer_leaves_the_session_usable_and_is_retried
     assert [t for t in texts if t.startswith("meanwhile")] == [f"meanwhile {i}" for i in range(appended)]
     log = deployment.log_text("tasks")
     assert "SoftTimeLimitExceeded" in log and "compaction failed" in log
-    assert read_counters(deployment.database_url)[metrics.COMPACTIONS_FAILED] >= 2
+    assert read_counters(deployment.storage.counters)[metrics.COMPACTIONS_FAILED] >= 2

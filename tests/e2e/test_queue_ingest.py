@@ -81,7 +81,7 @@ def test_every_published_event_is_stored_exactly_once_in_publish_order(deploymen
         stored[session_id].append(event_id)
     assert stored == published
     deployment.stop()  # workers flush their counters on shutdown
-    counters = read_counters(deployment.database_url)
+    counters = read_counters(deployment.storage.counters)
     assert counters[metrics.EVENTS_INGESTED] == EVENTS and counters[metrics.DUPLICATES_SKIPPED] == 0
 
 

@@ -1,10 +1,13 @@
-"""The embedded default: publisher, in-process Celery worker and relay on a SQLite ledger."""
+"""The embedded default: publisher, in-process Celery worker and relay on a SQLite ledger, or in memory."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
 from sessionledger.domain import SessionEvent
+from sessionledger.infrastructure import Settings
+from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
 from sessionledger.workers import metrics
@@ -18,11 +21,18 @@ apps.default.strategy = { type = "recursive", max_events_to_keep = 4, overlap_si
 """
 
 
-def test_real_conversations_are_ingested_in_order_and_compacted_in_the_background(sqlite_url):
+@pytest.fixture(params=["sqlite", "memory"])
+def pipeline_storage(request):
+    url = request.getfixturevalue("sqlite_url") if request.param == "sqlite" else "memory://"
+    with open_storage(Settings(database_url=url)) as storage:
+        yield storage
+
+
+def test_real_conversations_are_ingested_in_order_and_compacted_in_the_background(pipeline_storage):
     policies = load_policies(ExtractiveSummarizer, inline=POLICY)
     published: dict[str, list[str]] = defaultdict(list)
     turns: dict[str, int] = defaultdict(int)
-    with EmbeddedPipeline(sqlite_url, policies=policies) as pipeline:
+    with EmbeddedPipeline(pipeline_storage, policies=policies) as pipeline:
         service = pipeline.service
         for conversation in conversations(limit=25):
             session = service.create_session("demo").id
@@ -40,6 +50,6 @@ def test_real_conversations_are_ingested_in_order_and_compacted_in_the_backgroun
             assert was_compacted == (turns[session] > 4), session
             compacted += was_compacted
         assert compacted > 0
-    counters = read_counters(sqlite_url)
+    counters = read_counters(pipeline_storage.counters)  # flushed when the pipeline stopped
     assert counters[metrics.EVENTS_INGESTED] == sum(map(len, published.values()))
     assert counters[metrics.COMPACTIONS_RUN] >= compacted

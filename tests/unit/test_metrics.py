@@ -1,4 +1,4 @@
-"""Counters add up across processes through the database; Prometheus text; JSON log lines."""
+"""Counters add up across processes through their shared store; Prometheus text; JSON log lines."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import logging
 import urllib.request
 
+import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.counters import MemoryCounterStore
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import (
     JsonFormatter,
@@ -17,23 +19,47 @@ from sessionledger.workers.metrics import (
 )
 
 
-def test_counters_of_several_processes_add_up_in_the_database(tmp_path):
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    first, second = Metrics(url), Metrics(url)
+def test_counters_of_several_processes_add_up_in_their_store():
+    store = MemoryCounterStore()
+    first, second = Metrics(lambda: store), Metrics(lambda: store)
     first.add(metrics.EVENTS_INGESTED, 100)
     first.add(metrics.DUPLICATES_SKIPPED, 3)
     second.add(metrics.EVENTS_INGESTED, 50)
     second.add(metrics.COMPACTIONS_RUN)
-    assert read_counters(url)[metrics.EVENTS_INGESTED] == 0  # nothing flushed yet
+    assert read_counters(store)[metrics.EVENTS_INGESTED] == 0  # nothing flushed yet
     first.flush()
-    second.close()
+    second.flush()
     first.add(metrics.EVENTS_INGESTED, 1)
-    first.close()
-    totals = read_counters(url)
+    first.flush()
+    totals = read_counters(store)
     assert totals[metrics.EVENTS_INGESTED] == 151
     assert totals[metrics.DUPLICATES_SKIPPED] == 3 and totals[metrics.COMPACTIONS_RUN] == 1
     assert totals[metrics.DEAD_LETTERED] == 0
     assert first.totals()[metrics.EVENTS_INGESTED] == 101
+
+
+def test_the_store_is_opened_only_to_add_something_and_a_failed_flush_keeps_its_deltas():
+    store, opened, failures = MemoryCounterStore(), [], [sa.exc.OperationalError("INSERT", {}, OSError())]
+
+    class Flaky:
+        def add(self, deltas):
+            if failures:
+                raise failures.pop()
+            store.add(deltas)
+
+    def open_store():
+        opened.append(True)
+        return Flaky()
+
+    counted = Metrics(open_store)
+    counted.flush()
+    assert opened == []  # nothing to add: the store was never opened
+    counted.add(metrics.EVENTS_INGESTED, 2)
+    counted.flush()  # the store fails: the deltas are kept
+    assert read_counters(store)[metrics.EVENTS_INGESTED] == 0
+    counted.add(metrics.EVENTS_INGESTED, 1)
+    counted.flush()
+    assert read_counters(store)[metrics.EVENTS_INGESTED] == 3
 
 
 def test_prometheus_text_format():

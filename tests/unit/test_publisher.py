@@ -11,8 +11,14 @@ from collections import defaultdict
 import pytest
 from kombu import Connection
 from sessionledger.domain import SessionEvent, UserMessage
-from sessionledger.domain.codec import event_from_payload
-from sessionledger.infrastructure.publisher import EventPublisher, PublisherClosed, PublisherFull
+from sessionledger.infrastructure.publisher import (
+    EventPublisher,
+    PublisherClosed,
+    PublisherFull,
+    UndecodableEvent,
+    decode_event,
+    encode_event,
+)
 from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
 
 MEMORY = "memory://localhost//"
@@ -23,8 +29,8 @@ def names() -> QueueNames:
     return QueueNames(f"t{uuid.uuid4().hex[:8]}", 4)
 
 
-def drain(names: QueueNames) -> list[tuple[dict, list[dict]]]:
-    """Every message on the ingest queues: (headers, decoded event documents)."""
+def drain(names: QueueNames) -> list[tuple[dict, list[SessionEvent]]]:
+    """Every message on the ingest queues: (headers, the events it carries, decoded)."""
     messages = []
     with Connection(MEMORY) as connection:
         for queue in names.ingest_queues():
@@ -32,7 +38,7 @@ def drain(names: QueueNames) -> list[tuple[dict, list[dict]]]:
             while (message := bound.get(no_ack=True)) is not None:
                 args, kwargs, _embed = json.loads(message.body)
                 assert kwargs == {}
-                messages.append((message.headers, [json.loads(line) for line in args[0]]))
+                messages.append((message.headers, [decode_event(line) for line in args[0]]))
     return messages
 
 
@@ -40,10 +46,10 @@ def events_for(sessions: int, count: int) -> list[SessionEvent]:
     return [SessionEvent(session_id=f"s{i % sessions}", message=UserMessage(f"m{i}")) for i in range(count)]
 
 
-def texts_by_session(documents) -> dict[str, list[str]]:
+def texts_by_session(events) -> dict[str, list[str]]:
     seen = defaultdict(list)
-    for document in documents:
-        seen[document["session_id"]].append(document["event"]["message"]["text"])
+    for event in events:
+        seen[event.session_id].append(event.message.text)
     return dict(seen)
 
 
@@ -59,17 +65,27 @@ def test_events_arrive_as_celery_ingest_tasks_batched_per_partition_in_publish_o
     assert len(messages) < 40  # batched, not one message per event
     headers = messages[0][0]
     assert headers["task"] == INGEST_TASK and headers["id"] and headers["sl_events"] == len(messages[0][1])
-    documents = [doc for _, docs in messages for doc in docs]
-    assert len(documents) == 1000
+    received = [event for _, carried in messages for event in carried]
+    assert len(received) == 1000
     expected = defaultdict(list)
     for event in events:
         expected[event.session_id].append(event.message.text)
-    assert texts_by_session(documents) == expected
+    assert texts_by_session(received) == expected
     original = {event.id: event for event in events}
-    for doc in documents[:50]:
-        decoded = event_from_payload(doc["session_id"], doc["id"], doc["event"], validate=True)
-        assert decoded == original[doc["id"]]
-        assert decoded.timestamp == original[doc["id"]].timestamp
+    for decoded in received[:50]:
+        assert decoded == original[decoded.id]
+        assert decoded.timestamp == original[decoded.id].timestamp
+
+
+def test_decode_event_reads_back_what_encode_event_wrote_or_says_why_not():
+    event = SessionEvent(session_id="s1", message=UserMessage("hello"), metadata={"k": [1]})
+    assert decode_event(encode_event(event)) == event
+    with pytest.raises(UndecodableEvent, match=r"^malformed JSON: ") as malformed:
+        decode_event("{not json")
+    assert malformed.value.session_id is None
+    with pytest.raises(UndecodableEvent, match=r"^invalid event: ") as invalid:
+        decode_event(json.dumps({"id": "e1", "session_id": "s1", "event": {"message": "nope"}}))
+    assert invalid.value.session_id == "s1"  # a rejected event is still traced to its session
 
 
 def test_each_session_stays_on_its_own_partition_queue(names):
@@ -81,7 +97,7 @@ def test_each_session_stays_on_its_own_partition_queue(names):
             bound = queue(connection.default_channel)
             while (message := bound.get(no_ack=True)) is not None:
                 for line in json.loads(message.body)[0][0]:
-                    assert names.ingest_for(json.loads(line)["session_id"]) == names.ingest(partition)
+                    assert names.ingest_for(decode_event(line).session_id) == names.ingest(partition)
 
 
 def test_a_message_holds_at_most_max_batch_events(names):
@@ -90,7 +106,7 @@ def test_a_message_holds_at_most_max_batch_events(names):
     ) as publisher:
         for event in events_for(sessions=1, count=50):
             publisher.publish(event)
-    sizes = [len(docs) for _, docs in drain(names)]
+    sizes = [len(carried) for _, carried in drain(names)]
     assert sum(sizes) == 50 and max(sizes) <= 7
 
 
@@ -107,7 +123,7 @@ def test_threads_publishing_concurrently_each_keep_their_order(names):
             thread.start()
         for thread in threads:
             thread.join()
-    seen = texts_by_session(doc for _, docs in drain(names) for doc in docs)
+    seen = texts_by_session(event for _, carried in drain(names) for event in carried)
     assert sum(map(len, seen.values())) == 1800
     for session, texts in seen.items():
         numbers = [int(text.split(":")[1]) for text in texts]
@@ -168,7 +184,7 @@ def test_events_kept_while_the_broker_is_down_are_delivered_in_order_when_it_is_
     expected = defaultdict(list)
     for event in events:
         expected[event.session_id].append(event.message.text)
-    assert texts_by_session(doc for _, docs in drain(names) for doc in docs) == expected
+    assert texts_by_session(event for _, carried in drain(names) for event in carried) == expected
 
 
 def test_an_event_that_is_not_json_is_refused_at_publish():

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
 from sessionledger.domain.ports import TailRow
-from sessionledger.infrastructure.ledger.schema import relay_offsets
-from sessionledger.workers.relay import Relay, RelayOffsets
+from sessionledger.infrastructure.ledger.relay_positions import MemoryRelayPositions
+from sessionledger.workers.relay import RELAY_NAME, Relay
 
 
 class FakeLedger:
@@ -21,17 +20,6 @@ class FakeLedger:
         return [row for row in self.rows if row.global_position > after][:limit]
 
 
-class FakeOffsets:
-    def __init__(self, start: int = 0) -> None:
-        self.saved = [start]
-
-    def load(self, name: str) -> int:
-        return self.saved[-1]
-
-    def save(self, name: str, position: int) -> None:
-        self.saved.append(position)
-
-
 class Clock:
     now = 0.0
 
@@ -41,13 +29,14 @@ class Clock:
 
 @pytest.fixture
 def setup():
-    ledger, offsets, woken, clock = FakeLedger(), FakeOffsets(), [], Clock()
-    relay = Relay(ledger, offsets, woken.append, batch=100, gap_timeout=5.0, clock=clock)
-    return ledger, offsets, woken, clock, relay
+    ledger, woken, clock = FakeLedger(), [], Clock()
+    positions = MemoryRelayPositions(ledger)
+    relay = Relay(ledger, positions, woken.append, batch=100, gap_timeout=5.0, clock=clock)
+    return ledger, positions, woken, clock, relay
 
 
 def test_one_wake_up_per_session_per_batch_and_only_for_events(setup):
-    ledger, offsets, woken, _, relay = setup
+    ledger, positions, woken, _, relay = setup
     for position, session, kind in [
         (1, "a", "created"),
         (2, "a", "event"),
@@ -58,7 +47,7 @@ def test_one_wake_up_per_session_per_batch_and_only_for_events(setup):
         ledger.add(position, session, kind)
     assert relay.poll() == 5
     assert woken == [["a", "b"]]
-    assert relay.offset == 5 and offsets.saved[-1] == 5
+    assert relay.offset == 5 and positions.load(RELAY_NAME) == 5
     assert relay.poll() == 0 and woken == [["a", "b"]]
 
 
@@ -78,7 +67,7 @@ def test_the_offset_waits_at_a_hole_without_sending_anything_twice(setup):
 
 
 def test_a_hole_older_than_the_gap_timeout_is_permanent(setup):
-    ledger, offsets, woken, clock, relay = setup
+    ledger, positions, woken, clock, relay = setup
     ledger.add(1, "a")
     ledger.add(3, "c")  # 2 was rolled back (a duplicate event id): it will never appear
     relay.poll()
@@ -88,12 +77,12 @@ def test_a_hole_older_than_the_gap_timeout_is_permanent(setup):
     assert relay.offset == 1
     clock.now = 5.1
     relay.poll()
-    assert relay.offset == 3 and offsets.saved[-1] == 3
+    assert relay.offset == 3 and positions.load(RELAY_NAME) == 3
     assert woken == [["a", "c"]]
 
 
 def test_a_failed_wake_up_keeps_the_offset_and_is_sent_again(setup):
-    ledger, offsets, _, _, _ = setup
+    ledger, positions, _, _, _ = setup
     attempts = []
 
     def flaky(sessions):
@@ -101,7 +90,7 @@ def test_a_failed_wake_up_keeps_the_offset_and_is_sent_again(setup):
         if len(attempts) == 1:
             raise ConnectionError("broker down")
 
-    relay = Relay(ledger, offsets, flaky, batch=100)
+    relay = Relay(ledger, positions, flaky, batch=100)
     ledger.add(1, "a")
     with pytest.raises(ConnectionError):
         relay.poll()
@@ -111,20 +100,10 @@ def test_a_failed_wake_up_keeps_the_offset_and_is_sent_again(setup):
 
 
 def test_a_relay_resumes_from_its_stored_offset():
-    ledger, offsets, woken = FakeLedger(), FakeOffsets(start=2), []
+    ledger, woken = FakeLedger(), []
+    positions = MemoryRelayPositions(ledger)
+    positions.save(RELAY_NAME, 2)
     for position, session in [(1, "a"), (2, "b"), (3, "c")]:
         ledger.add(position, session)
-    Relay(ledger, offsets, woken.append).poll()
+    Relay(ledger, positions, woken.append).poll()
     assert woken == [["c"]]
-
-
-def test_stored_offsets_only_move_forward(tmp_path):
-    engine = sa.create_engine(f"sqlite:///{tmp_path / 'offsets.db'}")
-    relay_offsets.create(engine)
-    offsets = RelayOffsets(engine)
-    assert offsets.load("evaluate") == 0
-    offsets.save("evaluate", 10)
-    offsets.save("evaluate", 7)  # a slower relay racing: ignored
-    assert offsets.load("evaluate") == 10
-    offsets.save("evaluate", 12)
-    assert offsets.load("evaluate") == 12 and offsets.load("other") == 0

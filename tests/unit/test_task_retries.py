@@ -11,16 +11,17 @@ from kombu import Connection
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
 from sessionledger.workers.app import WorkerSettings, create_app
 from sessionledger.workers.dlq import list_dead
+from sessionledger.workers.runtime import runtime_of
 
 MEMORY = "memory://localhost//"
 
 
 @pytest.fixture
-def celery(tmp_path):
+def celery():
     settings = WorkerSettings(
         broker_url=MEMORY,
         queue_prefix=f"r{uuid.uuid4().hex[:8]}",
-        database_url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        database_url="memory://",
         max_retries=2,
         retry_backoff=3,
     )
@@ -78,6 +79,18 @@ def test_after_the_last_retry_the_task_is_dead_lettered_with_its_reason(celery):
 def test_a_redelivered_ingest_batch_is_simply_stored_again(celery):
     task = celery.tasks[INGEST_TASK]
     assert call(task, [], redelivered=True) == {"stored": 0, "duplicates": 0, "dead_lettered": 0}
+
+
+def test_an_ingest_batch_whose_worker_keeps_dying_is_dead_lettered_past_the_limit(celery):
+    redeliveries = runtime_of(celery).storage.redeliveries
+    redeliveries.count("task-1")  # two earlier deliveries that lost their worker
+    redeliveries.count("task-1")
+    with pytest.raises(Ignore):
+        call(celery.tasks[INGEST_TASK], [], redelivered=True)
+    (letter,) = list_dead(MEMORY, celery.sessionledger_settings.queue_names)
+    assert letter.task == INGEST_TASK
+    assert letter.reason == "delivered again 3 times after its worker was lost (limit 2)"
+    assert redeliveries.count("task-1") == 1  # forgotten: a replay from the dead-letter queue starts afresh
 
 
 def test_an_ingest_message_that_is_not_a_batch_is_dead_lettered(celery):

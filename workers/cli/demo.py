@@ -26,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 from sessionledger.domain import EventFilter, SessionEvent, format_event
 from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
@@ -91,9 +92,12 @@ def demo(
             f"ledger: [bold]{_describe(url)}[/]   summarizer: [bold]{_describe_summarizer(summarizer)}[/]"
         )
     started = time.perf_counter()
-    with EmbeddedPipeline(url, policies=policies) as pipeline:
+    with (
+        open_storage(Settings(database_url=url)) as storage,
+        EmbeddedPipeline(storage, policies=policies) as pipeline,
+    ):
         service = pipeline.service
-        assert service is not None and pipeline.publisher is not None
+        assert pipeline.publisher is not None
         loaded = list(conversations(limit=count))
         total = sum(len(c.messages) for c in loaded)
         session_ids = [

@@ -123,9 +123,12 @@ def stats(
 ) -> None:
     """Counters (events ingested, compactions, conflicts, dead letters), queue depths, relay lag."""
     settings = _worker_settings(database_url, broker_url)
+    from sessionledger.infrastructure import Settings
+    from sessionledger.infrastructure.bootstrap import open_storage
     from sessionledger.workers.stats import collect_stats
 
-    collected = collect_stats(settings)
+    with open_storage(Settings(database_url=settings.database_url)) as storage:
+        collected = collect_stats(settings, storage)
     if prometheus:
         typer.echo(collected.prometheus(), nl=False)
         return
@@ -137,6 +140,5 @@ def stats(
         table.add_row(name, f"{value:,}")
     for queue, depth in sorted(collected.queues.items()):
         table.add_row(f"queue {queue}", "broker unreachable" if depth is None else f"{depth:,}")
-    lag = collected.relay_lag
-    table.add_row("relay lag (ledger rows)", "-" if lag is None else f"{lag:,}")
+    table.add_row("relay lag (ledger rows)", f"{collected.relay_lag:,}")
     console.print(table)

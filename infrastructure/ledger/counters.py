@@ -1,0 +1,51 @@
+"""Worker counters (`domain.ports.CounterStore`): table `worker_counters`, or a map in memory."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from threading import Lock
+
+import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.schema import worker_counters
+
+
+class SqlCounterStore:
+    """Totals in `worker_counters`, each delta added by an upsert (no read-modify-write race)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+
+    def add(self, deltas: Mapping[str, int]) -> None:
+        if not deltas:
+            return
+        insert = upsert_insert(self._engine, worker_counters)
+        statement = insert.on_conflict_do_update(
+            index_elements=["name"], set_={"value": worker_counters.c.value + insert.excluded.value}
+        )
+        with self._writer.begin() as conn:
+            conn.execute(statement, [{"name": k, "value": v} for k, v in sorted(deltas.items())])
+
+    def totals(self) -> dict[str, int]:
+        with self._engine.connect() as conn:
+            rows = conn.execute(sa.select(worker_counters.c.name, worker_counters.c.value)).all()
+        return {name: int(value) for name, value in rows}
+
+
+class MemoryCounterStore:
+    """Totals of the processes sharing one in-memory ledger (one process, then)."""
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._totals: Counter[str] = Counter()
+
+    def add(self, deltas: Mapping[str, int]) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                self._totals[name] += delta
+
+    def totals(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._totals)

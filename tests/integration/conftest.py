@@ -1,0 +1,39 @@
+"""Fixtures for the contract suites of the workers' stores: one storage per backend, and reopening it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from sessionledger.infrastructure import Settings
+from sessionledger.infrastructure.bootstrap import Storage, open_storage
+
+
+@pytest.fixture
+def storage(database_url: str) -> Iterator[Storage]:
+    """The service and the workers' stores on memory, SQLite and PostgreSQL in turn."""
+    with open_storage(Settings(database_url=database_url)) as opened:
+        yield opened
+
+
+@pytest.fixture
+def reopen(database_url: str) -> Iterator[Callable[[], Storage]]:
+    """Open the same database again, as another process or a restart would (SQL backends only)."""
+    if database_url == "memory://":
+        pytest.skip("an in-memory store lives only as long as its object")
+    opened: list[Storage] = []
+
+    def open_again() -> Storage:
+        opened.append(open_storage(Settings(database_url=database_url)))
+        return opened[-1]
+
+    yield open_again
+    for again in opened:
+        again.close()
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Makes names no other test uses (the PostgreSQL database is shared by the whole run)."""
+    return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:10]}"
