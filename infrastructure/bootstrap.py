@@ -1,4 +1,4 @@
-"""`open_service()`: the composition root (CONTRACT.md §2)."""
+"""The composition root: settings in, a wired service out (`open_service`, CONTRACT.md §2)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sessionledger.infrastructure.ledger.migrate import upgrade
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import MEMORY_URL, Settings
+from sessionledger.infrastructure.tokens import counter_for
 
 
 def open_service(
@@ -27,8 +28,12 @@ def open_service(
         overrides["database_url"] = database_url
     if broker_url is not None:
         overrides["broker_url"] = broker_url
-    settings = Settings(**overrides)
-    return SessionService(open_ledger(settings), settings)
+    return build_service(Settings(**overrides))
+
+
+def build_service(settings: Settings) -> SessionService:
+    """The service those settings describe: its ledger, and the token counter of their model."""
+    return SessionService(open_ledger(settings), settings, counter_for(settings.model))
 
 
 def open_ledger(settings: Settings) -> Ledger:

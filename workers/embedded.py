@@ -20,10 +20,11 @@ from typing import Any
 
 from celery.worker import state as worker_state
 from kombu.transport.memory import Channel as MemoryChannel
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.bootstrap import build_service
 from sessionledger.infrastructure.publisher import EventPublisher
-from sessionledger.infrastructure.settings import DEFAULT_DATABASE_URL
-from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import create_app
 from sessionledger.workers.policy import PolicyBook
 from sessionledger.workers.relay import EvaluateSender, Relay, RelayOffsets, relay_forever
 from sessionledger.workers.runtime import WorkerRuntime, install_runtime
@@ -34,26 +35,29 @@ MEMORY_BROKER = "memory://localhost//"
 class EmbeddedPipeline:
     """Publisher, worker and relay in this process, on one ledger; a context manager.
 
-    `service` is the ledger's `SessionService`, `publisher` the agents' `EventPublisher`.
-    `policies` overrides the configured compaction policies (e.g. a demo's own).
+    `settings` are the deployment's (its ledger, summarizer, model, policies), with the queue knobs
+    replaced by the embedded ones: the in-memory broker, one partition, a quick relay. `service` is
+    the ledger's `SessionService`, `publisher` the agents' `EventPublisher`. `policies` overrides
+    the configured compaction policies (e.g. a demo's own).
     """
 
     def __init__(
         self,
-        database_url: str | None = None,
+        settings: Settings,
         *,
         policies: PolicyBook | None = None,
         queue_prefix: str = "sessionledger-embedded",
         max_buffered: int = 100_000,
     ) -> None:
-        self.settings = WorkerSettings(
-            broker_url=MEMORY_BROKER,
-            database_url=database_url or DEFAULT_DATABASE_URL,
-            queue_prefix=queue_prefix,
-            partitions=1,
-            relay_interval=0.1,
-            retry_backoff=1,
-            log_format="text",
+        self.settings = settings.model_copy(
+            update={
+                "broker_url": MEMORY_BROKER,
+                "queue_prefix": queue_prefix,
+                "partitions": 1,
+                "relay_interval": 0.1,
+                "retry_backoff": 1,
+                "log_format": "text",
+            }
         )
         self._policies = policies
         self._max_buffered = max_buffered
@@ -75,7 +79,7 @@ class EmbeddedPipeline:
         self.close()
 
     def start(self) -> None:
-        self.service = open_service(self.settings.database_url)
+        self.service = build_service(self.settings)
         self.runtime = WorkerRuntime(self.settings, service=self.service, policies=self._policies)
         install_runtime(self.celery, self.runtime)
         self.celery.loader.import_default_modules()

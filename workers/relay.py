@@ -26,11 +26,12 @@ import sqlalchemy as sa
 from celery import Celery
 from sessionledger.domain.ledger import Kind
 from sessionledger.domain.ports import Ledger
-from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.bootstrap import build_service
 from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
 from sessionledger.infrastructure.ledger.schema import relay_offsets
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
-from sessionledger.workers.app import WorkerSettings, settings_of
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import settings_of
 from sessionledger.workers.metrics import log_event, serve_prometheus
 
 log = logging.getLogger(__name__)
@@ -162,18 +163,14 @@ def leadership(engine: sa.Engine, name: str, stop: threading.Event) -> Iterator[
             conn.commit()
 
 
-def run_relay(
-    celery: Celery | None = None, stop: threading.Event | None = None, ledger: Ledger | None = None
-) -> None:
+def run_relay(celery: Celery, stop: threading.Event | None = None, ledger: Ledger | None = None) -> None:
     """Run the relay until `stop` is set (or for ever): `sessionledger relay`, or a thread in embedded mode.
 
     Also sends a `sweep` every `sweep_interval` seconds, since exactly one relay runs.
     """
-    if celery is None:
-        from sessionledger.workers.app import app as celery
     settings = settings_of(celery)
     stop = stop or threading.Event()
-    service = None if ledger is not None else open_service(settings.database_url)
+    service = None if ledger is not None else build_service(settings)
     ledger = ledger or service.ledger  # type: ignore[union-attr]
     engine: sa.Engine = ledger.engine  # type: ignore[attr-defined]
     sender = EvaluateSender(celery)
@@ -198,7 +195,7 @@ def run_relay(
             service.close()
 
 
-def _serve_metrics(settings: WorkerSettings) -> ThreadingHTTPServer:
+def _serve_metrics(settings: Settings) -> ThreadingHTTPServer:
     """`/metrics` in Prometheus text, from the relay: there is exactly one per deployment."""
     from sessionledger.workers.stats import collect_stats
 

@@ -14,7 +14,7 @@ from kombu.exceptions import KombuError
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.schema import ledger, relay_offsets
 from sessionledger.infrastructure.queue_names import QueueNames
-from sessionledger.workers.app import WorkerSettings
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.metrics import prometheus_text, read_counters
 from sessionledger.workers.relay import RELAY_NAME
 
@@ -40,8 +40,7 @@ class Stats:
         return prometheus_text(self.counters, gauges)
 
 
-def collect_stats(settings: WorkerSettings | None = None) -> Stats:
-    settings = settings or WorkerSettings()
+def collect_stats(settings: Settings) -> Stats:
     return Stats(
         read_counters(settings.database_url),
         queue_depths(settings.broker_url, settings.queue_names),

@@ -342,7 +342,10 @@ def should_compact(runtime: WorkerRuntime, session_id: str) -> str:
         service.fill_token_counts(session_id, runtime.token_counter)
         stats = service.window_stats(session_id) or stats
     request = CompactionRequest.of(
-        session, lambda: service.get_events(session_id, EventFilter.active()), stats
+        session,
+        lambda: service.get_events(session_id, EventFilter.active()),
+        stats,
+        counter=runtime.token_counter,
     )
     return "compact" if policy.trigger.should_compact(request) else "below threshold"
 

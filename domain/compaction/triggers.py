@@ -30,8 +30,9 @@ class TurnCountTrigger:
 class TokenCountTrigger:
     """Fires when the window's `format_event` tokens reach `threshold` (reference §7.2).
 
-    Synthetic events count. `estimator=None` is the default (tiktoken) counter, restoring the
-    default the reference documents but lost in v0.2.0.
+    Synthetic events count. `estimator=None` is the request's counter (tiktoken's: the service and
+    the workers hand theirs, for the configured model), restoring the default the reference
+    documents but lost in v0.2.0.
     """
 
     def __init__(self, threshold: int, estimator: TokenCounter | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from sessionledger.domain import SessionEvent
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
 from sessionledger.workers import metrics
@@ -22,7 +23,7 @@ def test_real_conversations_are_ingested_in_order_and_compacted_in_the_backgroun
     policies = load_policies(ExtractiveSummarizer, inline=POLICY)
     published: dict[str, list[str]] = defaultdict(list)
     turns: dict[str, int] = defaultdict(int)
-    with EmbeddedPipeline(sqlite_url, policies=policies) as pipeline:
+    with EmbeddedPipeline(Settings(database_url=sqlite_url), policies=policies) as pipeline:
         service = pipeline.service
         for conversation in conversations(limit=25):
             session = service.create_session("demo").id

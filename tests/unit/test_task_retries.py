@@ -9,7 +9,8 @@ import pytest
 from celery.exceptions import Ignore, Retry
 from kombu import Connection
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
-from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import create_app
 from sessionledger.workers.dlq import list_dead
 
 MEMORY = "memory://localhost//"
@@ -17,7 +18,7 @@ MEMORY = "memory://localhost//"
 
 @pytest.fixture
 def celery(tmp_path):
-    settings = WorkerSettings(
+    settings = Settings(
         broker_url=MEMORY,
         queue_prefix=f"r{uuid.uuid4().hex[:8]}",
         database_url=f"sqlite:///{tmp_path / 'ledger.db'}",
