@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 from sessionledger.domain.compaction import CompactionResult, RecursiveSummarizationStrategy
 from sessionledger.domain.ports import Ledger
-from sessionledger.domain.tokens import default_counter
-from sessionledger.infrastructure import SessionService, Settings
+from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import open_storage
-from sessionledger.workers.app import WorkerSettings
+from sessionledger.infrastructure.settings import DEFAULT_MODEL, Settings
+from sessionledger.infrastructure.tokens import counter_for
 from sessionledger.workers.policy import load_policies
 from sessionledger.workers.runtime import WorkerRuntime
 from sessionledger.workers.tasks import should_compact
@@ -48,7 +48,7 @@ class InstantSummarizer:
 def run() -> list[Row]:
     with fresh_postgres() as url, open_storage(Settings(database_url=url)) as storage:
         runtime = WorkerRuntime(
-            WorkerSettings(database_url=url),
+            storage.service.settings,
             storage=storage,
             policies=load_policies(InstantSummarizer),
         )
@@ -94,7 +94,7 @@ def _trigger_evaluation(runtime: WorkerRuntime) -> list[Row]:
 
 def _token_counting() -> list[Row]:
     texts = [message.text or "" for message in payloads.messages(COUNTED_MESSAGES)]
-    counter = default_counter()  # the offline tiktoken counter (vocabulary loaded here, untimed)
+    counter = counter_for(DEFAULT_MODEL)  # the offline tiktoken counter (vocabulary loaded here, untimed)
     tokens = sum(counter(text) for text in texts)
     medians = interleaved(
         COUNTING_ROUNDS,
@@ -146,7 +146,7 @@ def _compaction(service: SessionService, url: str) -> list[Row]:
         service.fill_token_counts(session_id)
     targets = iter(sessions)
     ledger = TimedLedger(service.ledger)
-    timed_service = SessionService(ledger, service.settings)  # type: ignore[arg-type]
+    timed_service = SessionService(ledger, service.settings, service.token_counter)  # type: ignore[arg-type]
     policy = load_policies(InstantSummarizer).for_app("bench")
     assert policy is not None
     strategy = RecursiveSummarizationStrategy(InstantSummarizer(), max_events_to_keep=10, overlap_size=2)

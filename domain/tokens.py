@@ -1,31 +1,28 @@
-"""The default token counter, found through an entry point so the domain never imports an adapter."""
+"""The token counter of requests built by hand: plugged in from outside, so the domain imports no adapter."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
-from importlib.metadata import entry_points
 
 from sessionledger.domain.ports import TokenCounter
 
-ENTRY_POINT_GROUP = "sessionledger.token_counter"
+_fallback: Callable[[], TokenCounter] | None = None
 
 
-def default_counter() -> TokenCounter:
-    """The installed default counter (entry point `sessionledger.token_counter` / `default`).
+def use_fallback_counter(factory: Callable[[], TokenCounter]) -> None:
+    """Name the counter of requests that carry none; the `sessionledger` package plugs in tiktoken's.
 
-    The entry point is looked up and imported once; the factory it names is asked each time,
-    so it can follow its own configuration (the adapter's follows the configured model).
+    Services and workers never need it: every request they build carries their own counter.
     """
-    return _counter_factory()()
+    global _fallback
+    _fallback = factory
 
 
-@cache
-def _counter_factory() -> Callable[[], TokenCounter]:
-    found = entry_points(group=ENTRY_POINT_GROUP, name="default")
-    if not found:
+def fallback_counter() -> TokenCounter:
+    """The plugged-in counter (asked each time, so the factory decides what to cache)."""
+    if _fallback is None:
         raise RuntimeError(
-            f"no token counter installed: entry point group {ENTRY_POINT_GROUP!r} has no 'default' "
-            "(install the sessionledger package, e.g. `pip install -e .`)"
+            "no token counter: build the CompactionRequest with counter=..., or give the trigger or "
+            "strategy an estimator"
         )
-    return next(iter(found)).load()
+    return _fallback()

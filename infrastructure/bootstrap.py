@@ -1,4 +1,4 @@
-"""The composition root: `open_service()` for applications, `open_storage()` for the workers."""
+"""The composition root: settings in, wired adapters out (`open_service()`, `open_storage()`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from sessionledger.infrastructure.ledger.relay_positions import MemoryRelayPosit
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import MEMORY_URL, Settings
+from sessionledger.infrastructure.tokens import counter_for
 
 
 def open_service(
@@ -33,8 +34,7 @@ def open_service(
         overrides["database_url"] = database_url
     if broker_url is not None:
         overrides["broker_url"] = broker_url
-    settings = Settings(**overrides)
-    return open_storage(settings).service
+    return open_storage(Settings(**overrides)).service
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,13 @@ class Storage:
 
 
 def open_storage(settings: Settings) -> Storage:
-    """The service on the ledger the settings name, and the workers' stores built on the same
-    engine (or the same in-memory ledger), the schema brought up to date."""
+    """The service on the ledger the settings name (counting tokens for their model), and the
+    workers' stores built on the same engine (or the same in-memory ledger), the schema up to date."""
+    counter = counter_for(settings.model)
     if settings.database_url == MEMORY_URL:
         memory = MemoryLedger()
         return Storage(
-            SessionService(memory, settings),
+            SessionService(memory, settings, counter),
             MemoryLeaseStore(memory),
             MemoryRelayPositions(memory),
             MemoryCounterStore(),
@@ -72,7 +73,7 @@ def open_storage(settings: Settings) -> Storage:
         )
     engine = open_engine(settings)
     return Storage(
-        SessionService(SqlLedger(engine), settings),
+        SessionService(SqlLedger(engine), settings, counter),
         SqlLeaseStore(engine),
         SqlRelayPositions(engine),
         SqlCounterStore(engine),

@@ -28,7 +28,8 @@ from typing import Any
 from kombu import Connection, Producer
 from sessionledger.domain.codec import ensure_json, event_from_payload, event_to_payload
 from sessionledger.domain.events import SessionEvent
-from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames, partition_of
+from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
+from sessionledger.infrastructure.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,8 @@ class _Outgoing:
 class EventPublisher:
     """Publishes `SessionEvent`s to the ingest queues without blocking the caller.
 
-    Options: `queue_prefix`, `partitions` (must match the workers'), `max_buffered` (events held in
+    Options: `queue_prefix`, `partitions` (must match the workers'; by default the settings', i.e.
+    `SESSIONLEDGER_QUEUE_PREFIX` / `SESSIONLEDGER_PARTITIONS`), `max_buffered` (events held in
     memory before `publish` raises), `flush_interval` (seconds an event may wait to be batched),
     `max_batch_events` / `max_batch_bytes` (per broker message), `confirm_timeout`, `max_backoff`.
     Thread-safe: any number of threads may publish; each thread's events for a session keep their order.
@@ -158,10 +160,10 @@ class EventPublisher:
         if flush_interval <= 0:
             raise ValueError("flush_interval must be positive")
         self.broker_url = broker_url
-        self.names = QueueNames(
-            queue_prefix or os.environ.get("SESSIONLEDGER_QUEUE_PREFIX") or QueueNames.prefix,
-            partitions or int(os.environ.get("SESSIONLEDGER_PARTITIONS") or QueueNames.partitions),
-        )
+        given = {"queue_prefix": queue_prefix, "partitions": partitions}
+        self.names = Settings(
+            **{name: value for name, value in given.items() if value is not None}
+        ).queue_names
         self.max_buffered = max_buffered
         self._flush_interval = flush_interval
         self._max_batch_events = max_batch_events

@@ -21,7 +21,6 @@ from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, event_d
 from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import AppendOutcome, Ledger, Strategy, TokenCounter, Trigger, WindowStats
 from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
-from sessionledger.domain.tokens import default_counter
 from sessionledger.infrastructure.settings import Settings
 
 
@@ -38,9 +37,12 @@ def _now() -> datetime:
 class SessionService:
     """Sessions, their events, state and compaction; synchronous and safe to share between threads."""
 
-    def __init__(self, ledger: Ledger, settings: Settings | None = None) -> None:
+    def __init__(self, ledger: Ledger, settings: Settings, token_counter: TokenCounter) -> None:
+        """Built by `open_service` (the composition root) from one `Settings`; `token_counter` is
+        the one every request of this service carries (the settings' model)."""
         self._ledger = ledger
-        self._settings = settings or Settings()
+        self._settings = settings
+        self._token_counter = token_counter
 
     @property
     def ledger(self) -> Ledger:
@@ -49,6 +51,11 @@ class SessionService:
     @property
     def settings(self) -> Settings:
         return self._settings
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """What `estimator=None` counts with in this service's compactions, and what it stores."""
+        return self._token_counter
 
     @property
     def broker_url(self) -> str | None:
@@ -255,9 +262,10 @@ class SessionService:
         return self._ledger.window_stats(_require_id(session_id, "session_id"))
 
     def fill_token_counts(self, session_id: str, counter: TokenCounter | None = None) -> int:
-        """Count the window events whose token count is unknown (default counter); returns how many."""
+        """Count the window events whose token count is unknown (the service's counter unless
+        another is given); returns how many."""
         return self._ledger.fill_token_counts(
-            _require_id(session_id, "session_id"), counter or default_counter()
+            _require_id(session_id, "session_id"), counter or self._token_counter
         )
 
     def compact(self, session_id: str, trigger: Trigger, strategy: Strategy) -> CompactionResult:
@@ -276,13 +284,13 @@ class SessionService:
             if session is None or read is None:
                 raise SessionNotFound(f"session {session_id!r} not found")
             if read.stats.uncounted:  # count once per event, store, and read the counts back
-                self._ledger.fill_token_counts(session_id, default_counter())
+                self._ledger.fill_token_counts(session_id, self._token_counter)
                 read = self._ledger.window(session_id)
                 if read is None:
                     raise SessionNotFound(f"session {session_id!r} not found")
             counted = zip(read.events, read.token_counts, strict=False)
             known = {event.id: tokens for event, tokens in counted if tokens is not None}
-            request = CompactionRequest.of(session, read.events, read.stats, known)
+            request = CompactionRequest.of(session, read.events, read.stats, known, self._token_counter)
             if not trigger.should_compact(request):
                 return CompactionResult.noop(read.events)
             result = strategy.compact(request)

@@ -1,35 +1,100 @@
-"""Configuration from the environment (prefix `SESSIONLEDGER_`), or from keyword arguments."""
+"""The one settings object: read from the environment here, and nowhere else, then handed down."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sessionledger.infrastructure.queue_names import DEFAULT_PARTITIONS, DEFAULT_PREFIX, QueueNames
 
 DEFAULT_DATABASE_URL = "sqlite:///./sessionledger.db"
 MEMORY_URL = "memory://"
+DEFAULT_MODEL = "gpt-4o"
 
 
 class Settings(BaseSettings):
-    """Every knob of a deployment; `open_service(**options)` overrides any of them by name."""
+    """Every knob of a deployment, each with its one default; environment prefix `SESSIONLEDGER_`.
 
-    model_config = SettingsConfigDict(env_prefix="SESSIONLEDGER_", extra="forbid")
+    The composition roots build it once (`open_service(**options)`, the command line, a worker
+    process start) with their overrides by field name, and pass it to everything they build.
+    """
 
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONLEDGER_", extra="forbid", populate_by_name=True, env_ignore_empty=True
+    )
+
+    # --- the ledger ---------------------------------------------------------------------------
     database_url: str = DEFAULT_DATABASE_URL
     broker_url: str | None = None
+    """Where appends are announced to the workers; `None`: no queue (workers and relay need one)."""
     max_payload_bytes: int = Field(default=1024 * 1024, gt=0)
     """The largest event payload (canonical JSON, utf-8 bytes) an append accepts."""
     compaction_attempts: int = Field(default=5, gt=0)
     """How often `compact()` re-reads after losing a window race before `ConcurrencyConflict`."""
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     pool_size: int = Field(default=5, gt=0)
-    policy_file: Path | None = None
-    model: str = "gpt-4o"
-    openai_base_url: str | None = None
-    openai_api_key: str | None = None
-    summarizer_model: str | None = None
-    summarizer_timeout: float | None = None
-    summarizer_max_retries: int | None = None
+
+    # --- tokens, summaries and policies ---------------------------------------------------------
+    model: str = DEFAULT_MODEL
+    """The model whose tokenizer counts tokens and whose context window `context_window` triggers use."""
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("SESSIONLEDGER_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    openai_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("SESSIONLEDGER_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    summarizer_model: str = "gpt-4o-mini"
+    summarizer_timeout: float = Field(default=30.0, gt=0)
+    summarizer_max_retries: int = Field(default=2, ge=0)
     summarizer_structured: bool = False
     """Structured summaries in Sentinel's schema (an OpenAI-compatible endpoint is needed)."""
+    policy_file: Path | None = None
+    """A TOML file of per-application compaction policies."""
+    policy: str | None = None
+    """Policies inline, same TOML; its apps win over the file's."""
+
+    # --- the queue and the workers --------------------------------------------------------------
+    queue_prefix: str = DEFAULT_PREFIX
+    partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1)
+    ingest_chunk: int = Field(default=1000, ge=1)
+    """Events per ledger transaction in the ingest task."""
+    task_soft_time_limit: int = Field(default=240, gt=0)
+    task_time_limit: int = Field(default=300, gt=0)
+    ingest_patience: int = Field(default=600, gt=0)
+    """Seconds an ingest batch waits in place for the database before going back to its queue."""
+    redelivery_horizon: int = Field(default=1800, gt=0)
+    """Seconds before the broker redelivers an unacked message (RabbitMQ consumer_timeout)."""
+    max_retries: int = Field(default=5, ge=0)
+    retry_backoff: int = Field(default=5, gt=0)
+    """First retry delay in seconds; doubles per retry, capped by `retry_backoff_max`, jittered."""
+    retry_backoff_max: int = Field(default=600, gt=0)
+    lease_seconds: int | None = None
+    """How long a compaction claims its session; default: the hard time limit plus a minute."""
+    relay_interval: float = Field(default=0.5, gt=0)
+    relay_batch: int = Field(default=5000, gt=0)
+    relay_gap_timeout: float = Field(default=5.0, gt=0)
+    sweep_interval: float = Field(default=3600.0, gt=0)
+    log_format: str = "json"
+    metrics_port: int | None = None
+
+    @model_validator(mode="after")
+    def _limits_below_horizon(self) -> Settings:
+        if self.task_soft_time_limit >= self.task_time_limit:
+            raise ValueError("task_soft_time_limit must be below task_time_limit")
+        # a reserved message may wait for one running task before its own run: two limits must fit
+        longest = max(self.task_time_limit, self.ingest_patience)
+        if 2 * longest >= self.redelivery_horizon:
+            raise ValueError(
+                f"time limits ({longest}s) must stay below half the broker's redelivery horizon "
+                f"({self.redelivery_horizon}s), or a slow task would be delivered twice"
+            )
+        return self
+
+    @property
+    def queue_names(self) -> QueueNames:
+        return QueueNames(self.queue_prefix, self.partitions)
+
+    @property
+    def lease(self) -> int:
+        return self.lease_seconds or self.task_time_limit + 60

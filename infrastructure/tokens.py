@@ -13,22 +13,19 @@ import base64
 import gzip
 import hashlib
 import logging
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
 import tiktoken
 from sessionledger.domain import Message, to_openai
+from sessionledger.infrastructure.settings import DEFAULT_MODEL
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MODEL = "gpt-4o"
-MODEL_ENV = "SESSIONLEDGER_MODEL"
 
 O200K_BASE = "o200k_base"
 CL100K_BASE = "cl100k_base"
@@ -196,12 +193,16 @@ def encoding_for_model(model: str) -> tiktoken.Encoding:
 class TokenCounter:
     """Counts tokens for one model; callable, so it is a domain `TokenCounter` (`Callable[[str], int]`).
 
-    Special-token strings such as `<|endoftext|>` in user text are counted as ordinary text.
+    Special-token strings such as `<|endoftext|>` in user text are counted as ordinary text. The
+    encoding is loaded on the first count (about a second), so building a service stays instant.
     """
 
     def __init__(self, model: str = DEFAULT_MODEL) -> None:
         self.model = model
-        self.encoding = encoding_for_model(model)
+
+    @cached_property
+    def encoding(self) -> tiktoken.Encoding:
+        return encoding_for_model(self.model)
 
     def count(self, text: str) -> int:
         return len(self.encoding.encode_ordinary(text)) if text else 0
@@ -234,7 +235,7 @@ def count_chat_tokens(messages: Iterable[Message | Mapping[str, Any]], model: st
     call counts its function name and arguments. Domain messages go through `to_openai` first (a
     tool-response message with N responses is N messages on the wire).
     """
-    counter = _counter_for(model)
+    counter = counter_for(model)
     total = REPLY_PRIMING_TOKENS
     for message in _as_openai_dicts(messages):
         total += TOKENS_PER_MESSAGE
@@ -263,20 +264,9 @@ def _tool_call_tokens(call: Mapping[str, Any], counter: TokenCounter) -> int:
     return counter(function.get("name") or "") + counter(function.get("arguments") or "")
 
 
-def configured_model() -> str:
-    return os.environ.get(MODEL_ENV) or DEFAULT_MODEL
-
-
-def default_counter() -> TokenCounter:
-    """The counter for the configured model (`SESSIONLEDGER_MODEL`, default gpt-4o).
-
-    This is the `sessionledger.token_counter` entry point the domain uses when an estimator is `None`.
-    """
-    return _counter_for(configured_model())
-
-
 @lru_cache(maxsize=16)
-def _counter_for(model: str) -> TokenCounter:
+def counter_for(model: str) -> TokenCounter:
+    """The process-wide counter of a model (the settings' `model` in a deployment)."""
     return TokenCounter(model)
 
 

@@ -2,7 +2,9 @@
 
 The names users need most, in one place. The domain's are imported at once (pure and light); the
 adapters' (`open_service`, `EventPublisher`, `SessionService`) on first use, so that importing the
-domain alone never loads SQLAlchemy, kombu or Celery.
+domain alone never loads SQLAlchemy, kombu or Celery. This package is imported before any of its
+subpackages, so it is where the domain's fallback token counter (for a `CompactionRequest` built by
+hand) is plugged in: tiktoken's for the default model, loaded on first use.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from sessionledger.domain.compaction import (
     TurnCountTrigger,
     TurnWindowStrategy,
 )
+from sessionledger.domain.ports import TokenCounter
+from sessionledger.domain.tokens import use_fallback_counter
 
 if TYPE_CHECKING:
     from sessionledger.infrastructure import EventPublisher, SessionService, open_service
@@ -90,6 +94,16 @@ __all__ = [
     "to_openai",
     "turns",
 ]
+
+
+def _tiktoken_counter() -> TokenCounter:
+    from sessionledger.infrastructure.settings import DEFAULT_MODEL
+    from sessionledger.infrastructure.tokens import counter_for
+
+    return counter_for(DEFAULT_MODEL)
+
+
+use_fallback_counter(_tiktoken_counter)
 
 
 def __getattr__(name: str) -> Any:

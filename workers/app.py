@@ -1,4 +1,4 @@
-"""The Celery application `app`, configured for LLM work and for per-session order.
+"""The Celery application (`create_app(settings)`), configured for LLM work and for per-session order.
 
 - Ingest (`sessionledger.ingest.<n>` queues) runs in workers started with `--role ingest`: a solo
   pool, one message at a time, so each partition's messages are stored in order; on RabbitMQ the
@@ -18,73 +18,10 @@ import logging
 import os
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, current_app, signals
 from celery.worker.consumer import Consumer
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
-from sessionledger.infrastructure.queue_names import (
-    COMPACT_TASK,
-    DEFAULT_PARTITIONS,
-    DEFAULT_PREFIX,
-    EVALUATE_TASK,
-    SWEEP_TASK,
-    QueueNames,
-)
-from sessionledger.infrastructure.settings import DEFAULT_DATABASE_URL
-
-DEFAULT_BROKER_URL = "amqp://guest:guest@localhost:5672//"
-
-
-class WorkerSettings(BaseSettings):
-    """The queue's knobs (environment prefix `SESSIONLEDGER_`); the ledger's are in `Settings`."""
-
-    model_config = SettingsConfigDict(env_prefix="SESSIONLEDGER_", extra="ignore")
-
-    broker_url: str = DEFAULT_BROKER_URL
-    database_url: str = DEFAULT_DATABASE_URL
-    queue_prefix: str = DEFAULT_PREFIX
-    partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1)
-    ingest_chunk: int = Field(default=1000, ge=1)
-    """Events per ledger transaction in the ingest task."""
-    task_soft_time_limit: int = Field(default=240, gt=0)
-    task_time_limit: int = Field(default=300, gt=0)
-    ingest_patience: int = Field(default=600, gt=0)
-    """Seconds an ingest batch waits in place for the database before going back to its queue."""
-    redelivery_horizon: int = Field(default=1800, gt=0)
-    """Seconds before the broker redelivers an unacked message (RabbitMQ consumer_timeout)."""
-    max_retries: int = Field(default=5, ge=0)
-    retry_backoff: int = Field(default=5, gt=0)
-    """First retry delay in seconds; doubles per retry, capped by `retry_backoff_max`, jittered."""
-    retry_backoff_max: int = Field(default=600, gt=0)
-    lease_seconds: int | None = None
-    """How long a compaction claims its session; default: the hard time limit plus a minute."""
-    relay_interval: float = Field(default=0.5, gt=0)
-    relay_batch: int = Field(default=5000, gt=0)
-    relay_gap_timeout: float = Field(default=5.0, gt=0)
-    sweep_interval: float = Field(default=3600.0, gt=0)
-    log_format: str = "json"
-    metrics_port: int | None = None
-
-    @model_validator(mode="after")
-    def _limits_below_horizon(self) -> WorkerSettings:
-        if self.task_soft_time_limit >= self.task_time_limit:
-            raise ValueError("task_soft_time_limit must be below task_time_limit")
-        # a reserved message may wait for one running task before its own run: two limits must fit
-        longest = max(self.task_time_limit, self.ingest_patience)
-        if 2 * longest >= self.redelivery_horizon:
-            raise ValueError(
-                f"time limits ({longest}s) must stay below half the broker's redelivery horizon "
-                f"({self.redelivery_horizon}s), or a slow task would be delivered twice"
-            )
-        return self
-
-    @property
-    def queue_names(self) -> QueueNames:
-        return QueueNames(self.queue_prefix, self.partitions)
-
-    @property
-    def lease(self) -> int:
-        return self.lease_seconds or self.task_time_limit + 60
+from sessionledger.infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, SWEEP_TASK
+from sessionledger.infrastructure.settings import Settings
 
 
 class DeadLetteringConsumer(Consumer):
@@ -113,11 +50,13 @@ class DeadLetteringConsumer(Consumer):
         message.ack()
 
 
-def create_app(settings: WorkerSettings | None = None) -> Celery:
-    """A configured Celery application; `workers.app.app` is the one built from the environment."""
-    settings = settings or WorkerSettings()
+def create_app(settings: Settings) -> Celery:
+    """The Celery application of those settings, built when a process starts (`sessionledger
+    worker`, `relay`, the embedded pipeline); `ValueError` without a broker URL."""
     names = settings.queue_names
-    celery = Celery("sessionledger", broker=settings.broker_url, include=["sessionledger.workers.tasks"])
+    celery = Celery(
+        "sessionledger", broker=required_broker(settings), include=["sessionledger.workers.tasks"]
+    )
     celery.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -157,12 +96,20 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
     return celery
 
 
-def settings_of(celery: Celery) -> WorkerSettings:
+def required_broker(settings: Settings) -> str:
+    """The broker URL: the library runs without one (no queue), a worker or relay cannot."""
+    if settings.broker_url is None:
+        raise ValueError("a worker needs a broker: set SESSIONLEDGER_BROKER_URL (amqp://... or redis://...)")
+    return settings.broker_url
+
+
+def settings_of(celery: Celery) -> Settings:
+    """The settings the application was built from (`create_app`)."""
     return celery.sessionledger_settings  # type: ignore[attr-defined,no-any-return]
 
 
 def worker_arguments(
-    settings: WorkerSettings,
+    settings: Settings,
     role: str,
     *,
     partitions: list[int] | None = None,
@@ -194,10 +141,20 @@ def worker_arguments(
 @signals.after_setup_logger.connect
 @signals.after_setup_task_logger.connect
 def _structured_logs(logger: logging.Logger, **_: Any) -> None:
-    if settings_of(app).log_format == "json":
+    """JSON log lines, unless the worker's settings say `log_format=text` (Celery made its
+    application current before it set up logging)."""
+    settings = getattr(current_app, "sessionledger_settings", None)
+    if settings is not None and settings.log_format == "json":
         from sessionledger.workers.metrics import use_json_logs
 
         use_json_logs(logger.handlers)
 
 
-app = create_app()
+def __getattr__(name: str) -> Celery:
+    """`app`: the application built from the environment on first use, for `celery -A
+    sessionledger.workers.app` only; the `sessionledger` command and the worker launcher build
+    theirs from the settings they were given."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    built = globals()["app"] = create_app(Settings())
+    return built

@@ -24,7 +24,7 @@ from kombu.transport.memory import Channel as MemoryChannel
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import Storage
 from sessionledger.infrastructure.publisher import EventPublisher
-from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.workers.app import create_app
 from sessionledger.workers.policy import PolicyBook
 from sessionledger.workers.relay import EvaluateSender, Relay, relay_forever
 from sessionledger.workers.runtime import WorkerRuntime, install_runtime
@@ -36,8 +36,10 @@ class EmbeddedPipeline:
     """Publisher, worker and relay in this process, on one storage; a context manager.
 
     `storage` stays the caller's to close (its counters can be read after the pipeline stopped).
-    `service` is the ledger's `SessionService`, `publisher` the agents' `EventPublisher`.
-    `policies` overrides the configured compaction policies (e.g. a demo's own).
+    The settings are the storage's (its ledger, summarizer, model, policies) with the queue knobs
+    replaced by the embedded ones: the in-memory broker, one partition, a quick relay. `service` is
+    the ledger's `SessionService`, `publisher` the agents' `EventPublisher`. `policies` overrides
+    the configured compaction policies (e.g. a demo's own).
     """
 
     def __init__(
@@ -49,14 +51,15 @@ class EmbeddedPipeline:
         max_buffered: int = 100_000,
     ) -> None:
         self.storage = storage
-        self.settings = WorkerSettings(
-            broker_url=MEMORY_BROKER,
-            database_url=storage.service.settings.database_url,
-            queue_prefix=queue_prefix,
-            partitions=1,
-            relay_interval=0.1,
-            retry_backoff=1,
-            log_format="text",
+        self.settings = storage.service.settings.model_copy(
+            update={
+                "broker_url": MEMORY_BROKER,
+                "queue_prefix": queue_prefix,
+                "partitions": 1,
+                "relay_interval": 0.1,
+                "retry_backoff": 1,
+                "log_format": "text",
+            }
         )
         self._policies = policies
         self._max_buffered = max_buffered

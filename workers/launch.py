@@ -3,7 +3,13 @@
 Roles: `ingest` (a solo worker on some or all ingest partitions: per-session order), `tasks`
 (a prefork worker for evaluate and compact), `relay` (tails the ledger; one per deployment, a
 second one waits as a standby on PostgreSQL), and `all` (the three as child processes, each
-restarted if it dies). `python -m workers.launch ROLE [...]` is the same entry point.
+restarted if it dies). `python -m sessionledger.workers.launch ROLE [...]` is the same entry point.
+
+Each process runs on the settings it was handed: the `sessionledger` command passes its own (its
+options over the environment); `python -m sessionledger.workers.launch` builds them from the
+environment when it starts, or reads them as JSON from standard input (`--settings-from-stdin`),
+which is how `all` hands its settings to its children: nothing secret on a command line, and
+nothing added to an environment that the workers' own children would inherit.
 """
 
 from __future__ import annotations
@@ -16,49 +22,56 @@ import threading
 import time
 from collections.abc import Sequence
 
-from sessionledger.workers.app import app, settings_of, worker_arguments
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import create_app, required_broker, worker_arguments
 
 ROLES = ("all", "ingest", "tasks", "relay")
 
 
 def run_worker(
+    settings: Settings,
     role: str = "all",
     *,
     partitions: str = "all",
     concurrency: int | None = None,
     loglevel: str = "INFO",
 ) -> int:
-    """Run the role until stopped (SIGINT/SIGTERM); returns the exit status."""
-    settings = settings_of(app)
+    """Run the role on those settings until stopped (SIGINT/SIGTERM); returns the exit status.
+
+    `ValueError` for an unknown role, or settings without a broker URL.
+    """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    required_broker(settings)
     if role == "relay":
         from sessionledger.workers.relay import run_relay
 
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
-        run_relay(app, stop)
+        run_relay(create_app(settings), stop)
         return 0
     if role == "all":
-        return _supervise(partitions, concurrency, loglevel)
+        return _supervise(settings, partitions, concurrency, loglevel)
     from sessionledger.infrastructure.queue_names import parse_partitions
 
     chosen = parse_partitions(partitions, settings.partitions) if role == "ingest" else None
     argv = worker_arguments(settings, role, partitions=chosen, concurrency=concurrency, loglevel=loglevel)
-    app.worker_main(argv)
+    create_app(settings).worker_main(argv)
     return 0
 
 
-def _supervise(partitions: str, concurrency: int | None, loglevel: str) -> int:
-    """Ingest, tasks and relay as child processes; one that dies is restarted; a signal stops them all."""
+def _supervise(settings: Settings, partitions: str, concurrency: int | None, loglevel: str) -> int:
+    """Ingest, tasks and relay as child processes on these settings; one that dies is restarted; a
+    signal stops them all."""
     workers = [f"--concurrency={concurrency}"] if concurrency else []
     commands = {
         "ingest": _command("ingest", f"--partitions={partitions}", f"--loglevel={loglevel}"),
         "tasks": _command("tasks", f"--loglevel={loglevel}", *workers),
         "relay": _command("relay"),
     }
-    children = {role: subprocess.Popen(command) for role, command in commands.items()}
+    handed = settings.model_dump_json().encode()
+    children = {role: _start(command, handed) for role, command in commands.items()}
     stopping = threading.Event()
 
     def stop(*_: object) -> None:
@@ -70,7 +83,7 @@ def _supervise(partitions: str, concurrency: int | None, loglevel: str) -> int:
         for role, child in children.items():
             if child.poll() is not None:
                 print(f"sessionledger: {role} exited with {child.returncode}, restarting", file=sys.stderr)
-                children[role] = subprocess.Popen(commands[role])
+                children[role] = _start(commands[role], handed)
     for child in children.values():
         child.terminate()
     deadline = time.monotonic() + 60
@@ -83,17 +96,48 @@ def _supervise(partitions: str, concurrency: int | None, loglevel: str) -> int:
 
 
 def _command(role: str, *options: str) -> list[str]:
-    return [sys.executable, "-m", "sessionledger.workers.launch", role, *options]
+    return [sys.executable, "-m", "sessionledger.workers.launch", role, "--settings-from-stdin", *options]
+
+
+def _start(command: list[str], settings_json: bytes) -> subprocess.Popen[bytes]:
+    """A child process, handed its settings on standard input."""
+    child = subprocess.Popen(command, stdin=subprocess.PIPE)
+    assert child.stdin is not None
+    try:
+        with child.stdin:
+            child.stdin.write(settings_json)
+    except BrokenPipeError:  # it died before reading them; the supervisor sees it exit and restarts it
+        pass
+    return child
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.launch", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m sessionledger.workers.launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("role", choices=ROLES)
     parser.add_argument("--partitions", default="all", help="ingest partitions, e.g. 0-3,6 (default: all)")
     parser.add_argument("--concurrency", type=int, default=None, help="task worker processes")
     parser.add_argument("--loglevel", default="INFO")
+    parser.add_argument(
+        "--settings-from-stdin",
+        action="store_true",
+        help="read the settings as JSON from standard input instead of from the environment",
+    )
     options = parser.parse_args(argv)
+    try:
+        if options.settings_from_stdin:
+            settings = Settings.model_validate_json(sys.stdin.buffer.read())
+        else:
+            settings = Settings()
+        required_broker(settings)
+    except ValueError as error:  # invalid settings (pydantic's ValidationError is one), or no broker
+        print(f"sessionledger: {error}", file=sys.stderr)
+        return 2
     return run_worker(
+        settings,
         options.role,
         partitions=options.partitions,
         concurrency=options.concurrency,

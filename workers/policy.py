@@ -1,7 +1,8 @@
 """Per-application compaction policies, from configuration only (no code).
 
 A policy is a trigger (when) and a strategy (what), written as TOML tables, in the file named by
-`SESSIONLEDGER_POLICY_FILE` and/or inline in `SESSIONLEDGER_POLICY` (same format; its apps win):
+the settings' `policy_file` (`SESSIONLEDGER_POLICY_FILE`) and/or inline in their `policy`
+(`SESSIONLEDGER_POLICY`; same format, its apps win):
 
     [apps.default]
     trigger = { type = "turns", max_turns = 20 }
@@ -26,7 +27,6 @@ configuration every app gets `DEFAULT_POLICY`.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -48,6 +48,7 @@ from sessionledger.domain.compaction import (
     context_window_for,
 )
 from sessionledger.domain.ports import Summarizer
+from sessionledger.infrastructure.settings import DEFAULT_MODEL, Settings
 
 DEFAULT_APP = "default"
 DEFAULT_POLICY: Mapping[str, Any] = {
@@ -99,7 +100,7 @@ def load_policies(
     *,
     policy_file: str | Path | None = None,
     inline: str | None = None,
-    model: str = "gpt-4o",
+    model: str = DEFAULT_MODEL,
 ) -> PolicyBook:
     """Read the configured policies and build them; `ValueError` naming the faulty setting.
 
@@ -121,13 +122,10 @@ def load_policies(
     return PolicyBook({name: builder.policy(name, table, source) for name, (table, source) in apps.items()})
 
 
-def load_policies_from_env(summarizer: Callable[[], Summarizer], settings: Any) -> PolicyBook:
-    """`load_policies` with the deployment's settings (`policy_file`, `model`) and environment."""
+def policies_from_settings(summarizer: Callable[[], Summarizer], settings: Settings) -> PolicyBook:
+    """`load_policies` with the deployment's settings (`policy_file`, `policy`, `model`)."""
     return load_policies(
-        summarizer,
-        policy_file=settings.policy_file,
-        inline=os.environ.get("SESSIONLEDGER_POLICY"),
-        model=settings.model,
+        summarizer, policy_file=settings.policy_file, inline=settings.policy, model=settings.model
     )
 
 

@@ -24,10 +24,10 @@ from http.server import ThreadingHTTPServer
 from celery import Celery
 from sessionledger.domain.ledger import Kind
 from sessionledger.domain.ports import Ledger, RelayPositions
-from sessionledger.infrastructure import Settings
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
-from sessionledger.workers.app import WorkerSettings, settings_of
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import settings_of
 from sessionledger.workers.metrics import log_event, serve_prometheus
 
 log = logging.getLogger(__name__)
@@ -109,17 +109,15 @@ class EvaluateSender:
         self._celery.send_task(SWEEP_TASK)
 
 
-def run_relay(celery: Celery | None = None, stop: threading.Event | None = None) -> None:
+def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
     """Run the relay until `stop` is set (or for ever): `sessionledger relay`.
 
     Also sends a `sweep` every `sweep_interval` seconds, since exactly one relay runs.
     """
-    if celery is None:
-        from sessionledger.workers.app import app as celery
     settings = settings_of(celery)
     stop = stop or threading.Event()
     sender = EvaluateSender(celery)
-    with open_storage(Settings(database_url=settings.database_url)) as storage:
+    with open_storage(settings) as storage:
         server = _serve_metrics(settings, storage) if settings.metrics_port else None
         try:
             with storage.relay_positions.leadership(RELAY_NAME, stop) as leading:
@@ -139,7 +137,7 @@ def run_relay(celery: Celery | None = None, stop: threading.Event | None = None)
                 server.shutdown()
 
 
-def _serve_metrics(settings: WorkerSettings, storage: Storage) -> ThreadingHTTPServer:
+def _serve_metrics(settings: Settings, storage: Storage) -> ThreadingHTTPServer:
     """`/metrics` in Prometheus text, from the relay: there is exactly one per deployment."""
     from sessionledger.workers.stats import collect_stats
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from celery import Celery
 from sessionledger.domain.ports import TokenCounter
-from sessionledger.domain.tokens import default_counter
-from sessionledger.infrastructure import SessionService, Settings
+from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
-from sessionledger.workers.app import WorkerSettings, settings_of
+from sessionledger.workers.app import settings_of
 from sessionledger.workers.metrics import Metrics
-from sessionledger.workers.policy import PolicyBook, load_policies_from_env
+from sessionledger.workers.policy import PolicyBook, policies_from_settings
 
 
 class WorkerRuntime:
@@ -27,7 +27,7 @@ class WorkerRuntime:
 
     def __init__(
         self,
-        settings: WorkerSettings,
+        settings: Settings,
         storage: Storage | None = None,
         policies: PolicyBook | None = None,
     ) -> None:
@@ -37,7 +37,7 @@ class WorkerRuntime:
 
     @cached_property
     def storage(self) -> Storage:
-        return self._given_storage or open_storage(Settings(database_url=self.settings.database_url))
+        return self._given_storage or open_storage(self.settings)
 
     @property
     def service(self) -> SessionService:
@@ -47,8 +47,7 @@ class WorkerRuntime:
     def policies(self) -> PolicyBook:
         if self._given_policies is not None:
             return self._given_policies
-        ledger_settings = self.service.settings
-        return load_policies_from_env(lambda: summarizer_from_settings(ledger_settings), ledger_settings)
+        return policies_from_settings(lambda: summarizer_from_settings(self.settings), self.settings)
 
     @cached_property
     def metrics(self) -> Metrics:
@@ -58,7 +57,7 @@ class WorkerRuntime:
 
     @cached_property
     def token_counter(self) -> TokenCounter:
-        return default_counter()
+        return self.service.token_counter
 
     def close(self) -> None:
         if "metrics" in self.__dict__:

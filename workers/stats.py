@@ -12,7 +12,7 @@ from kombu import Connection
 from kombu.exceptions import KombuError
 from sessionledger.infrastructure.bootstrap import Storage
 from sessionledger.infrastructure.queue_names import QueueNames
-from sessionledger.workers.app import WorkerSettings
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.metrics import prometheus_text, read_counters
 from sessionledger.workers.relay import RELAY_NAME
 
@@ -37,7 +37,7 @@ class Stats:
         return prometheus_text(self.counters, gauges)
 
 
-def collect_stats(settings: WorkerSettings, storage: Storage) -> Stats:
+def collect_stats(settings: Settings, storage: Storage) -> Stats:
     return Stats(
         read_counters(storage.counters),
         queue_depths(settings.broker_url, settings.queue_names),

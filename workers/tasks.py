@@ -344,7 +344,10 @@ def should_compact(runtime: WorkerRuntime, session_id: str) -> Outcome:
         service.fill_token_counts(session_id, runtime.token_counter)
         stats = service.window_stats(session_id) or stats
     request = CompactionRequest.of(
-        session, lambda: service.get_events(session_id, EventFilter.active()), stats
+        session,
+        lambda: service.get_events(session_id, EventFilter.active()),
+        stats,
+        counter=runtime.token_counter,
     )
     return Outcome.COMPACT if policy.trigger.should_compact(request) else Outcome.BELOW_THRESHOLD
 

@@ -33,7 +33,7 @@ def not_blank(value: str, name: str) -> str:
 
 
 def optional_counter(value: Any) -> Any:
-    """An estimator: `None` (the default counter) or any `Callable[[str], int]`."""
+    """An estimator: `None` (the request's counter) or any `Callable[[str], int]`."""
     if value is not None and not callable(value):
         raise ValueError(f"estimator must be callable (str -> int), got {value!r}")
     return value

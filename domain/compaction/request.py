@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ports import TokenCounter, WindowStats
 from sessionledger.domain.sessions import Session
-from sessionledger.domain.tokens import default_counter
+from sessionledger.domain.tokens import fallback_counter
 from sessionledger.domain.turns import format_event, turn_count
 
 EventSource = Iterable[SessionEvent] | Callable[[], Iterable[SessionEvent]]
@@ -17,12 +17,15 @@ class CompactionRequest:
     """A session's active window, plus the ledger's running aggregates of it when known.
 
     `events` may be a zero-argument callable: it is called once, the first time something needs the
-    events, so a trigger that can decide from `stats` never loads the history. `token_counts` maps
-    event ids to the default counter's count of `format_event(event)` as the ledger stored it, so
-    strategies never tokenize an event twice.
+    events, so a trigger that can decide from `stats` never loads the history. `counter` is the
+    token counter an `estimator=None` means: the service and the workers build every request with
+    the deployment's (the settings' model); a request built without one uses tiktoken's for the
+    default model (`domain.tokens.fallback_counter`). `token_counts` maps event ids to that
+    counter's count of `format_event(event)` as the ledger stored it, so strategies never tokenize
+    an event twice.
     """
 
-    __slots__ = ("_events", "_load", "session", "stats", "token_counts")
+    __slots__ = ("_events", "_load", "counter", "session", "stats", "token_counts")
 
     def __init__(
         self,
@@ -30,6 +33,7 @@ class CompactionRequest:
         events: EventSource,
         stats: WindowStats | None = None,
         token_counts: Mapping[str, int] | None = None,
+        counter: TokenCounter | None = None,
     ) -> None:
         if session is None:
             raise ValueError("session must not be None")
@@ -38,6 +42,7 @@ class CompactionRequest:
         self.session = session
         self.stats = stats
         self.token_counts: Mapping[str, int] = token_counts or {}
+        self.counter = counter
         self._load = events if callable(events) else None
         self._events: tuple[SessionEvent, ...] | None = None if callable(events) else tuple(events)
 
@@ -48,19 +53,26 @@ class CompactionRequest:
         events: EventSource,
         stats: WindowStats | None = None,
         token_counts: Mapping[str, int] | None = None,
+        counter: TokenCounter | None = None,
     ) -> CompactionRequest:
-        return cls(session, events, stats, token_counts)
+        return cls(session, events, stats, token_counts, counter)
 
     def tokens_of(self, estimator: TokenCounter | None) -> Callable[[SessionEvent], int]:
-        """How to weigh one event: `estimator` on its formatted text, or, for the default counter,
-        the count the ledger already stored (counting only events it has not)."""
+        """How to weigh one event: `estimator` on its formatted text, or, for `None`, the count the
+        ledger already stored, else the request's counter (counting only events it has not)."""
         if estimator is not None:
             return lambda event: estimator(format_event(event))
         known = self.token_counts
+        counter = self.counter
 
         def tokens(event: SessionEvent) -> int:
+            nonlocal counter
             stored = known.get(event.id)
-            return default_counter()(format_event(event)) if stored is None else stored
+            if stored is not None:
+                return stored
+            if counter is None:
+                counter = fallback_counter()
+            return counter(format_event(event))
 
         return tokens
 

@@ -28,8 +28,9 @@ class TurnCountTrigger:
 class TokenCountTrigger:
     """Fires when the window's `format_event` tokens reach `threshold` (`>=`).
 
-    Synthetic events count. `estimator=None` is the default (tiktoken) counter, restoring the
-    default Spring AI Session documents but lost in v0.2.0.
+    Synthetic events count. `estimator=None` is the request's counter (tiktoken's: the service and
+    the workers hand theirs, for the configured model), restoring the default Spring AI Session
+    documents but lost in v0.2.0.
     """
 
     def __init__(self, threshold: int, estimator: TokenCounter | None = None) -> None:

@@ -89,7 +89,7 @@ def weigh(events: Iterable[SessionEvent], tokens_of: Callable[[SessionEvent], in
 def reaches(request: CompactionRequest, threshold: int, estimator: TokenCounter | None) -> bool:
     """Whether the window (synthetic events included) weighs at least `threshold` tokens.
 
-    Counts as little as it can: a default-counter weight comes from `request.stats` when every
+    Counts as little as it can: the request counter's weight comes from `request.stats` when every
     event's count is known, and a window with fewer UTF-8 bytes than `threshold` cannot reach it
     (a tiktoken token is at least one byte). Counting stops once the threshold is reached.
     """

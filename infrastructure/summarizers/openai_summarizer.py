@@ -7,7 +7,6 @@ can log it and decide between retrying and dead-lettering without knowing the `o
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import openai
@@ -49,12 +48,7 @@ class OpenAISummarizer:
         self.max_retries = max_retries
         self.max_summary_chars = max_summary_chars
         self.temperature = temperature
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=_api_key(api_key, base_url),
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+        self._client = _client(base_url, api_key, timeout, max_retries)
 
     @property
     def base_url(self) -> str:
@@ -122,10 +116,16 @@ def truncate(text: str, max_chars: int) -> str:
     return cut.rstrip() + "…"
 
 
-def _api_key(api_key: str | None, base_url: str | None) -> str | None:
-    """The explicit key, else the client's own `OPENAI_API_KEY`, else a placeholder for a custom server."""
-    if api_key or os.environ.get("OPENAI_API_KEY"):
-        return api_key
-    if base_url or os.environ.get("OPENAI_BASE_URL"):
-        return PLACEHOLDER_API_KEY
-    raise ValueError("no OpenAI API key and no base URL: set OPENAI_API_KEY or OPENAI_BASE_URL")
+def _client(base_url: str | None, api_key: str | None, timeout: float, max_retries: int) -> openai.OpenAI:
+    """The client: with the given key, else the one the `openai` package finds itself, else (for a
+    server at a given base URL, which a local one needs no key for) a placeholder."""
+    try:
+        return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+    except openai.OpenAIError:  # no key given, and the package found none
+        if not base_url:
+            raise ValueError(
+                "no OpenAI API key and no base URL: set OPENAI_API_KEY or OPENAI_BASE_URL"
+            ) from None
+    return openai.OpenAI(
+        base_url=base_url, api_key=PLACEHOLDER_API_KEY, timeout=timeout, max_retries=max_retries
+    )

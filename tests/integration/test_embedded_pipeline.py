@@ -6,8 +6,8 @@ from collections import defaultdict
 
 import pytest
 from sessionledger.domain import SessionEvent
-from sessionledger.infrastructure import Settings
 from sessionledger.infrastructure.bootstrap import open_storage
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
 from sessionledger.workers import metrics

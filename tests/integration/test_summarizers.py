@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from types import SimpleNamespace
 
 import pytest
 from sessionledger.domain.ports import Summarizer
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers import (
     ExtractiveSummarizer,
     OpenAISummarizer,
@@ -188,26 +188,56 @@ def test_structured_missing_field_is_an_error(fake_openai):
         structured(fake_openai).summarize("s", "u")
 
 
-def test_factory_without_endpoint_is_offline_and_says_so(caplog):
+@pytest.fixture
+def no_endpoint(monkeypatch):
+    """An environment that names no OpenAI endpoint, prefixed or not."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(f"SESSIONLEDGER_{name}", raising=False)
+    monkeypatch.delenv("SESSIONLEDGER_SUMMARIZER_MODEL", raising=False)
+    return monkeypatch
+
+
+def test_factory_without_endpoint_is_offline_and_says_so(caplog, no_endpoint):
     with caplog.at_level("INFO"):
-        summarizer = summarizer_from_settings(None, environ={})
+        summarizer = summarizer_from_settings(Settings())
     assert isinstance(summarizer, ExtractiveSummarizer)
     assert "offline" in caplog.text
 
 
-def test_factory_with_a_base_url_talks_to_that_server_without_a_key(fake_openai, monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    summarizer = summarizer_from_settings(
-        None,
-        environ={"OPENAI_BASE_URL": fake_openai.base_url, "SESSIONLEDGER_SUMMARIZER_MODEL": "llama3"},
-    )
+def test_factory_with_a_base_url_talks_to_that_server_without_a_key(fake_openai, no_endpoint):
+    no_endpoint.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    no_endpoint.setenv("SESSIONLEDGER_SUMMARIZER_MODEL", "llama3")
+    summarizer = summarizer_from_settings(Settings())
     assert type(summarizer) is OpenAISummarizer
     assert summarizer.summarize("s", "u") == "A fake summary."
     assert fake_openai.requests[0].body["model"] == "llama3"
 
 
-def test_factory_settings_win_over_the_environment(fake_openai):
-    settings = SimpleNamespace(
+def test_the_prefixed_variables_win_over_the_openai_packages_own(fake_openai, no_endpoint):
+    no_endpoint.setenv("OPENAI_BASE_URL", "http://elsewhere.invalid/v1")
+    no_endpoint.setenv("SESSIONLEDGER_OPENAI_BASE_URL", fake_openai.base_url)
+    no_endpoint.setenv("OPENAI_API_KEY", "openai-key")
+    no_endpoint.setenv("SESSIONLEDGER_OPENAI_API_KEY", "sessionledger-key")
+    assert summarizer_from_settings(Settings()).summarize("s", "u") == "A fake summary."
+    assert fake_openai.requests[0].headers["authorization"] == "Bearer sessionledger-key"
+
+
+def test_an_empty_variable_counts_as_unset(no_endpoint):
+    no_endpoint.setenv("OPENAI_API_KEY", "")
+    no_endpoint.setenv("SESSIONLEDGER_OPENAI_BASE_URL", "")
+    assert isinstance(summarizer_from_settings(Settings()), ExtractiveSummarizer)
+
+
+def test_a_summarizer_without_a_key_or_a_base_url_is_a_clear_error(no_endpoint):
+    with pytest.raises(ValueError, match="no OpenAI API key and no base URL"):
+        OpenAISummarizer("gpt-4o-mini")
+
+
+def test_factory_settings_win_over_the_environment(fake_openai, no_endpoint):
+    no_endpoint.setenv("OPENAI_BASE_URL", "http://elsewhere.invalid/v1")
+    no_endpoint.setenv("OPENAI_API_KEY", "from-env")
+    settings = Settings(
         openai_base_url=fake_openai.base_url,
         openai_api_key="from-settings",
         summarizer_model="gpt-4.1-mini",
@@ -215,8 +245,7 @@ def test_factory_settings_win_over_the_environment(fake_openai):
         summarizer_max_retries=0,
         summarizer_structured=True,
     )
-    environ = {"OPENAI_BASE_URL": "http://elsewhere.invalid/v1", "OPENAI_API_KEY": "from-env"}
-    summarizer = summarizer_from_settings(settings, environ=environ)
+    summarizer = summarizer_from_settings(settings)
     assert type(summarizer) is StructuredSummarizer
     assert (summarizer.model, summarizer.timeout, summarizer.max_retries) == ("gpt-4.1-mini", 7, 0)
     fake_openai.enqueue(Reply.json(SUMMARY))

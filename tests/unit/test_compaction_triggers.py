@@ -17,7 +17,7 @@ from sessionledger.domain.compaction import (
 )
 from sessionledger.domain.compaction import request as request_module
 from sessionledger.domain.ports import WindowStats
-from sessionledger.domain.tokens import default_counter
+from sessionledger.domain.tokens import fallback_counter
 
 from tests.unit.compaction_support import (
     SESSION,
@@ -43,12 +43,12 @@ def lazy(stats: WindowStats) -> CompactionRequest:
 
 @pytest.fixture
 def no_tokenizing(monkeypatch):
-    """Makes any use of the default counter fail the test."""
+    """Makes any use of the fallback counter (of requests built without one) fail the test."""
 
     def refuse():
-        raise AssertionError("the default counter was used")
+        raise AssertionError("the fallback counter was used")
 
-    monkeypatch.setattr(request_module, "default_counter", refuse)
+    monkeypatch.setattr(request_module, "fallback_counter", refuse)
 
 
 # --- TurnCountTrigger ---------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def test_default_counter_counts_formatted_events_with_tiktoken():
         answering("c1"),
         assistant("Sunny."),
     ]
-    tokens = sum(default_counter()(format_event(e)) for e in events)
+    tokens = sum(fallback_counter()(format_event(e)) for e in events)
     assert 0 < tokens < sum(len(format_event(e)) for e in events)
     assert TokenCountTrigger(tokens).should_compact(request(events))
     assert not TokenCountTrigger(tokens + 1).should_compact(request(events))
@@ -135,7 +135,7 @@ def test_default_counter_counts_formatted_events_with_tiktoken():
 
 def test_default_counter_counts_events_when_stats_are_incomplete():
     events = [user("Tell me about the weather in Paris."), assistant("Sunny.")]
-    tokens = sum(default_counter()(format_event(e)) for e in events)
+    tokens = sum(fallback_counter()(format_event(e)) for e in events)
     stats = WindowStats(events=2, bytes=10_000, tokens=1, uncounted=1)
     assert TokenCountTrigger(tokens).should_compact(request(events, stats))
     assert not TokenCountTrigger(tokens + 1).should_compact(request(events, stats))

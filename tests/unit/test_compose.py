@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 from sessionledger.infrastructure.queue_names import parse_partitions
-from sessionledger.workers.app import WorkerSettings, worker_arguments
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import worker_arguments
 from sessionledger.workers.launch import ROLES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def test_the_stack_has_the_database_the_brokers_the_relay_and_the_workers(compos
 def test_ingest_services_cover_every_partition_exactly_once_and_are_pinged_by_their_node_name(compose):
     services = app_services(compose)
     partitions = int(services["worker"]["environment"]["SESSIONLEDGER_PARTITIONS"])
-    settings = WorkerSettings(partitions=partitions)
+    settings = Settings(partitions=partitions)
     owned: list[int] = []
     for service in services.values():
         if service["command"][0] != "ingest":

@@ -11,7 +11,8 @@ from kombu import Connection
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure.publisher import encode_event
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
-from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import create_app
 from sessionledger.workers.dlq import DeadLetter, dead_letters, list_dead, replay_dead
 
 MEMORY = "memory://localhost//"
@@ -19,7 +20,7 @@ MEMORY = "memory://localhost//"
 
 @pytest.fixture
 def celery(tmp_path):
-    settings = WorkerSettings(
+    settings = Settings(
         broker_url=MEMORY,
         queue_prefix=f"d{uuid.uuid4().hex[:8]}",
         partitions=3,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from sessionledger.domain.compaction import (
     AdkSlidingWindowStrategy,
@@ -17,8 +15,10 @@ from sessionledger.domain.compaction import (
     TokenCountTrigger,
     TurnCountTrigger,
     TurnWindowStrategy,
+    context_window_for,
 )
-from sessionledger.workers.policy import load_policies, load_policies_from_env
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.policy import load_policies, policies_from_settings
 
 
 class CountingSummarizer:
@@ -113,7 +113,8 @@ def test_context_window_defaults_to_the_deployment_model_and_inline_policies_ove
 
 def test_without_configuration_every_app_gets_the_built_in_policy(monkeypatch):
     monkeypatch.delenv("SESSIONLEDGER_POLICY", raising=False)
-    book = load_policies_from_env(CountingSummarizer, SimpleNamespace(policy_file=None, model="gpt-4o"))
+    monkeypatch.delenv("SESSIONLEDGER_POLICY_FILE", raising=False)
+    book = policies_from_settings(CountingSummarizer, Settings())
     policy = book.for_app("anything")
     assert isinstance(policy.trigger, AnyOf) and isinstance(policy.strategy, RecursiveSummarizationStrategy)
 
@@ -124,7 +125,8 @@ def test_the_environment_variable_holds_a_policy(monkeypatch):
         'apps.default.trigger={type="turns",max_turns=2}\n'
         'apps.default.strategy={type="sliding",max_events=4}',
     )
-    book = load_policies_from_env(CountingSummarizer, SimpleNamespace(policy_file=None, model="gpt-4o"))
+    monkeypatch.delenv("SESSIONLEDGER_POLICY_FILE", raising=False)
+    book = policies_from_settings(CountingSummarizer, Settings())
     assert book.for_app("a").trigger.max_turns == 2
 
 
@@ -163,3 +165,14 @@ def test_configuration_errors_name_the_setting(text, message):
 def test_a_missing_policy_file_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="cannot read policy file"):
         load_policies(CountingSummarizer, policy_file=tmp_path / "missing.toml")
+
+
+def test_the_settings_name_the_file_the_inline_policies_and_the_model(tmp_path, monkeypatch):
+    path = tmp_path / "p.toml"
+    path.write_text(POLICIES)
+    monkeypatch.setenv("SESSIONLEDGER_POLICY_FILE", str(path))
+    monkeypatch.setenv("SESSIONLEDGER_MODEL", "gpt-4")
+    inline = 'apps.default.trigger={type="context_window"}\napps.default.strategy={type="sliding"}'
+    book = policies_from_settings(CountingSummarizer, Settings(policy=inline))
+    assert book.for_app("default").trigger.context_window == context_window_for("gpt-4")
+    assert isinstance(book.for_app("support").strategy, SlidingWindowStrategy)  # from the file

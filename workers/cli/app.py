@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.settings import Settings
 
 from sessionledger import __version__
@@ -28,13 +30,15 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option(
         "--database-url",
-        envvar="SESSIONLEDGER_DATABASE_URL",
-        help="sqlite:///..., postgresql+psycopg://... or memory://; default: the embedded SQLite file.",
+        help="sqlite:///..., postgresql+psycopg://... or memory://; default: SESSIONLEDGER_DATABASE_URL, "
+        "else the embedded SQLite file ./sessionledger.db.",
     ),
 ]
 BrokerUrl = Annotated[
     str | None,
-    typer.Option("--broker-url", envvar="SESSIONLEDGER_BROKER_URL", help="amqp://... or redis://..."),
+    typer.Option(
+        "--broker-url", help="amqp://... or redis://...; default: SESSIONLEDGER_BROKER_URL, else none."
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 
@@ -72,6 +76,20 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def settings_for(database_url: str | None, broker_url: str | None = None) -> Settings:
+    """The command's settings: its options over the environment; invalid ones are exit status 2."""
+    overrides = {"database_url": database_url, "broker_url": broker_url}
+    try:
+        return Settings(**{name: value for name, value in overrides.items() if value is not None})
+    except ValidationError as error:
+        fail("invalid settings: " + "; ".join(_problem(detail) for detail in error.errors()))
+
+
+def _problem(detail: Any) -> str:
+    where = ".".join(map(str, detail["loc"]))
+    return f"{where}: {detail['msg']}" if where else str(detail["msg"])
+
+
 @contextmanager
 def service_for(database_url: str | None, broker_url: str | None = None) -> Iterator[SessionService]:
     """Open the ledger for one command; bad URLs and bad arguments become exit status 2.
@@ -81,11 +99,11 @@ def service_for(database_url: str | None, broker_url: str | None = None) -> Iter
     a 100,000-event `verify`), so it is paused while the command runs; reference counting still
     frees everything as it goes.
     """
-    url = database_url or Settings().database_url
+    settings = settings_for(database_url, broker_url)
     try:
-        service = open_service(url, broker_url=broker_url)
+        service = open_storage(settings).service
     except (ValueError, ImportError) as error:
-        fail(f"cannot open {url}: {error}")
+        fail(f"cannot open {settings.database_url}: {error}")
     with service, _collector_paused():
         try:
             yield service

@@ -27,7 +27,6 @@ from rich.table import Table
 from sessionledger.domain import EventFilter, SessionEvent, format_event
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import open_storage
-from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.infrastructure.tokens import count_chat_tokens
@@ -40,6 +39,7 @@ from sessionledger.workers.cli.app import (
     emit_json,
     errors,
     fail,
+    settings_for,
 )
 from sessionledger.workers.embedded import EmbeddedPipeline
 from sessionledger.workers.policy import load_policies
@@ -81,8 +81,8 @@ def demo(
         fail("--conversations must be greater than 0")
     if broker_url:
         errors.print("note: the demo runs its own in-process pipeline; --broker-url is not used")
-    settings = Settings()
-    url = database_url or settings.database_url
+    settings = settings_for(database_url)
+    url = settings.database_url
     summarizer = summarizer_from_settings(settings)
     policies = load_policies(lambda: summarizer, inline=DEMO_POLICY, model=settings.model)
     run = uuid4().hex[:8]
@@ -92,10 +92,7 @@ def demo(
             f"ledger: [bold]{_describe(url)}[/]   summarizer: [bold]{_describe_summarizer(summarizer)}[/]"
         )
     started = time.perf_counter()
-    with (
-        open_storage(Settings(database_url=url)) as storage,
-        EmbeddedPipeline(storage, policies=policies) as pipeline,
-    ):
+    with open_storage(settings) as storage, EmbeddedPipeline(storage, policies=policies) as pipeline:
         service = pipeline.service
         assert pipeline.publisher is not None
         loaded = list(conversations(limit=count))

@@ -1,12 +1,16 @@
-"""Commands that run or inspect the queue side: `worker`, `relay`, `dlq list|replay`, `stats`."""
+"""Commands that run or inspect the queue side: `worker`, `relay`, `dlq list|replay`, `stats`.
+
+Each needs a broker, so the library's default (none: no queue) is an error here, not a guess: a
+worker quietly connecting to some local broker would hide a missing `--broker-url`.
+"""
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 from rich.table import Table
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -16,28 +20,19 @@ from sessionledger.workers.cli.app import (
     console,
     emit_json,
     fail,
+    settings_for,
 )
 
 dlq = typer.Typer(help="Inspect and replay the dead-letter queue.", no_args_is_help=True)
 cli.add_typer(dlq, name="dlq")
 
 
-def _configure(database_url: str | None, broker_url: str | None) -> None:
-    """Worker settings come from the environment (Celery reads them at import): put options there."""
-    if database_url:
-        os.environ["SESSIONLEDGER_DATABASE_URL"] = database_url
-    if broker_url:
-        os.environ["SESSIONLEDGER_BROKER_URL"] = broker_url
-
-
-def _worker_settings(database_url: str | None, broker_url: str | None):  # -> WorkerSettings
-    _configure(database_url, broker_url)
-    from sessionledger.workers.app import WorkerSettings
-
-    try:
-        return WorkerSettings()
-    except ValueError as error:
-        fail(str(error).splitlines()[0])
+def _queue_settings(database_url: str | None, broker_url: str | None) -> Settings:
+    """The command's settings, which must name a broker (exit status 2 otherwise)."""
+    settings = settings_for(database_url, broker_url)
+    if settings.broker_url is None:
+        fail("no broker: pass --broker-url or set SESSIONLEDGER_BROKER_URL (amqp://... or redis://...)")
+    return settings
 
 
 @command
@@ -51,21 +46,23 @@ def worker(
     as_json: AsJson = False,
 ) -> None:
     """Run a Celery worker for the configured broker (all roles by default)."""
-    _worker_settings(database_url, broker_url)
+    settings = _queue_settings(database_url, broker_url)
     from sessionledger.workers.launch import ROLES, run_worker
 
     if role not in ROLES:
         fail(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
-    raise typer.Exit(run_worker(role, partitions=partitions, concurrency=concurrency, loglevel=loglevel))
+    raise typer.Exit(
+        run_worker(settings, role, partitions=partitions, concurrency=concurrency, loglevel=loglevel)
+    )
 
 
 @command
 def relay(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
     """Tail the ledger and wake the evaluators (one per deployment; a second one waits as standby)."""
-    _worker_settings(database_url, broker_url)
+    settings = _queue_settings(database_url, broker_url)
     from sessionledger.workers.launch import run_worker
 
-    raise typer.Exit(run_worker("relay"))
+    raise typer.Exit(run_worker(settings, "relay"))
 
 
 @dlq.command("list")
@@ -76,7 +73,7 @@ def dlq_list(
     as_json: AsJson = False,
 ) -> None:
     """Show dead letters (oldest first) with the reason each was dead-lettered; they stay queued."""
-    settings = _worker_settings(database_url, broker_url)
+    settings = _queue_settings(database_url, broker_url)
     from sessionledger.workers.dlq import list_dead
 
     letters = [letter.summary() for letter in list_dead(settings.broker_url, settings.queue_names, limit)]
@@ -104,7 +101,7 @@ def dlq_replay(
     as_json: AsJson = False,
 ) -> None:
     """Send dead letters back to their queues (each removed only once the broker confirmed it)."""
-    settings = _worker_settings(database_url, broker_url)
+    settings = _queue_settings(database_url, broker_url)
     from sessionledger.workers.dlq import replay_dead
 
     replayed = replay_dead(settings.broker_url, settings.queue_names, limit)
@@ -122,12 +119,11 @@ def stats(
     as_json: AsJson = False,
 ) -> None:
     """Counters (events ingested, compactions, conflicts, dead letters), queue depths, relay lag."""
-    settings = _worker_settings(database_url, broker_url)
-    from sessionledger.infrastructure import Settings
+    settings = _queue_settings(database_url, broker_url)
     from sessionledger.infrastructure.bootstrap import open_storage
     from sessionledger.workers.stats import collect_stats
 
-    with open_storage(Settings(database_url=settings.database_url)) as storage:
+    with open_storage(settings) as storage:
         collected = collect_stats(settings, storage)
     if prometheus:
         typer.echo(collected.prometheus(), nl=False)

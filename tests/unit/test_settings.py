@@ -1,0 +1,117 @@
+"""The one settings object: its defaults, its environment names, its checks, and who builds it."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from sessionledger.infrastructure.settings import DEFAULT_DATABASE_URL, Settings
+from sessionledger.workers import app as app_module
+from sessionledger.workers.app import create_app, settings_of
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMORY_BROKER = "memory://localhost//"
+
+
+@pytest.fixture
+def clean_environment(monkeypatch):
+    """No SESSIONLEDGER_* or OPENAI_* variable from the machine running the tests."""
+    for name in list(os.environ):
+        if name.startswith(("SESSIONLEDGER_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_the_library_defaults_to_the_embedded_ledger_and_no_queue(clean_environment):
+    settings = Settings()
+    assert settings.database_url == DEFAULT_DATABASE_URL
+    assert settings.broker_url is None
+    assert (settings.queue_prefix, settings.partitions, settings.model) == ("sessionledger", 2, "gpt-4o")
+    assert settings.lease == settings.task_time_limit + 60
+
+
+def test_every_knob_comes_from_its_prefixed_variable_and_arguments_win(clean_environment):
+    clean_environment.setenv("SESSIONLEDGER_BROKER_URL", "redis://elsewhere:6379/0")
+    clean_environment.setenv("SESSIONLEDGER_PARTITIONS", "8")
+    clean_environment.setenv("SESSIONLEDGER_POLICY", "apps.x.enabled = false")
+    clean_environment.setenv("SESSIONLEDGER_METRICS_PORT", "")  # empty: unset, as docker compose writes it
+    settings = Settings(broker_url=MEMORY_BROKER)
+    assert (settings.broker_url, settings.partitions, settings.metrics_port) == (MEMORY_BROKER, 8, None)
+    assert settings.policy == "apps.x.enabled = false"
+    assert settings.queue_names.partitions == 8
+
+
+def test_the_openai_packages_own_variables_are_the_fallback(clean_environment):
+    clean_environment.setenv("OPENAI_BASE_URL", "http://openai.invalid/v1")
+    clean_environment.setenv("OPENAI_API_KEY", "openai-key")
+    assert (Settings().openai_base_url, Settings().openai_api_key) == (
+        "http://openai.invalid/v1",
+        "openai-key",
+    )
+    clean_environment.setenv("SESSIONLEDGER_OPENAI_API_KEY", "ours")
+    assert Settings().openai_api_key == "ours"
+    assert Settings(openai_api_key="given").openai_api_key == "given"
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ({"task_soft_time_limit": 300, "task_time_limit": 300}, "below task_time_limit"),
+        ({"task_time_limit": 900, "task_soft_time_limit": 800}, "half the broker's redelivery horizon"),
+        ({"ingest_patience": 1000}, "half the broker's redelivery horizon"),
+        ({"partitions": 0}, "greater than or equal to 1"),
+        ({"no_such_knob": 1}, "Extra inputs are not permitted"),
+    ],
+)
+def test_invalid_settings_are_value_errors_naming_the_problem(knobs, message):
+    with pytest.raises(ValueError, match=message):
+        Settings(**knobs)
+
+
+def test_settings_travel_as_json_unchanged_whatever_the_receivers_environment(clean_environment):
+    """What `workers.launch` relies on to hand its settings to its children."""
+    sent = Settings(database_url="sqlite:////tmp/x.db", broker_url=MEMORY_BROKER, openai_api_key="k")
+    clean_environment.setenv("SESSIONLEDGER_DATABASE_URL", "sqlite:////tmp/elsewhere.db")
+    clean_environment.setenv("OPENAI_API_KEY", "other")
+    assert Settings.model_validate_json(sent.model_dump_json()) == sent
+
+
+def test_the_celery_application_is_built_from_the_settings_it_is_given():
+    settings = Settings(
+        broker_url=MEMORY_BROKER, queue_prefix="given", task_time_limit=100, task_soft_time_limit=90
+    )
+    celery = create_app(settings)
+    assert settings_of(celery) is settings
+    assert celery.conf.broker_url == MEMORY_BROKER
+    assert celery.conf.task_time_limit == 100 and celery.conf.task_default_exchange == "given"
+
+
+def test_a_celery_application_needs_a_broker():
+    with pytest.raises(ValueError, match="needs a broker"):
+        create_app(Settings(broker_url=None))
+
+
+def test_the_module_level_app_for_celery_dash_a_is_built_from_the_environment_on_first_use(clean_environment):
+    clean_environment.setenv("SESSIONLEDGER_BROKER_URL", MEMORY_BROKER)
+    clean_environment.setenv("SESSIONLEDGER_QUEUE_PREFIX", "from-the-environment")
+    vars(app_module).pop("app", None)
+    try:
+        built = app_module.app
+        assert app_module.app is built
+        assert settings_of(built).queue_prefix == "from-the-environment"
+    finally:
+        vars(app_module).pop("app", None)
+
+
+def test_only_the_settings_read_the_environment():
+    """Everything else is handed its settings; pydantic-settings reads the variables for them."""
+    reads = re.compile(r"os\.environ|getenv\(|environ\[")
+    sources = [
+        path
+        for folder in ("domain", "infrastructure", "workers", "sessionledger")
+        for path in (ROOT / folder).rglob("*.py")
+    ]
+    assert sources
+    assert [str(path.relative_to(ROOT)) for path in sources if reads.search(path.read_text())] == []
