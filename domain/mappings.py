@@ -21,7 +21,7 @@ class FrozenDict(dict[str, Any]):
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # dict says unhashable; a frozen one is not
         # like a tuple: hashable when every value is
         return hash(frozenset(self.items()))
 

@@ -193,7 +193,7 @@ class SessionService:
         self._require_owner(session_id, user_id)
         if self._append([draft])[0] is AppendOutcome.NO_SESSION:
             raise SessionNotFound(f"session {session_id!r} not found")
-        return draft.event  # type: ignore[return-value]
+        return draft.event  # type: ignore[return-value]  # an event's draft always carries the event
 
     def ingest(self, events: Iterable[SessionEvent]) -> list[AppendOutcome]:
         """Append a batch (any sessions) in one transaction: the workers' ingest path.

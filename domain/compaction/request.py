@@ -79,7 +79,7 @@ class CompactionRequest:
     @property
     def events(self) -> tuple[SessionEvent, ...]:
         if self._events is None:
-            loaded = self._load()  # type: ignore[misc]
+            loaded = None if self._load is None else self._load()
             if loaded is None:
                 raise ValueError("events must not be None")
             self._events = tuple(loaded)

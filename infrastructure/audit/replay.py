@@ -157,7 +157,7 @@ def stand_ins(records: Sequence[LedgerRecord], version: int, window: Sequence[in
             origin = written_by.get(p)
             if p in synthetic and origin is not None and origin.position not in seen:
                 seen.add(origin.position)
-                found += originals(origin.payload["archived"], seen)  # type: ignore[index]
+                found += originals(origin.payload["archived"], seen)  # type: ignore[index]  # compactions keep payloads
             elif p not in synthetic:
                 found.append(p)
         return found
