@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from threading import Lock
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sessionledger.domain.codec import event_from_payload
@@ -25,17 +25,14 @@ from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import (
+    ERASABLE,
     GENESIS_HASH,
     Draft,
-    Kind,
     LedgerRecord,
     canonical,
     created_draft,
     erasure_draft,
     event_bytes,
-    event_draft,
-    stats_after_append,
-    window_compaction_draft,
     window_stats,
 )
 from sessionledger.domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
@@ -43,6 +40,15 @@ from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.rewind import plan_rewind
 from sessionledger.domain.sessions import Session, merge_state, split_state_delta
 from sessionledger.domain.turns import format_event, starts_turn
+from sessionledger.domain.write_plans import (
+    BatchSession,
+    LedgerHead,
+    appended_event,
+    batch_keys,
+    plan_batch,
+    plan_compaction,
+    require_new_event_ids,
+)
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.driver import (
     DriverStatement,
@@ -56,16 +62,6 @@ from sessionledger.infrastructure.ledger.schema import app_states, ledger, sessi
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
-
-_ERASABLE = (Kind.CREATED.value, Kind.EVENT.value, Kind.REWIND.value)
-
-
-class Head(NamedTuple):
-    """A session's chain head: last position, its row hash, and the session's version."""
-
-    position: int
-    hash: str
-    version: int
 
 
 def _now() -> datetime:
@@ -98,7 +94,7 @@ class SqlLedger:
         self._insert_slot = DriverStatement(window_slots.insert(), engine.dialect)
         self._compacted = DriverStatement(statements.COMPACTED, engine.dialect)
         self._integrity_errors = (sa.exc.IntegrityError, engine.dialect.loaded_dbapi.IntegrityError)
-        self._heads: dict[str, Head] = {}
+        self._heads: dict[str, LedgerHead] = {}
         self._heads_lock = Lock()
 
     @property
@@ -113,20 +109,22 @@ class SqlLedger:
     def create_session(self, session: Session, state: Mapping[str, Any]) -> None:
         draft = created_draft(session, state)
         record = draft.place(session.id, 1, 0, GENESIS_HASH)
-        head = Head(1, record.row_hash, 0)
+        head = LedgerHead(1, record.row_hash, 0)
         scopes = split_state_delta(state)
         try:
             with self._writer.begin() as conn:
                 conn.execute(sessions.insert().values(_session_row(session, scopes.session, head)))
                 conn.execute(ledger.insert(), [_row(record, draft.text, _now())])
-                self._merge_shared_state(conn, session.app_name, session.user_id, scopes.app, scopes.user)
+                self._merge_shared_state(
+                    conn, {session.app_name: scopes.app}, {(session.app_name, session.user_id): scopes.user}
+                )
         except sa.exc.IntegrityError:
             raise _taken(session.id) from None
         self._cache(session.id, head)
 
     def restore(self, restored: RestoredSession) -> None:
         session, last = restored.session, restored.head
-        head = Head(last.position, last.row_hash, last.version)
+        head = LedgerHead(last.position, last.row_hash, last.version)
         now = _now()
         rows = [_row(r, None if r.payload is None else canonical(r.payload), r.recorded_at or now)
                 for r in restored.records]  # fmt: skip
@@ -182,7 +180,7 @@ class SqlLedger:
                 ledger.update()
                 .where(
                     ledger.c.session_id == session_id,
-                    ledger.c.kind.in_(_ERASABLE),
+                    ledger.c.kind.in_(sorted(kind.value for kind in ERASABLE)),
                     ledger.c.payload.is_not(None),
                 )
                 .values(payload=None)
@@ -234,7 +232,7 @@ class SqlLedger:
         on SQLite, and with a state delta, two statements in one transaction. An INSERT that
         violates UNIQUE(session_id, event_id) is the idempotent duplicate.
         """
-        event = _event_of(draft)
+        event = appended_event(draft)
         session_id = event.session_id
         scopes = split_state_delta(event.state_delta)
         moves = {
@@ -270,7 +268,7 @@ class SqlLedger:
                     return AppendOutcome.DUPLICATE
                 continue  # someone else took the position: re-read the head and retry
             if moved:
-                self._cache(session_id, Head(record.position, record.row_hash, record.version))
+                self._cache(session_id, LedgerHead(record.position, record.row_hash, record.version))
                 return AppendOutcome.STORED
             self._forget(session_id)  # the head moved: re-read it and retry
         raise ConcurrencyConflict(
@@ -287,9 +285,9 @@ class SqlLedger:
         return True
 
     def _append_batch(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
-        events = [_event_of(d) for d in drafts]
-        session_ids = sorted({e.session_id for e in events})
-        outcomes: list[AppendOutcome] = []
+        """`domain.write_plans.plan_batch` under the batch's session row locks: one multi-row
+        INSERT, one executemany UPDATE of the heads, then the app and user state merges."""
+        keys = batch_keys(drafts)
         with self._writer.begin() as conn:
             if self._postgres:
                 # psycopg prepares repeated statements; a generic plan of the duplicate check below
@@ -298,48 +296,32 @@ class SqlLedger:
                 conn.execute(sa.text("SET LOCAL plan_cache_mode = force_custom_plan"))
             locked = conn.execute(
                 sa.select(sessions)
-                .where(sessions.c.id.in_(session_ids), sessions.c.deleted_at.is_(None))
+                .where(sessions.c.id.in_(sorted({sid for sid, _ in keys})), sessions.c.deleted_at.is_(None))
                 .order_by(sessions.c.id)
                 .with_for_update()
             ).all()
             now = _now()  # under the lock: a later batch of these sessions records a later time
-            rows = {row.id: row for row in locked}
-            heads = {sid: Head(r.head_position, r.head_hash, r.version) for sid, r in rows.items()}
-            stats = {sid: _stats(r) for sid, r in rows.items()}
-            states = {sid: dict(r.state) for sid, r in rows.items()}
-            stored = {
-                (sid, eid)
-                for sid, eid in conn.execute(
-                    sa.select(ledger.c.session_id, ledger.c.event_id).where(
-                        ledger.c.session_id.in_(list(rows)),
-                        ledger.c.event_id.in_(sorted({e.id for e in events})),
-                    )
+            live = {
+                row.id: BatchSession(
+                    LedgerHead(row.head_position, row.head_hash, row.version),
+                    _stats(row),
+                    row.state,
+                    row.app_name,
+                    row.user_id,
                 )
+                for row in locked
             }
-            inserts = []
-            shared: list[tuple[str, str, Any]] = []
-            for draft, event in zip(drafts, events, strict=True):
-                sid = event.session_id
-                if sid not in heads:
-                    outcomes.append(AppendOutcome.NO_SESSION)
-                    continue
-                if (sid, event.id) in stored:
-                    outcomes.append(AppendOutcome.DUPLICATE)
-                    continue
-                stored.add((sid, event.id))
-                head = heads[sid]
-                record = draft.place(sid, head.position + 1, head.version + 1, head.hash)
-                heads[sid] = Head(record.position, record.row_hash, record.version)
-                stats[sid] = stats_after_append(stats[sid], event)
-                scopes = split_state_delta(event.state_delta)
-                states[sid].update(scopes.session)
-                if scopes.app or scopes.user:
-                    shared.append((sid, rows[sid].app_name, scopes))
-                inserts.append(_row(record, draft.text, now))
-                outcomes.append(AppendOutcome.STORED)
-            if inserts:
-                conn.execute(ledger.insert(), inserts)
-                touched = {row["session_id"] for row in inserts}
+            taken = conn.execute(
+                sa.select(ledger.c.session_id, ledger.c.event_id).where(
+                    ledger.c.session_id.in_(list(live)),
+                    ledger.c.event_id.in_(sorted({eid for _, eid in keys})),
+                )
+            )
+            plan = plan_batch(drafts, live, {(row.session_id, row.event_id) for row in taken})
+            if plan.appended:
+                conn.execute(
+                    ledger.insert(), [_row(record, draft.text, now) for record, draft in plan.appended]
+                )
                 conn.execute(
                     sessions.update()
                     .where(sessions.c.id == sa.bindparam("sid"))
@@ -353,20 +335,19 @@ class SqlLedger:
                     [
                         {
                             "sid": sid,
-                            "new_version": heads[sid].version,
-                            "new_position": heads[sid].position,
-                            "new_hash": heads[sid].hash,
-                            "new_state": states[sid],
-                            **{f"new_{name}": value for name, value in _stats_columns(stats[sid]).items()},
+                            "new_version": session.head.version,
+                            "new_position": session.head.position,
+                            "new_hash": session.head.hash,
+                            "new_state": session.state,
+                            **{f"new_{name}": value for name, value in _stats_columns(session.stats).items()},
                         }
-                        for sid in sorted(touched)
+                        for sid, session in plan.sessions.items()
                     ],
                 )
-                for sid, app_name, scopes in shared:
-                    self._merge_shared_state(conn, app_name, rows[sid].user_id, scopes.app, scopes.user)
-        for sid, head in heads.items():
-            self._cache(sid, head)
-        return outcomes
+                self._merge_shared_state(conn, plan.app_states, plan.user_states)
+        for sid, session in plan.sessions.items():
+            self._cache(sid, session.head)
+        return plan.outcomes
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -500,67 +481,73 @@ class SqlLedger:
         if not read.events:
             return None
         session_id = read.events[0].session_id
-        known = dict(zip((e.id for e in read.events), read.positions, strict=True))
         now = _now()
         values = {"sid": session_id}
-        with self._writer.begin() as conn:
-            driver = conn.connection.dbapi_connection
-            locked = self._lock_head.rows(driver.cursor(), values)
-            if not locked:
-                raise SessionNotFound(f"session {session_id!r} not found")
-            head_position, head_hash, version, epoch = locked[0]
-            if epoch != read.head.epoch:
-                return None
-            appended = version != read.head.version
-            version += 1
-            head = Head(head_position, head_hash, version)
-            counts = dict(zip(read.positions, read.token_counts, strict=True)) if read.token_counts else {}
-            inserts, window, prefix = [], [], []
-            for event in result.compacted:
-                position = known.get(event.id)
-                if position is None:
-                    draft = event_draft(event.with_archived(False))
-                    record = draft.place(session_id, head.position + 1, version, head.hash)
-                    head = Head(record.position, record.row_hash, version)
-                    inserts.append(_row(record, draft.text, now))
-                    position = record.position
-                window.append(position)
-                prefix.append((event, counts.get(position)))
-            draft = window_compaction_draft(
-                read, window, at=now, source=source, tokens_saved=int(result.tokens_saved)
-            )
-            record = draft.place(session_id, head.position + 1, version, head.hash)
-            inserts.append(_row(record, draft.text, now))
-            stats: WindowStats | None = None
-            # the new window is in hand but for events appended since the read, and for counts
-            # the evaluator may have stored since (a count read as unknown is read again below)
-            if read.token_counts and all(counts[p] is not None for p in window if p in counts):
-                tail = (
-                    self._tail_after.rows(driver.cursor(), {**values, "after": read.head.head_position})
-                    if appended
-                    else []
+        try:
+            with self._writer.begin() as conn:
+                driver = conn.connection.dbapi_connection
+                locked = self._lock_head.rows(driver.cursor(), values)
+                if not locked:
+                    raise SessionNotFound(f"session {session_id!r} not found")
+                head_position, head_hash, version, epoch = locked[0]
+                if epoch != read.head.epoch:
+                    return None
+                # the event id rule's "taken" is UNIQUE(session_id, event_id) here: see below
+                plan = plan_compaction(
+                    read,
+                    result,
+                    LedgerHead(head_position, head_hash, version),
+                    at=now,
+                    source=source,
+                    taken=(),
                 )
-                appended_events = [(event_from_payload(session_id, e, p), n) for e, p, n in tail]
-                stats = window_stats([*prefix, *appended_events])
-            with pipelined(driver):
-                cursor = driver.cursor()
-                cursor.executemany(self._insert_row.sql, [self._insert_row.params(row) for row in inserts])
-                self._replace_prefix(driver, session_id, window)
-                self._compacted.execute(
-                    cursor,
-                    {
-                        **values,
-                        "new_version": version,
-                        "new_position": record.position,
-                        "new_hash": record.row_hash,
-                        "new_base": read.head.head_position,
-                        **{f"new_{name}": n for name, n in _stats_columns(stats or WindowStats()).items()},
-                    },
-                )
-            if stats is None:
-                self._refresh_window_stats(conn, session_id)
-        self._cache(session_id, Head(record.position, record.row_hash, version))
-        return version
+                stats: WindowStats | None = None
+                # the new window is in hand but for events appended since the read, and for counts
+                # the evaluator may have stored since (a count read as unknown is read again below)
+                if plan.counted:
+                    tail = (
+                        self._tail_after.rows(driver.cursor(), {**values, "after": read.head.head_position})
+                        if version != read.head.version
+                        else []
+                    )
+                    appended_events = [(event_from_payload(session_id, e, p), n) for e, p, n in tail]
+                    stats = window_stats([*plan.prefix, *appended_events])
+                with pipelined(driver):
+                    cursor = driver.cursor()
+                    cursor.executemany(
+                        self._insert_row.sql,
+                        [
+                            self._insert_row.params(_row(record, draft.text, now))
+                            for record, draft in plan.written
+                        ],
+                    )
+                    self._replace_prefix(driver, session_id, plan.window)
+                    self._compacted.execute(
+                        cursor,
+                        {
+                            **values,
+                            "new_version": plan.head.version,
+                            "new_position": plan.head.position,
+                            "new_hash": plan.head.hash,
+                            "new_base": read.head.head_position,
+                            **{
+                                f"new_{name}": n for name, n in _stats_columns(stats or WindowStats()).items()
+                            },
+                        },
+                    )
+                if stats is None:
+                    self._refresh_window_stats(conn, session_id)
+        except self._integrity_errors:
+            with self._engine.connect() as conn:
+                taken = conn.execute(
+                    sa.select(ledger.c.event_id).where(
+                        ledger.c.session_id == session_id, ledger.c.event_id.in_(plan.new_event_ids)
+                    )
+                ).scalars()
+                require_new_event_ids(plan.new_event_ids, set(taken))
+            raise
+        self._cache(session_id, plan.head)
+        return plan.head.version
 
     def _replace_prefix(
         self, driver: Any, session_id: str, window: Sequence[int], hidden: Sequence[int] = ()
@@ -617,7 +604,7 @@ class SqlLedger:
                 )
             )
             self._refresh_window_stats(conn, session_id)
-        self._cache(session_id, Head(record.position, record.row_hash, version))
+        self._cache(session_id, LedgerHead(record.position, record.row_hash, version))
         return version
 
     # --- state ------------------------------------------------------------------------------
@@ -651,16 +638,21 @@ class SqlLedger:
                 .where(sessions.c.id == session_id)
                 .values(state={**row.state, **scopes.session})
             )
-        self._merge_shared_state(conn, row.app_name, row.user_id, scopes.app, scopes.user)
+        self._merge_shared_state(conn, {row.app_name: scopes.app}, {(row.app_name, row.user_id): scopes.user})
 
     def _merge_shared_state(
-        self, conn: sa.Connection, app_name: str, user_id: str, app: dict[str, Any], user: dict[str, Any]
+        self,
+        conn: sa.Connection,
+        apps: Mapping[str, dict[str, Any]],
+        users: Mapping[tuple[str, str], dict[str, Any]],
     ) -> None:
-        """Shallow per-key merge into the app and user scopes, under their row locks."""
-        for table, key, delta in (
-            (app_states, {"app_name": app_name}, app),
-            (user_states, {"app_name": app_name, "user_id": user_id}, user),
-        ):
+        """Shallow per-key merge of state deltas into the app and the (app, user) scopes, under
+        their row locks."""
+        deltas = [(app_states, {"app_name": app}, delta) for app, delta in apps.items()]
+        deltas += [
+            (user_states, {"app_name": app, "user_id": user}, delta) for (app, user), delta in users.items()
+        ]
+        for table, key, delta in deltas:
             if not delta:
                 continue
             conn.execute(upsert_insert(self._engine, table).values(**key, state={}).on_conflict_do_nothing())
@@ -700,22 +692,22 @@ class SqlLedger:
 
     # --- heads ------------------------------------------------------------------------------
 
-    def _read_head(self, session_id: str) -> Head | None:
+    def _read_head(self, session_id: str) -> LedgerHead | None:
         with self._engine.connect() as conn:
             row = conn.execute(
                 sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version).where(
                     sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
                 )
             ).first()
-        return None if row is None else Head(*row)
+        return None if row is None else LedgerHead(*row)
 
-    def _locked_head(self, conn: sa.Connection, session_id: str) -> Head | None:
+    def _locked_head(self, conn: sa.Connection, session_id: str) -> LedgerHead | None:
         row = conn.execute(
             sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version)
             .where(sessions.c.id == session_id, sessions.c.deleted_at.is_(None))
             .with_for_update()
         ).first()
-        return None if row is None else Head(*row)
+        return None if row is None else LedgerHead(*row)
 
     def _has_event(self, session_id: str, event_id: str) -> bool:
         with self._engine.connect() as conn:
@@ -728,7 +720,7 @@ class SqlLedger:
                 is not None
             )
 
-    def _cache(self, session_id: str, head: Head) -> None:
+    def _cache(self, session_id: str, head: LedgerHead) -> None:
         with self._heads_lock:
             cached = self._heads.get(session_id)
             if cached is None or cached.position < head.position:
@@ -755,12 +747,6 @@ def _session(row: Mapping[str, Any]) -> Session:
     )
 
 
-def _event_of(draft: Draft) -> SessionEvent:
-    if draft.kind is not Kind.EVENT or draft.event is None:
-        raise ValueError(f"only event drafts can be appended, got {draft.kind}")
-    return draft.event
-
-
 def _row(record: LedgerRecord, text: str | None, recorded_at: datetime) -> dict[str, Any]:
     """A `ledger` row: the record, its payload's canonical text (`None`: erased), when it was stored."""
     return {
@@ -782,7 +768,7 @@ def _row(record: LedgerRecord, text: str | None, recorded_at: datetime) -> dict[
     }
 
 
-def _session_row(session: Session, state: Mapping[str, Any], head: Head) -> dict[str, Any]:
+def _session_row(session: Session, state: Mapping[str, Any], head: LedgerHead) -> dict[str, Any]:
     """A `sessions` row at `head` (the window columns keep their defaults)."""
     return {
         "id": session.id,
