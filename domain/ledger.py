@@ -43,6 +43,11 @@ class Kind(StrEnum):
     ERASURE = "erasure"
 
 
+ERASABLE = frozenset({Kind.CREATED, Kind.EVENT, Kind.REWIND})
+"""The kinds whose payload a session's deletion erases (messages, metadata, state); a compaction's
+payload (positions) and the erasure's own (a reason) stay readable."""
+
+
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 """One encoder for every record: `json.dumps` with options builds a new one per call."""
 

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sessionledger.domain.ledger import GENESIS_HASH, Kind, LedgerRecord, row_hash
+from sessionledger.domain.ledger import ERASABLE, GENESIS_HASH, Kind, LedgerRecord, row_hash
 
-_ERASABLE = frozenset({Kind.CREATED, Kind.EVENT, Kind.REWIND})
 _MAX_SHIFT = 10_000
 """How far from where it is a moved record's original position is looked for (only on a break)."""
 
@@ -71,7 +70,7 @@ def own_problem(record: LedgerRecord, digest: str | None, erased_ok: bool) -> st
     if record.payload is None:
         if not erased_ok:
             return "its payload is gone but the session was never deleted"
-        if record.kind not in _ERASABLE:
+        if record.kind not in ERASABLE:
             return f"the payload of a {record.kind} record is gone (deletion keeps it)"
     elif digest != record.content_hash:
         return "its payload does not match its content hash"

@@ -1,24 +1,32 @@
 """Core statements compiled once per dialect and run straight on the driver, for the hot paths
-(the append, and a compaction's window read and write).
+(the append, a compaction's window read and write, the whole-session record read).
 
 SQLAlchemy still writes the SQL (one definition for PostgreSQL and SQLite) and its types still
 convert the values, both ways; only its per-execution machinery (and its `Connection` wrapper) is
 skipped, which on a one-row append costs more than the database does, and on a 1,000-row read
-about as much as the database.
+about as much as the database. Rows come back as named tuples of the statement's columns, as
+SQLAlchemy's own rows would (`row.position`), built once per row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import sqlalchemy as sa
 
 
+def integrity_errors(dialect: sa.Dialect) -> tuple[type[Exception], ...]:
+    """A constraint violation, raised by SQLAlchemy or, for statements run on the driver, by the driver."""
+    return (sa.exc.IntegrityError, dialect.loaded_dbapi.IntegrityError)
+
+
 class DriverStatement:
     """One Core statement, compiled for one dialect; `params()` builds the driver's parameters,
-    `rows()` runs a SELECT and converts each column as SQLAlchemy's type for it would."""
+    `rows()` runs a SELECT and converts each column as SQLAlchemy's type for it would, into a
+    named tuple (`row_type`: one field per result column, named as SQLAlchemy names it)."""
 
     def __init__(self, statement: sa.Executable, dialect: sa.Dialect, columns: Iterable[str] | None = None):
         compiled = statement.compile(dialect=dialect, column_keys=None if columns is None else list(columns))
@@ -35,7 +43,7 @@ class DriverStatement:
             processor = bind.type._cached_bind_processor(dialect)
             if processor is not None:
                 self._processors[name] = processor
-        self.keys = tuple(column.keyname for column in compiled._result_columns)
+        self.row_type = namedtuple("Row", [column.keyname for column in compiled._result_columns])
         self._converters = [
             (index, processor)
             for index, column in enumerate(compiled._result_columns)
@@ -52,13 +60,12 @@ class DriverStatement:
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> None:
         cursor.execute(self.sql, self.params(values))
 
-    def rows(self, cursor: Any, values: Mapping[str, Any]) -> list[Sequence[Any]]:
+    def rows(self, cursor: Any, values: Mapping[str, Any]) -> list[Any]:
         """Every row of the statement, its values converted by their columns' types."""
         self.execute(cursor, values)
-        rows = cursor.fetchall()
-        return list(self._converted(rows)) if self._converters else rows
+        return list(self._named(cursor.fetchall()))
 
-    def stream(self, cursor: Any, values: Mapping[str, Any], chunk: int) -> Iterator[Sequence[Any]]:
+    def stream(self, cursor: Any, values: Mapping[str, Any], chunk: int) -> Iterator[Any]:
         """The rows as they arrive, converted as by `rows()`: on PostgreSQL `chunk` rows at a time
         (psycopg's chunked mode), so the caller works through the first rows while the server
         still reads and sends the rest; a sqlite3 cursor steps through its result as it is read."""
@@ -67,15 +74,19 @@ class DriverStatement:
         else:
             self.execute(cursor, values)
             rows = cursor
-        return self._converted(rows) if self._converters else iter(rows)
+        return self._named(rows)
 
-    def _converted(self, rows: Iterable[Sequence[Any]]) -> Iterator[Sequence[Any]]:
-        converters = self._converters
+    def _named(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[Any]:
+        new, row_type, converters = tuple.__new__, self.row_type, self._converters
+        if not converters:
+            for row in rows:
+                yield new(row_type, row)
+            return
         for row in rows:
-            row = list(row)
+            converted = list(row)
             for index, convert in converters:
-                row[index] = convert(row[index])
-            yield row
+                converted[index] = convert(converted[index])
+            yield new(row_type, converted)
 
 
 def pipelined(driver: Any) -> AbstractContextManager[Any]:

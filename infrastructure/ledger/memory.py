@@ -18,6 +18,7 @@ from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import (
+    ERASABLE,
     GENESIS_HASH,
     Draft,
     Kind,
@@ -25,21 +26,23 @@ from sessionledger.domain.ledger import (
     WindowShape,
     created_draft,
     erasure_draft,
-    event_draft,
-    stats_after_append,
-    window_compaction_draft,
     window_stats,
 )
 from sessionledger.domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
 from sessionledger.domain.rewind import plan_rewind
 from sessionledger.domain.sessions import Session, merge_state, split_state_delta
 from sessionledger.domain.turns import format_event
+from sessionledger.domain.write_plans import (
+    BatchSession,
+    LedgerHead,
+    batch_keys,
+    plan_batch,
+    plan_compaction,
+)
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
     from sessionledger.domain.restore import RestoredSession
-
-_ERASABLE = (Kind.CREATED, Kind.EVENT, Kind.REWIND)
 
 
 @dataclass
@@ -50,7 +53,7 @@ class _SessionLog:
     state: dict[str, Any]
     records: list[LedgerRecord] = field(default_factory=list)
     events: dict[int, SessionEvent] = field(default_factory=dict)  # position -> event
-    positions: dict[str, int] = field(default_factory=dict)  # event id -> position
+    positions: dict[str, int] = field(default_factory=dict)  # event id -> position: the ids taken
     token_counts: dict[int, int] = field(default_factory=dict)
     shape: WindowShape = field(default_factory=WindowShape)
     epoch: int = 0
@@ -59,20 +62,23 @@ class _SessionLog:
     deleted_at: datetime | None = None
 
     @property
-    def head(self) -> LedgerRecord:
-        return self.records[-1]
+    def head(self) -> LedgerHead:
+        return LedgerHead.of(self.records[-1])
 
     def add(self, draft: Draft, version: int, global_position: int) -> LedgerRecord:
-        record = replace(
-            draft.place(self.session.id, self.head.position + 1, version, self.head.row_hash),
-            recorded_at=datetime.now(UTC),
-            global_position=global_position,
-        )
+        return self.keep(self.head.place(self.session.id, draft, version), draft, global_position)
+
+    def keep(self, record: LedgerRecord, draft: Draft, global_position: int) -> LedgerRecord:
+        """Store a record placed after the head (from `draft`, which says whether it holds an event)."""
+        record = replace(record, recorded_at=datetime.now(UTC), global_position=global_position)
         self.records.append(record)
         if draft.event is not None:
             self.events[record.position] = draft.event
             self.positions[draft.event.id] = record.position
         return record
+
+    def batch_session(self) -> BatchSession:
+        return BatchSession(self.head, self.stats, self.state, self.session.app_name, self.session.user_id)
 
     def split(self) -> tuple[list[int], list[int]]:
         return self.shape.split(self.events)
@@ -111,7 +117,9 @@ class MemoryLedger:
             self._sessions[session.id] = _SessionLog(
                 replace(session, state={}), dict(scopes.session), records=[record]
             )
-            self._merge_shared(session.app_name, session.user_id, scopes.app, scopes.user)
+            self._merge_shared(
+                {session.app_name: scopes.app}, {(session.app_name, session.user_id): scopes.user}
+            )
 
     def get_session(self, session_id: str) -> Session | None:
         with self._lock:
@@ -142,7 +150,7 @@ class MemoryLedger:
             log = self._live(session_id)
             if log is None:
                 return False
-            log.records = [replace(r, payload=None) if r.kind in _ERASABLE else r for r in log.records]
+            log.records = [replace(r, payload=None) if r.kind in ERASABLE else r for r in log.records]
             log.add(erasure_draft(at=now, reason=reason), log.version, next(self._global))
             log.events.clear()
             log.state = {}
@@ -166,27 +174,19 @@ class MemoryLedger:
     # --- appends ----------------------------------------------------------------------------
 
     def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
-        """See `domain.ports.Ledger.append`: all or nothing under one lock."""
-        if any(draft.event is None for draft in drafts):
-            raise ValueError("only event drafts can be appended")
-        outcomes = []
+        """See `domain.ports.Ledger.append`: `domain.write_plans.plan_batch`, under one lock."""
+        keys = batch_keys(drafts)
         with self._lock:
-            for draft in drafts:
-                event = draft.event
-                log = self._live(event.session_id)
-                if log is None:
-                    outcomes.append(AppendOutcome.NO_SESSION)
-                elif event.id in log.positions:
-                    outcomes.append(AppendOutcome.DUPLICATE)
-                else:
-                    log.version += 1
-                    log.add(draft, log.version, next(self._global))
-                    log.stats = stats_after_append(log.stats, event)
-                    scopes = split_state_delta(event.state_delta)
-                    log.state.update(scopes.session)
-                    self._merge_shared(log.session.app_name, log.session.user_id, scopes.app, scopes.user)
-                    outcomes.append(AppendOutcome.STORED)
-        return outcomes
+            logs = {sid: log for sid in {sid for sid, _ in keys} if (log := self._live(sid)) is not None}
+            taken = {(sid, eid) for sid, eid in keys if sid in logs and eid in logs[sid].positions}
+            plan = plan_batch(drafts, {sid: log.batch_session() for sid, log in logs.items()}, taken)
+            for record, draft in plan.appended:
+                logs[record.session_id].keep(record, draft, next(self._global))
+            for sid, session in plan.sessions.items():
+                log = logs[sid]
+                log.version, log.stats, log.state = session.head.version, session.stats, session.state
+            self._merge_shared(plan.app_states, plan.user_states)
+        return plan.outcomes
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -248,33 +248,22 @@ class MemoryLedger:
         if not read.events:
             return None
         session_id = read.events[0].session_id
-        known = dict(zip((e.id for e in read.events), read.positions, strict=True))
         with self._lock:
             log = self._live(session_id)
             if log is None:
                 raise SessionNotFound(f"session {session_id!r} not found")
             if log.epoch != read.head.epoch:
                 return None
-            drafts = [event_draft(e.with_archived(False)) for e in result.compacted if e.id not in known]
-            if any(d.event_id in log.positions for d in drafts):
-                raise ValueError("a compaction result re-uses the id of an event already in the ledger")
-            version = log.version + 1
-            new_positions = {}
-            for draft in drafts:
-                new_positions[draft.event_id] = log.add(draft, version, next(self._global)).position
-            window = [known.get(e.id) or new_positions[e.id] for e in result.compacted]
-            log.add(
-                window_compaction_draft(
-                    read, window, at=datetime.now(UTC), source=source, tokens_saved=int(result.tokens_saved)
-                ),
-                version,
-                next(self._global),
+            plan = plan_compaction(
+                read, result, log.head, at=datetime.now(UTC), source=source, taken=log.positions
             )
-            log.shape.compact({"window": window, "read_head": read.head.head_position})
-            log.version = version
+            for record, draft in plan.written:
+                log.keep(record, draft, next(self._global))
+            log.shape.compact(plan.record.payload or {})
+            log.version = plan.head.version
             log.epoch += 1
             log.stats = self._stats(log)
-            return version
+            return log.version
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
         with self._lock:
@@ -300,11 +289,16 @@ class MemoryLedger:
         with self._lock:
             return dict(self._user_states.get((app_name, user_id), {}))
 
-    def _merge_shared(self, app_name: str, user_id: str, app: dict[str, Any], user: dict[str, Any]) -> None:
-        if app:
-            self._app_states.setdefault(app_name, {}).update(app)
-        if user:
-            self._user_states.setdefault((app_name, user_id), {}).update(user)
+    def _merge_shared(
+        self, apps: Mapping[str, dict[str, Any]], users: Mapping[tuple[str, str], dict[str, Any]]
+    ) -> None:
+        """Shallow per-key merge of state deltas into the app and the (app, user) scopes."""
+        for app_name, delta in apps.items():
+            if delta:
+                self._app_states.setdefault(app_name, {}).update(delta)
+        for key, delta in users.items():
+            if delta:
+                self._user_states.setdefault(key, {}).update(delta)
 
     # --- audit and relay --------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ orjson. The other columns still go through SQLAlchemy's own result conversions (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -90,7 +90,7 @@ def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerR
 
     chunk = CHUNK
 
-    def fetch(after: int) -> list[Sequence[Any]]:
+    def fetch(after: int) -> list[Any]:
         return query.rows(cursor, {"sid": session_id, "after": after, "chunk": chunk})
 
     try:
@@ -100,18 +100,18 @@ def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerR
         cursor.close()
 
 
-def _ahead(fetch: Callable[[int], list[Sequence[Any]]], chunk: int) -> Iterator[list[Sequence[Any]]]:
+def _ahead(fetch: Callable[[int], list[Any]], chunk: int) -> Iterator[list[Any]]:
     """The chunks in order, the next one already being fetched while the caller has this one
     (a chunk of fewer than `chunk` rows is the last)."""
     with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
-        pending: Future[list[Sequence[Any]]] | None = pool.submit(fetch, 0)
+        pending: Future[list[Any]] | None = pool.submit(fetch, 0)
         while pending is not None:
             rows = pending.result()
-            pending = pool.submit(fetch, rows[-1][0]) if len(rows) == chunk else None
+            pending = pool.submit(fetch, rows[-1].position) if len(rows) == chunk else None
             yield rows
 
 
-def _records(session_id: str, rows: list[Sequence[Any]]) -> Iterator[tuple[LedgerRecord, bytes | None]]:
+def _records(session_id: str, rows: list[Any]) -> Iterator[tuple[LedgerRecord, bytes | None]]:
     kinds = _KINDS
     for row in rows:
         (position, version, kind, event_id, occurred_at, recorded_at, event_type, branch, synthetic,

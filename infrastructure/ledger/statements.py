@@ -1,5 +1,6 @@
 """The SQL the ledger runs, as SQLAlchemy Core expressions: one definition for PostgreSQL and
-SQLite, compiled per dialect by `SqlLedger` (most of them once, as `DriverStatement`s).
+SQLite, each executed on a Core `Connection` or compiled once per dialect as a `DriverStatement`
+(`driver.py`), never written twice for the two.
 
 The window rule of `domain.ledger.WindowShape` in SQL: a window *prefix* in `window_slots` (by
 ordinal), then every event row after the session's `window_base` that has no slot; rewound rows
@@ -8,7 +9,6 @@ have a slot marked `rewound`.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -120,10 +120,25 @@ def criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
     return where
 
 
+SID = sa.bindparam("sid", type_=sa.Text)
+LIVE_SESSION = sa.and_(sessions.c.id == SID, sessions.c.deleted_at.is_(None))
+"""The session id parameter, and a live session's row by it."""
+
 ROW_COLUMNS = (
     "session_id", "position", "version", "event_id", "kind", "occurred_at", "recorded_at", "event_type",
     "branch", "synthetic", "payload", "token_count", "content_hash", "prev_hash", "row_hash",
 )  # fmt: skip
+INSERT_ROW = ledger.insert().inline()
+"""Ledger rows (`rows.ledger_row`); `inline`: nothing to fetch back, not even the global position."""
+
+
+def taken_event_ids(session_ids: list[str], event_ids: list[str]) -> sa.Select:
+    """`(session_id, event_id)` of the ledger rows with one of these event ids in one of these
+    sessions: the ids `domain.write_plans` calls taken, read from UNIQUE(session_id, event_id)."""
+    return sa.select(ledger.c.session_id, ledger.c.event_id).where(
+        ledger.c.session_id.in_(session_ids), ledger.c.event_id.in_(event_ids)
+    )
+
 
 # The one-event append: moves the head only if nobody else did since it was cached.
 ONE = sa.literal_column("1", sa.Integer)
@@ -166,9 +181,26 @@ APPEND_ROW = (
 """`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
 
+BATCH_HEADS = (
+    sessions.update()
+    .where(sessions.c.id == SID)
+    .values(
+        version=sa.bindparam("new_version", type_=sa.BigInteger),
+        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+        head_hash=sa.bindparam("new_hash", type_=sa.Text),
+        state=sa.bindparam("new_state", type_=sessions.c.state.type),
+        **{name: sa.bindparam(f"new_{name}", type_=sessions.c[name].type) for name in STATS},
+    )
+)
+"""A batch's new head, session state and window stats of one session (run as an executemany)."""
 
-SID = sa.bindparam("sid", type_=sa.Text)
-LIVE_SESSION = sa.and_(sessions.c.id == SID, sessions.c.deleted_at.is_(None))
+
+HEAD = sa.select(
+    sessions.c.head_position, sessions.c.head_hash, sessions.c.version, sessions.c.window_epoch
+).where(LIVE_SESSION)
+"""A live session's chain head and window epoch."""
+LOCK_HEAD = HEAD.with_for_update()
+"""`HEAD` under the session row lock, which every write to a session takes (appends included)."""
 HEAD_COLUMNS = (
     sessions.c.version,
     sessions.c.window_epoch,
@@ -179,11 +211,11 @@ WINDOW_HEAD = sa.select(*HEAD_COLUMNS).where(LIVE_SESSION)
 """A live session's version, window epoch, window base and window stats."""
 
 
-def _window_part(group: int, key: sa.ColumnElement[Any]) -> sa.Select:
-    """Rows `(group, key, *head columns, event_id, payload, position, token_count)` of a live session."""
+def _window_part(part: int, order: sa.ColumnElement[Any]) -> sa.Select:
+    """Rows `(part, part_order, *head columns, event_id, payload, position, token_count)` of a session."""
     return sa.select(
-        sa.literal_column(str(group), sa.Integer),
-        key,
+        sa.literal_column(str(part), sa.Integer).label("part"),
+        order.label("part_order"),
         *HEAD_COLUMNS,
         ledger.c.event_id,
         ledger.c.payload,
@@ -206,15 +238,10 @@ WINDOW = sa.union_all(
     ),
 )
 """The active window (`domain.ledger.WindowShape`) with the session's head columns on every row
-(one statement: one snapshot): the prefix `(1, ordinal, ...)`, then the tail `(2, position, ...)`,
-event rows after the base with no slot. Unordered: the caller sorts by the first two columns, as
-sorting 1,000 rows of payloads cost the server more than reading them."""
+(one statement: one snapshot): the prefix (`part` 1, by `part_order` = ordinal), then the tail
+(`part` 2, by `part_order` = position), event rows after the base with no slot. Unordered: the
+caller sorts, as sorting 1,000 rows of payloads cost the server more than reading them."""
 
-LOCK_HEAD = (
-    sa.select(sessions.c.head_position, sessions.c.head_hash, sessions.c.version, sessions.c.window_epoch)
-    .where(LIVE_SESSION)
-    .with_for_update()
-)
 TAIL_AFTER = (
     sa.select(ledger.c.event_id, ledger.c.payload, ledger.c.token_count)
     .select_from(ledger.outerjoin(window_slots, SLOT_OF_ROW))
@@ -230,6 +257,7 @@ TAIL_AFTER = (
 """The window's tail after a position: events appended since a compaction's read."""
 
 CLEAR_PREFIX = window_slots.delete().where(window_slots.c.session_id == SID, IN_PREFIX)
+INSERT_SLOT = window_slots.insert()
 COMPACTED = (
     sessions.update()
     .where(sessions.c.id == SID)
@@ -257,9 +285,4 @@ SESSIONS = (
     )
     .where(sessions.c.deleted_at.is_(None))
 )
-
-
-WINDOW_ORDER = itemgetter(0, 1)
-"""`WINDOW` rows in window order: the prefix by ordinal, then the tail by position."""
-WINDOW_VERSION, WINDOW_EPOCH, WINDOW_FIRST_STAT = 2, 3, 5
-WINDOW_EVENT_ID, WINDOW_PAYLOAD, WINDOW_POSITION, WINDOW_TOKEN_COUNT = range(5 + len(STATS), 9 + len(STATS))
+"""Live session rows with their app and user state, as `Session`s are built from them."""

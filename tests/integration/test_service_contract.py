@@ -21,7 +21,7 @@ from sessionledger.domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
+from sessionledger.domain.compaction import CompactionResult, SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.domain.ledger import chain_problems
 from sessionledger.infrastructure import SessionService, open_service
 
@@ -454,6 +454,76 @@ def test_window_stats_follow_writes(service: SessionService) -> None:
         len("User: question 0"),
         len("Assistant: answer 0"),
     ]
+
+
+# --- event ids --------------------------------------------------------------------------------------
+
+
+def test_an_event_id_stays_taken_whatever_became_of_its_event(service: SessionService) -> None:
+    s = service.create_session(unique("u"))
+    conversation(service, s.id, 3)
+    archived = service.get_events(s.id)[0]
+    summary = service.compact(s.id, Always(), SummarizeAllButTwo()).compacted[0]
+    superseded = service.compact(s.id, Always(), SummarizeAllButTwo()).compacted[0]
+    assert [e.id for e in service.get_events(s.id) if e.archived][-1] == summary.id
+    rewound = event(s.id, "rewound", invocation_id="undone")
+    assert service.append_event(rewound)
+    service.rewind(s.id, "undone")
+    version = service.event_version(s.id)
+    for used in (archived, summary, superseded, rewound):
+        assert service.append_event(event(s.id, "again", id=used.id)) is False
+    fresh = unique("e")
+    outcomes = service.ingest([event(s.id, "first", id=fresh), event(s.id, "second", id=fresh),
+                               event(s.id, "old", id=rewound.id)])  # fmt: skip
+    assert [o.value for o in outcomes] == ["stored", "duplicate", "duplicate"]
+    assert service.event_version(s.id) == version + 1
+    assert [m.text for m in service.get_messages(s.id)][-1] == "first"
+
+
+class Returns:
+    """A strategy whose result is made by `make(request)`."""
+
+    def __init__(self, make) -> None:
+        self.make = make
+
+    def compact(self, request) -> CompactionResult:
+        return self.make(request)
+
+
+def synthetic(session_id: str, text: str, **fields) -> SessionEvent:
+    return SessionEvent(
+        session_id=session_id, message=AssistantMessage(text), metadata={"synthetic": True}, **fields
+    )
+
+
+def test_a_compaction_writes_no_taken_or_repeated_event_id(service: SessionService) -> None:
+    s = service.create_session(unique("u"))
+    conversation(service, s.id, 3)
+    archived = service.get_events(s.id)[0]
+    service.compact(s.id, Always(), SummarizeAllButTwo())
+    rewound = event(s.id, "rewound", invocation_id="undone")
+    service.append_event(rewound)
+    service.rewind(s.id, "undone")
+    conversation(service, s.id, 1)
+    service.fill_token_counts(s.id)  # as the compactions below do first: their records stay as they are
+    version, window, records = service.event_version(s.id), service.get_messages(s.id), service.records(s.id)
+    repeated = unique("summary")
+    results = {
+        "an archived event's id": lambda r: CompactionResult(
+            (synthetic(s.id, "sum", id=archived.id), *r.events[-1:]), r.events[:-1]),
+        "a rewound event's id": lambda r: CompactionResult(
+            (synthetic(s.id, "sum", id=rewound.id), *r.events[-1:]), r.events[:-1]),
+        "one new id twice": lambda r: CompactionResult(
+            (synthetic(s.id, "a", id=repeated), synthetic(s.id, "b", id=repeated)), r.events),
+        "a kept event twice": lambda r: CompactionResult(
+            (synthetic(s.id, "sum"), r.events[-1], r.events[-1]), r.events[:-1]),
+    }  # fmt: skip
+    for name, make in results.items():
+        with pytest.raises(ValueError, match="event id"):
+            service.compact(s.id, Always(), Returns(make))
+        assert service.event_version(s.id) == version, name
+        assert service.get_messages(s.id) == window, name
+        assert service.records(s.id) == records, name
 
 
 # --- bad input ------------------------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""Each session's chain head, cached per ledger so a one-event append needs no read before its
+write, and read on a Core `Connection` when the cache has none or a write must lock it.
+
+A cached head can be stale (another process wrote): an append checks it in its own statement
+(`statements.MOVE_HEAD`), and the ledger forgets it and reads it again when it was.
+"""
+
+from __future__ import annotations
+
+from threading import Lock
+
+import sqlalchemy as sa
+from sessionledger.domain.write_plans import LedgerHead
+from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.rows import head_of
+
+
+class HeadCache:
+    """The last head this process saw per session; safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._heads: dict[str, LedgerHead] = {}
+        self._lock = Lock()
+
+    def get(self, session_id: str) -> LedgerHead | None:
+        return self._heads.get(session_id)
+
+    def keep(self, session_id: str, head: LedgerHead) -> None:
+        """Remember `head`, unless a later one is already known (writers finish out of order)."""
+        with self._lock:
+            cached = self._heads.get(session_id)
+            if cached is None or cached.position < head.position:
+                self._heads[session_id] = head
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._heads.pop(session_id, None)
+
+
+def read_head(engine: sa.Engine, session_id: str) -> LedgerHead | None:
+    """A live session's head as committed; `None` when it is unknown or deleted."""
+    with engine.connect() as conn:
+        row = conn.execute(statements.HEAD, {"sid": session_id}).first()
+    return None if row is None else head_of(row)
+
+
+def locked_head(conn: sa.Connection, session_id: str) -> LedgerHead | None:
+    """A live session's head, its row locked until `conn`'s transaction ends; `None` when it is
+    unknown or deleted."""
+    row = conn.execute(statements.LOCK_HEAD, {"sid": session_id}).first()
+    return None if row is None else head_of(row)

@@ -1,0 +1,162 @@
+"""Sessions: their creation (new, or restored from records made elsewhere), reads, deletion and
+expiry. SQLAlchemy Core on a `Connection` (one statement or one short transaction per call),
+but for `get_session` on the driver (`driver.py`): the service reads the session at every
+compaction attempt and every owner check, one row where SQLAlchemy's layer is most of the cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sessionledger.domain.ledger import ERASABLE, GENESIS_HASH, canonical, created_draft, erasure_draft
+from sessionledger.domain.restore import RestoredSession
+from sessionledger.domain.sessions import Session, split_state_delta
+from sessionledger.domain.write_plans import LedgerHead
+from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.driver import DriverStatement, autocommit
+from sessionledger.infrastructure.ledger.engine import WRITE
+from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
+from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
+from sessionledger.infrastructure.ledger.schema import ledger, sessions, window_slots
+from sessionledger.infrastructure.ledger.state import StateScopes
+from sessionledger.infrastructure.ledger.window_changes import WindowPrefix
+
+
+class Sessions:
+    """The sessions of one database, keeping the heads in `heads` as they create and delete."""
+
+    def __init__(self, engine: sa.Engine, heads: HeadCache, state: StateScopes, prefix: WindowPrefix) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+        self._postgres = engine.dialect.name == "postgresql"
+        self._heads = heads
+        self._state = state
+        self._prefix = prefix
+        self._session = DriverStatement(
+            statements.SESSIONS.where(sessions.c.id == statements.SID), engine.dialect
+        )
+
+    def create(self, session: Session, state: Mapping[str, Any]) -> None:
+        draft = created_draft(session, state)
+        record = draft.place(session.id, 1, 0, GENESIS_HASH)
+        head = LedgerHead.of(record)
+        scopes = split_state_delta(state)
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(sessions.insert().values(session_row(session, scopes.session, head)))
+                conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, datetime.now(UTC))])
+                self._state.merge_shared(
+                    conn, {session.app_name: scopes.app}, {(session.app_name, session.user_id): scopes.user}
+                )
+        except sa.exc.IntegrityError:
+            raise _taken(session.id) from None
+        self._heads.keep(session.id, head)
+
+    def restore(self, restored: RestoredSession) -> None:
+        """The records verbatim, and the session row and window prefix their projection defines."""
+        session, head = restored.session, LedgerHead.of(restored.head)
+        now = datetime.now(UTC)
+        rows = [ledger_row(r, None if r.payload is None else canonical(r.payload), r.recorded_at or now)
+                for r in restored.records]  # fmt: skip
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(
+                    sessions.insert().values(
+                        {
+                            **session_row(session, restored.projection.session_state, head),
+                            "window_base": restored.projection.shape.base,
+                            "window_epoch": restored.projection.epoch,
+                            **stats_columns(restored.stats),
+                        }
+                    )
+                )
+                conn.execute(statements.INSERT_ROW, rows)
+                self._prefix.replace(
+                    conn.connection.dbapi_connection,
+                    session.id,
+                    restored.projection.shape.prefix,
+                    sorted(restored.projection.shape.hidden),
+                )
+        except sa.exc.IntegrityError:
+            raise _taken(session.id) from None
+        self._heads.keep(session.id, head)
+
+    def get(self, session_id: str) -> Session | None:
+        with autocommit(self._engine) as driver:
+            rows = self._session.rows(driver.cursor(), {"sid": session_id})
+        return session_of(rows[0]) if rows else None
+
+    def of_user(self, user_id: str, app_name: str | None) -> list[Session]:
+        query = statements.SESSIONS.where(sessions.c.user_id == user_id)
+        if app_name is not None:
+            query = query.where(sessions.c.app_name == app_name)
+        created = ledger.alias("created")
+        query = query.join(created, sa.and_(created.c.session_id == sessions.c.id, created.c.position == 1))
+        query = query.order_by(sessions.c.created_at, created.c.global_position)
+        with self._engine.connect() as conn:
+            return [session_of(row) for row in conn.execute(query)]
+
+    def version(self, session_id: str) -> int:
+        with self._engine.connect() as conn:
+            version = conn.execute(
+                sa.select(sessions.c.version).where(
+                    sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
+                )
+            ).scalar()
+        return version or 0
+
+    def delete(self, session_id: str, reason: str) -> bool:
+        """One transaction: the erasure record, the erasable payloads nulled, the session row
+        cleared and marked deleted, its window slots dropped."""
+        now = datetime.now(UTC)
+        with self._writer.begin() as conn:
+            head = locked_head(conn, session_id)
+            if head is None:
+                return False
+            draft = erasure_draft(at=now, reason=reason)
+            record = head.place(session_id, draft, head.version)
+            if self._postgres:  # the one path ledger_guard lets null a payload
+                conn.execute(sa.select(sa.func.set_config("sessionledger.erasing", session_id, True)))
+            conn.execute(
+                ledger.update()
+                .where(
+                    ledger.c.session_id == session_id,
+                    ledger.c.kind.in_(sorted(kind.value for kind in ERASABLE)),
+                    ledger.c.payload.is_not(None),
+                )
+                .values(payload=None)
+            )
+            conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, now)])
+            conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id)
+                .values(
+                    deleted_at=now,
+                    metadata={},
+                    state={},
+                    head_position=record.position,
+                    head_hash=record.row_hash,
+                    lease_owner=None,
+                    lease_until=None,
+                    **dict.fromkeys(statements.STATS, 0),
+                )
+            )
+        self._heads.forget(session_id)
+        return True
+
+    def expired_ids(self, now: datetime) -> list[str]:
+        query = (
+            sa.select(sessions.c.id)
+            .where(sessions.c.expires_at < now, sessions.c.deleted_at.is_(None))
+            .order_by(sessions.c.expires_at, sessions.c.id)
+        )
+        with self._engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
+
+def _taken(session_id: str) -> ValueError:
+    return ValueError(f"session {session_id!r} already exists (or existed and was deleted)")

@@ -1,0 +1,119 @@
+"""The active window as a compaction and the evaluator read it: its events, head and running
+stats, and the token counts the evaluator fills in.
+
+The window read and the stats read run on the driver (`driver.py`), each one statement in
+autocommit (one round trip): a compaction reads 1,000 events, where SQLAlchemy's per-row layer
+costs about what the database does, and the evaluator reads the stats after every append. The
+token counts are written on a Core `Connection`, once per batch of counts.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+
+import sqlalchemy as sa
+from sessionledger.domain.codec import event_from_payload
+from sessionledger.domain.ports import TokenCounter, Window, WindowHead, WindowStats
+from sessionledger.domain.turns import format_event
+from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.driver import DriverStatement, autocommit
+from sessionledger.infrastructure.ledger.engine import WRITE
+from sessionledger.infrastructure.ledger.heads import locked_head
+from sessionledger.infrastructure.ledger.rows import stats_of
+from sessionledger.infrastructure.ledger.schema import ledger, sessions
+
+WINDOW_CHUNK = 50
+"""Rows per chunk of a window read: 1,000 rows in chunks of 50 took 20-25% less time than in one."""
+WINDOW_ORDER = itemgetter(0, 1)
+"""Window entries `(part, part_order, ...)` in window order: the prefix by ordinal, then the tail."""
+
+
+class WindowReads:
+    """The active windows of one database."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+        self._window = DriverStatement(statements.WINDOW, engine.dialect)
+        self._window_head = DriverStatement(statements.WINDOW_HEAD, engine.dialect)
+
+    def window(self, session_id: str) -> Window | None:
+        """The active window, its head and stats, in one statement (one snapshot), each event
+        built while the server still sends the rows after it."""
+        values = {"sid": session_id}
+        head = None
+        entries = []
+        with autocommit(self._engine) as driver:
+            for row in self._window.stream(driver.cursor(), values, WINDOW_CHUNK):
+                head = row  # every row carries the session's head columns
+                # what the window needs of the row, not the row: kept, its payloads would stay
+                # alive too, and the garbage collector's passes grow with them
+                event = event_from_payload(session_id, row.event_id, row.payload)
+                entries.append((row.part, row.part_order, row.position, row.token_count, event))
+            if head is None:  # an empty window, or no such live session
+                found = self._window_head.rows(driver.cursor(), values)
+                if not found:
+                    return None
+                head = found[0]
+                return Window(
+                    WindowHead(head.version, head.window_epoch, head.window_base), (), (), stats_of(head)
+                )
+        entries.sort(key=WINDOW_ORDER)
+        _, _, positions, token_counts, events = zip(*entries, strict=True)
+        return Window(
+            WindowHead(head.version, head.window_epoch, max(positions)),
+            events,
+            positions,
+            stats_of(head),
+            token_counts,
+        )
+
+    def stats(self, session_id: str) -> WindowStats | None:
+        with autocommit(self._engine) as driver:
+            found = self._window_head.rows(driver.cursor(), {"sid": session_id})
+        return stats_of(found[0]) if found else None
+
+    def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
+        """Count the window's uncounted events outside any transaction, then store the counts
+        and the window's token stats under the session row lock."""
+        query = (
+            statements.live_session_events(session_id)
+            .add_columns(ledger.c.position, ledger.c.event_id, ledger.c.payload)
+            .where(statements.IN_WINDOW, ledger.c.token_count.is_(None))
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(query).all()
+        if not rows:
+            return 0
+        counts = [
+            {"sid": session_id, "pos": r.position, "count": counter(format_event(
+                event_from_payload(session_id, r.event_id, r.payload)))}
+            for r in rows
+        ]  # fmt: skip
+        with self._writer.begin() as conn:
+            if locked_head(conn, session_id) is None:
+                return 0
+            conn.execute(
+                ledger.update()
+                .where(
+                    ledger.c.session_id == sa.bindparam("sid"),
+                    ledger.c.position == sa.bindparam("pos"),
+                    ledger.c.token_count.is_(None),
+                )
+                .values(token_count=sa.bindparam("count")),
+                counts,
+            )
+            tokens, uncounted = conn.execute(
+                statements.live_session_events(session_id)
+                .add_columns(
+                    sa.func.coalesce(sa.func.sum(ledger.c.token_count), 0),
+                    sa.func.count() - sa.func.count(ledger.c.token_count),
+                )
+                .where(statements.IN_WINDOW)
+            ).one()
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id)
+                .values(window_tokens=tokens, window_uncounted=uncounted)
+            )
+        return len(counts)
