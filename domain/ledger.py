@@ -416,7 +416,9 @@ def replay(
     )
 
 
-def _events(records: Mapping[int, LedgerRecord], positions: Iterable[int], archived: bool) -> tuple:
+def _events(
+    records: Mapping[int, LedgerRecord], positions: Iterable[int], archived: bool
+) -> tuple[SessionEvent, ...]:
     return tuple(
         records[p].event(archived) for p in positions if p in records and records[p].payload is not None
     )

@@ -26,6 +26,7 @@ from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.driver import (
     DriverStatement,
     autocommit,
+    driver_of,
     integrity_errors,
     write_transaction,
 )
@@ -89,7 +90,7 @@ class Appends:
             try:
                 if any(scopes):
                     with self._writer.begin() as conn:
-                        moved = self._move_and_insert(conn.connection.dbapi_connection, values)
+                        moved = self._move_and_insert(driver_of(conn.connection), values)
                         if moved:
                             self._state.merge_delta(conn, session_id, scopes)
                 elif self._append_row is not None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql.compiler import SQLCompiler
 
 
 def integrity_errors(dialect: sa.Dialect) -> tuple[type[Exception], ...]:
@@ -28,8 +30,13 @@ class DriverStatement:
     `rows()` runs a SELECT and converts each column as SQLAlchemy's type for it would, into a
     named tuple (`row_type`: one field per result column, named as SQLAlchemy names it)."""
 
-    def __init__(self, statement: sa.Executable, dialect: sa.Dialect, columns: Iterable[str] | None = None):
-        compiled = statement.compile(dialect=dialect, column_keys=None if columns is None else list(columns))
+    def __init__(
+        self, statement: sa.ClauseElement, dialect: sa.Dialect, columns: Iterable[str] | None = None
+    ):
+        keys = None if columns is None else list(columns)
+        # a SELECT, INSERT, UPDATE or DELETE compiles to SQL's compiler, whose tables are read below
+        compiled = cast(SQLCompiler, statement.compile(dialect=dialect, column_keys=keys))
+        result_columns = compiled._result_columns or []
         self.sql = compiled.string
         self._order = compiled.positiontup if compiled.positional else None
         # the statement's own values (`column == "literal"`), bound like the caller's
@@ -43,10 +50,11 @@ class DriverStatement:
             processor = bind.type._cached_bind_processor(dialect)
             if processor is not None:
                 self._processors[name] = processor
-        self.row_type = namedtuple("Row", [column.keyname for column in compiled._result_columns])
+        # a type made at run time, one per statement: mypy cannot follow it (hence the ignore)
+        self.row_type = namedtuple("Row", [column.keyname for column in result_columns])  # type: ignore[misc]
         self._converters = [
             (index, processor)
-            for index, column in enumerate(compiled._result_columns)
+            for index, column in enumerate(result_columns)
             if (processor := column.type._cached_result_processor(dialect, None)) is not None
         ]
 
@@ -95,6 +103,18 @@ def pipelined(driver: Any) -> AbstractContextManager[Any]:
     return driver.pipeline() if hasattr(driver, "pipeline") else nullcontext()
 
 
+def driver_of(pooled: PoolProxiedConnection) -> Any:
+    """The driver's own connection under a checked-out pool connection.
+
+    Typed `Any`: psycopg's and sqlite3's connections share no typed interface beyond PEP 249's,
+    and the hot paths use what each adds (pipelines, binary cursors, `autocommit`).
+    """
+    driver = pooled.dbapi_connection
+    if driver is None:  # only after `invalidate()`, which no caller does before using it
+        raise RuntimeError("the database connection was invalidated")
+    return driver
+
+
 @contextmanager
 def write_transaction(engine: sa.Engine) -> Iterator[Any]:
     """A write transaction on a pooled DBAPI connection, without a SQLAlchemy `Connection`.
@@ -103,7 +123,7 @@ def write_transaction(engine: sa.Engine) -> Iterator[Any]:
     the write lock is taken here with BEGIN IMMEDIATE; psycopg begins implicitly.
     """
     pooled = engine.raw_connection()
-    driver = pooled.dbapi_connection
+    driver = driver_of(pooled)
     try:
         if engine.dialect.name == "sqlite":
             driver.execute("BEGIN IMMEDIATE")
@@ -124,7 +144,7 @@ def autocommit(engine: sa.Engine) -> Iterator[Any]:
     SQLite connections never begin a transaction implicitly (see `engine.py`): nothing to switch.
     """
     pooled = engine.raw_connection()
-    driver = pooled.dbapi_connection
+    driver = driver_of(pooled)
     switch = engine.dialect.name != "sqlite"
     if switch:
         driver.autocommit = True

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
+from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.schema import loads
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
@@ -103,7 +104,7 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
     def _on_begin(connection: sa.Connection) -> None:
         immediate = connection.get_execution_options().get(WRITE, False)
         # straight to the driver: this runs once per transaction, on the append path
-        connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        driver_of(connection.connection).execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
 

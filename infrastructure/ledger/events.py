@@ -35,7 +35,7 @@ class EventReads:
             if not in_python and filter.page_size is not None:
                 query = query.limit(filter.page_size).offset((filter.page or 0) * filter.page_size)
         with self._engine.connect() as conn:
-            rows = conn.execute(query).all()
+            rows = list(conn.execute(query).all())
         if not in_python and filter.last_n is not None:
             rows.reverse()
         # unpacked, not read by attribute: a Core row's attribute lookup costs more, 1,000 times a read

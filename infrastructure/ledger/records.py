@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 from sessionledger.domain.ledger import Kind, LedgerRecord
-from sessionledger.infrastructure.ledger.driver import DriverStatement
+from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
 from sessionledger.infrastructure.ledger.schema import ledger, loads
 
 CHUNK = 5_000
@@ -81,7 +81,7 @@ def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerR
     query = _QUERIES.get(dialect.name)
     if query is None:
         query = _QUERIES[dialect.name] = DriverStatement(_CHUNK_QUERY, dialect)
-    driver = conn.connection.dbapi_connection
+    driver = driver_of(conn.connection)
     if dialect.name == "postgresql":
         cursor = driver.cursor(binary=True)
         cursor.adapters.register_loader("json", _StoredText)

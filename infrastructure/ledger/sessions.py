@@ -16,7 +16,7 @@ from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session, split_state_delta
 from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import DriverStatement, autocommit
+from sessionledger.infrastructure.ledger.driver import DriverStatement, autocommit, driver_of
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
@@ -75,7 +75,7 @@ class Sessions:
                 )
                 conn.execute(statements.INSERT_ROW, rows)
                 self._prefix.replace(
-                    conn.connection.dbapi_connection,
+                    driver_of(conn.connection),
                     session.id,
                     restored.projection.shape.prefix,
                     sorted(restored.projection.shape.hidden),

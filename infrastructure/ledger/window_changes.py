@@ -22,7 +22,7 @@ from sessionledger.domain.ports import Window, WindowStats
 from sessionledger.domain.rewind import plan_rewind
 from sessionledger.domain.write_plans import LedgerHead, plan_compaction, require_new_event_ids
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import DriverStatement, integrity_errors, pipelined
+from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of, integrity_errors, pipelined
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.records import read_records
@@ -80,7 +80,7 @@ class WindowChanges:
         values = {"sid": session_id}
         try:
             with self._writer.begin() as conn:
-                driver = conn.connection.dbapi_connection
+                driver = driver_of(conn.connection)
                 locked = self._lock_head.rows(driver.cursor(), values)
                 if not locked:
                     raise SessionNotFound(f"session {session_id!r} not found")
@@ -149,7 +149,7 @@ class WindowChanges:
             record = head.place(session_id, draft, head.version + 1)
             conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, now)])
             self._prefix.replace(
-                conn.connection.dbapi_connection, session_id, draft.payload["window"], draft.payload["hidden"]
+                driver_of(conn.connection), session_id, draft.payload["window"], draft.payload["hidden"]
             )
             state = conn.execute(sa.select(sessions.c.state).where(sessions.c.id == session_id)).scalar_one()
             conn.execute(

@@ -117,7 +117,7 @@ def _utterances(conversation: str) -> list[tuple[str, str]]:
 
 
 def _sentences(utterances: list[tuple[str, str]]) -> list[_Sentence]:
-    sentences = []
+    sentences: list[_Sentence] = []
     for speaker, text in utterances:
         for raw in _SENTENCE_END.split(text):
             sentence = " ".join(raw.split())
