@@ -88,11 +88,12 @@ class Window:
 
 
 class AppendOutcome(StrEnum):
-    """What happened to one event handed to `Ledger.append`."""
+    """What happened to one event handed to `Ledger.append` (or `SessionService.ingest`)."""
 
     STORED = "stored"
     DUPLICATE = "duplicate"  # an event with that id is already in the session's ledger
     NO_SESSION = "no_session"  # the session does not exist or was deleted
+    REFUSED = "refused"  # ingest on behalf of an identity: the session is another user's or app's
 
 
 @dataclass(frozen=True, slots=True)

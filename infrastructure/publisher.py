@@ -45,16 +45,51 @@ class PublisherClosed(RuntimeError):
     """`publish()` after `close()`."""
 
 
-def encode_event(event: SessionEvent) -> str:
+@dataclass(frozen=True, slots=True)
+class PublisherIdentity:
+    """Whom a publisher publishes for: the ingest workers store its events only in sessions of
+    that user and/or app. Both `None` is an unbound publisher, which may write to any session."""
+
+    user_id: str | None = None
+    app_name: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("user_id", "app_name"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"{name} must be a non-empty string or None")
+
+    @property
+    def bound(self) -> bool:
+        return self.user_id is not None or self.app_name is not None
+
+    def as_dict(self) -> dict[str, str]:
+        return {name: value for name in ("user_id", "app_name") if (value := getattr(self, name)) is not None}
+
+    def __str__(self) -> str:
+        """`user 'alice' and app 'chat'`, as a dead letter's reason names it."""
+        named = [("user", self.user_id), ("app", self.app_name)]
+        return " and ".join(f"{what} {value!r}" for what, value in named if value is not None) or "no one"
+
+
+UNBOUND = PublisherIdentity()
+
+
+def encode_event(event: SessionEvent, identity: PublisherIdentity = UNBOUND) -> str:
     """One event as it travels to the ingest workers: a JSON document of its own.
 
-    Each event is its own document so that one malformed event is rejected alone.
+    Each event is its own document so that one malformed event is rejected alone. A bound
+    publisher's identity travels in each document (`"identity"`); a document without one (an
+    unbound publisher's, or one from before identities existed) is ingested as before.
     """
-    return json.dumps(
-        {"id": event.id, "session_id": event.session_id, "event": event_to_payload(event)},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    document: dict[str, Any] = {
+        "id": event.id,
+        "session_id": event.session_id,
+        "event": event_to_payload(event),
+    }
+    if identity.bound:
+        document["identity"] = identity.as_dict()
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
 class UndecodableEvent(ValueError):
@@ -71,6 +106,15 @@ def decode_event(line: str) -> SessionEvent:
     Raises `UndecodableEvent` saying why (malformed JSON, or an invalid event) and carrying the
     session id the line names, if any, so that a rejected event can still be traced to its session.
     """
+    return decode_published(line)[0]
+
+
+def decode_published(line: str) -> tuple[SessionEvent, PublisherIdentity]:
+    """`decode_event`, and the identity of the publisher that encoded it (`UNBOUND` when it has none).
+
+    An identity that is not an object of non-empty `user_id` / `app_name` strings makes the line
+    an `UndecodableEvent`: a line that names an identity is never read as unbound.
+    """
     try:
         document = json.loads(line)
     except ValueError as error:
@@ -80,11 +124,25 @@ def decode_event(line: str) -> SessionEvent:
     try:
         if not isinstance(document, dict):
             raise ValueError("an event must be a JSON object")
-        return event_from_payload(
+        event = event_from_payload(
             str(document["session_id"]), str(document["id"]), document["event"], validate=True
         )
+        return event, _identity(document.get("identity"))
     except (KeyError, TypeError, ValueError) as error:
         raise UndecodableEvent(f"invalid event: {error}", session_id) from error
+
+
+def _identity(named: Any) -> PublisherIdentity:
+    if named is None:
+        return UNBOUND
+    if (
+        not isinstance(named, dict)
+        or not named
+        or not set(named) <= {"user_id", "app_name"}
+        or not all(isinstance(value, str) for value in named.values())
+    ):
+        raise ValueError(f"identity must be an object with user_id and/or app_name, not {named!r}")
+    return PublisherIdentity(**named)
 
 
 def session_of_line(line: str) -> str | None:
@@ -138,6 +196,11 @@ class EventPublisher:
     memory before `publish` raises), `flush_interval` (seconds an event may wait to be batched),
     `max_batch_events` / `max_batch_bytes` (per broker message), `confirm_timeout`, `max_backoff`.
     Thread-safe: any number of threads may publish; each thread's events for a session keep their order.
+
+    `user_id` / `app_name` bind the publisher to an identity, stamped on every event it sends:
+    the ingest workers then store its events only in sessions of that user (and/or app) and
+    dead-letter the others with the reason. The identity is the publisher's word, not a proof:
+    whoever can publish to the broker can write events (README.md, "Isolation and the broker").
     """
 
     def __init__(
@@ -152,9 +215,12 @@ class EventPublisher:
         max_batch_bytes: int = 4 * 1024 * 1024,
         confirm_timeout: float = 10.0,
         max_backoff: float = 2.0,
+        user_id: str | None = None,
+        app_name: str | None = None,
     ) -> None:
         if not broker_url:
             raise ValueError("broker_url is required")
+        self.identity = PublisherIdentity(user_id, app_name)
         if max_buffered < 1 or max_batch_events < 1 or max_batch_bytes < 1:
             raise ValueError("max_buffered, max_batch_events and max_batch_bytes must be positive")
         if flush_interval <= 0:
@@ -309,7 +375,7 @@ class EventPublisher:
         partitions = self.names.partitions
         for event in batch:
             try:
-                line = encode_event(event)
+                line = encode_event(event, self.identity)
             except Exception as error:  # publish() checked it; dropping it here is logged and counted
                 self.rejected += 1
                 log.error("event %s of %s cannot be encoded, not sent: %s", event.id, event.session_id, error)

@@ -30,6 +30,16 @@ def _require_id(value: Any, name: str) -> str:
     return value
 
 
+def _not_owned(session: Session, user_id: str | None, app_name: str | None = None) -> str | None:
+    """The one ownership rule: why a request on behalf of `user_id` / `app_name` (`None`: any)
+    may not touch the session, or `None` when it may."""
+    if user_id is not None and session.user_id != user_id:
+        return f"session {session.id!r} does not belong to user {user_id!r}"
+    if app_name is not None and session.app_name != app_name:
+        return f"session {session.id!r} does not belong to app {app_name!r}"
+    return None
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -83,7 +93,12 @@ class SessionService:
         metadata: Mapping[str, Any] | None = None,
         state: Mapping[str, Any] | None = None,
     ) -> Session:
-        """A new session; `ttl=None` never expires. `ValueError` for a used (or deleted) id."""
+        """A new session; `ttl=None` never expires.
+
+        Session ids are unique across every user and app: an id in use, or once used, is a
+        `ValueError` whose text is the same whoever owns it and whatever became of it, so it tells
+        another user nothing about that session.
+        """
         _require_id(user_id, "user_id")
         _require_id(app_name, "app_name")
         session_id = str(uuid4()) if session_id is None else _require_id(session_id, "session_id")
@@ -102,16 +117,31 @@ class SessionService:
             expires_at=None if ttl is None else created_at + ttl,
             metadata=metadata,
         )
-        self._ledger.create_session(session, strip_temp(state))
+        try:
+            self._ledger.create_session(session, strip_temp(state))
+        except ValueError:
+            if not self._id_used(session_id):
+                raise
+            raise ValueError(
+                f"cannot create session {session_id!r}: session ids are unique across users and apps "
+                "and this one cannot be used; leave session_id out for a new one"
+            ) from None
         created = self._ledger.get_session(session_id)
         if created is None:  # deleted in the instant since it was created
             raise SessionNotFound(f"session {session_id!r} not found")
         return created
 
+    def _id_used(self, session_id: str) -> bool:
+        """Whether a session has (or had, before its deletion) this id."""
+        return (
+            self._ledger.get_session(session_id) is not None
+            or next(iter(self._ledger.records(session_id)), None) is not None
+        )
+
     def get_session(self, session_id: str, *, user_id: str | None = None) -> Session | None:
         """The session, or `None`; with `user_id`, another user's session is `None` too."""
         session = self._ledger.get_session(_require_id(session_id, "session_id"))
-        if session is None or (user_id is not None and session.user_id != user_id):
+        if session is None or _not_owned(session, user_id) is not None:
             return None
         return session
 
@@ -122,8 +152,9 @@ class SessionService:
         session = self._ledger.get_session(session_id)
         if session is None:
             raise SessionNotFound(f"session {session_id!r} not found")
-        if session.user_id != _require_id(user_id, "user_id"):
-            raise ValueError(f"session {session_id!r} does not belong to user {user_id!r}")
+        problem = _not_owned(session, _require_id(user_id, "user_id"))
+        if problem is not None:
+            raise ValueError(problem)
 
     def _visible(self, session_id: str, user_id: str | None) -> bool:
         """For reads on behalf of a user: another user's session looks like an unknown one."""
@@ -195,14 +226,38 @@ class SessionService:
             raise SessionNotFound(f"session {session_id!r} not found")
         return draft.event  # type: ignore[return-value]  # an event's draft always carries the event
 
-    def ingest(self, events: Iterable[SessionEvent]) -> list[AppendOutcome]:
+    def ingest(
+        self, events: Iterable[SessionEvent], *, user_id: str | None = None, app_name: str | None = None
+    ) -> list[AppendOutcome]:
         """Append a batch (any sessions) in one transaction: the workers' ingest path.
 
         Idempotent per event id; per-session order is the batch order. Every event is validated
         first (`ValueError` and nothing stored when one is invalid); an unknown session is the
         `NO_SESSION` outcome for its events, not an exception, so one bad event cannot block a batch.
+        With `user_id` and/or `app_name` (the identity a publisher was bound to), the events of a
+        session that is not that user's (or app's) are the `REFUSED` outcome, and stored nowhere.
         """
-        return self._append([self._draft(event) for event in events])
+        events = list(events)
+        drafts = [self._draft(event) for event in events]
+        if user_id is None and app_name is None:
+            return self._append(drafts)
+        for value, name in ((user_id, "user_id"), (app_name, "app_name")):
+            if value is not None:
+                _require_id(value, name)
+        refusals = {sid: self._refusal(sid, user_id, app_name) for sid in {e.session_id for e in events}}
+        kept = [
+            draft for event, draft in zip(events, drafts, strict=True) if refusals[event.session_id] is None
+        ]
+        stored = iter(self._append(kept))
+        return [next(stored) if (r := refusals[e.session_id]) is None else r for e in events]
+
+    def _refusal(self, session_id: str, user_id: str | None, app_name: str | None) -> AppendOutcome | None:
+        """Why an identity's events are not appended to the session, else `None`: a session
+        unknown at this check stays unknown to them even if it is created before the append."""
+        session = self._ledger.get_session(session_id)
+        if session is None:
+            return AppendOutcome.NO_SESSION
+        return None if _not_owned(session, user_id, app_name) is None else AppendOutcome.REFUSED
 
     def _draft(self, event: SessionEvent) -> Draft:
         if not isinstance(event, SessionEvent):
@@ -243,9 +298,12 @@ class SessionService:
         """The active window's messages, in order; `[]` for an unknown (or another user's) session."""
         return [event.message for event in self.get_events(session_id, EventFilter.active(), user_id=user_id)]
 
-    def event_version(self, session_id: str) -> int:
-        """+1 per effective append, applied compaction and rewind; 0 for an unknown session."""
-        return self._ledger.version(_require_id(session_id, "session_id"))
+    def event_version(self, session_id: str, *, user_id: str | None = None) -> int:
+        """+1 per effective append, applied compaction and rewind; 0 for an unknown (or, with
+        `user_id`, another user's) session."""
+        if not self._visible(_require_id(session_id, "session_id"), user_id):
+            return 0
+        return self._ledger.version(session_id)
 
     # --- state (docs/api.md "State scopes") ---------------------------------------------------
 
@@ -257,27 +315,36 @@ class SessionService:
 
     # --- compaction (docs/api.md "Compacting a session") --------------------------------------
 
-    def window_stats(self, session_id: str) -> WindowStats | None:
-        """The active window's running stats (O(1)); `None` for an unknown session."""
-        return self._ledger.window_stats(_require_id(session_id, "session_id"))
+    def window_stats(self, session_id: str, *, user_id: str | None = None) -> WindowStats | None:
+        """The active window's running stats (O(1)); `None` for an unknown (or, with `user_id`,
+        another user's) session."""
+        if not self._visible(_require_id(session_id, "session_id"), user_id):
+            return None
+        return self._ledger.window_stats(session_id)
 
-    def fill_token_counts(self, session_id: str, counter: TokenCounter | None = None) -> int:
+    def fill_token_counts(
+        self, session_id: str, counter: TokenCounter | None = None, *, user_id: str | None = None
+    ) -> int:
         """Count the window events whose token count is unknown (the service's counter unless
-        another is given); returns how many."""
-        return self._ledger.fill_token_counts(
-            _require_id(session_id, "session_id"), counter or self._token_counter
-        )
+        another is given); returns how many: 0 for an unknown (or another user's) session."""
+        if not self._visible(_require_id(session_id, "session_id"), user_id):
+            return 0
+        return self._ledger.fill_token_counts(session_id, counter or self._token_counter)
 
-    def compact(self, session_id: str, trigger: Trigger, strategy: Strategy) -> CompactionResult:
+    def compact(
+        self, session_id: str, trigger: Trigger, strategy: Strategy, *, user_id: str | None = None
+    ) -> CompactionResult:
         """Evaluate `trigger` on the active window and, when it fires, apply `strategy`'s result.
 
         The write is checked against the window epoch read: events appended meanwhile simply
         follow the new window; a concurrent compaction makes this one re-read and re-evaluate,
-        up to `settings.compaction_attempts` times, then `ConcurrencyConflict`.
+        up to `settings.compaction_attempts` times, then `ConcurrencyConflict`. With `user_id`,
+        the session must belong to that user (`ValueError` otherwise).
         """
         _require_id(session_id, "session_id")
         if trigger is None or strategy is None:
             raise ValueError("trigger and strategy must not be None")
+        self._require_owner(session_id, user_id)
         for _ in range(self._settings.compaction_attempts):
             session = self._ledger.get_session(session_id)
             read = self._ledger.window(session_id)
@@ -308,29 +375,43 @@ class SessionService:
 
     # --- rewind (google-adk's, docs/api.md "Rewind") ------------------------------------------
 
-    def rewind(self, session_id: str, before_invocation_id: str) -> int:
+    def rewind(self, session_id: str, before_invocation_id: str, *, user_id: str | None = None) -> int:
         """Undo the active window from the first event of that invocation on; the new event_version.
 
         The rewind is itself a ledger record: the window and session-scoped state then behave as
         if the rewound events never happened (`app:`/`user:` state is never rewound), while the
         ledger keeps them for audit. `SessionNotFound` for an unknown session, `LookupError` when
-        no event of the active window has that invocation id.
+        no event of the active window has that invocation id; with `user_id`, `ValueError` for
+        another user's session.
         """
-        return self._ledger.apply_rewind(
-            _require_id(session_id, "session_id"), _require_id(before_invocation_id, "before_invocation_id")
-        )
+        _require_id(session_id, "session_id")
+        _require_id(before_invocation_id, "before_invocation_id")
+        self._require_owner(session_id, user_id)
+        return self._ledger.apply_rewind(session_id, before_invocation_id)
 
     # --- audit --------------------------------------------------------------------------------
 
-    def records(self, session_id: str) -> list[LedgerRecord]:
-        """Every ledger record of the session, by position (erased payloads are `None`)."""
-        return list(self._ledger.records(_require_id(session_id, "session_id")))
+    def records(self, session_id: str, *, user_id: str | None = None) -> list[LedgerRecord]:
+        """Every ledger record of the session, by position (erased payloads are `None`).
+
+        With `user_id`, `[]` unless that user owns the session; a deleted session has no owner
+        to read it for, so only a read on behalf of no one in particular (the operator's) sees it.
+        """
+        if not self._visible(_require_id(session_id, "session_id"), user_id):
+            return []
+        return list(self._ledger.records(session_id))
 
     def replay(
-        self, session_id: str, *, upto_version: int | None = None, at: datetime | None = None
+        self,
+        session_id: str,
+        *,
+        upto_version: int | None = None,
+        at: datetime | None = None,
+        user_id: str | None = None,
     ) -> Projection:
-        """The session rebuilt from its ledger records alone, as it stood at a version or a time."""
-        return replay(self.records(session_id), upto_version=upto_version, at=at)
+        """The session rebuilt from its ledger records alone, as it stood at a version or a time
+        (with `user_id`, another user's session replays as an unknown one: empty)."""
+        return replay(self.records(session_id, user_id=user_id), upto_version=upto_version, at=at)
 
 
 def _source(result: CompactionResult, read: Sequence[SessionEvent], strategy: Strategy) -> str:

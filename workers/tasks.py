@@ -7,6 +7,7 @@
   batch is stored. The message is acked only after that (acks_late). A database outage keeps the
   message: it is retried in place (for `ingest_patience` seconds), then requeued: at the head of
   its partition on RabbitMQ, so nothing is reordered; Redis puts a requeued message at the back.
+  A bound publisher's events for sessions of another user (or app) are dead-lettered too.
 - `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
   counts filled in one batch when the threshold is within reach); fires -> `compact`. It and
   `compact` return an `Outcome`.
@@ -23,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import groupby
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
@@ -36,7 +38,12 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import SessionService
-from sessionledger.infrastructure.publisher import UndecodableEvent, decode_event, session_of_line
+from sessionledger.infrastructure.publisher import (
+    PublisherIdentity,
+    UndecodableEvent,
+    decode_published,
+    session_of_line,
+)
 from sessionledger.infrastructure.queue_names import (
     COMPACT_TASK,
     EVALUATE_TASK,
@@ -225,19 +232,23 @@ def send_poison(task: Task, report: IngestReport) -> None:
         raise Reject(f"dead-letter queue unavailable: {error}", requeue=True) from None
 
 
-def decode_lines(lines: Sequence[str], report: IngestReport) -> list[tuple[str, SessionEvent]]:
+Decoded = tuple[str, SessionEvent, PublisherIdentity]
+"""A line of a batch, its event, and the identity of the publisher that sent it."""
+
+
+def decode_lines(lines: Sequence[str], report: IngestReport) -> list[Decoded]:
     """The events of a batch, in order; undecodable lines go to `report` as poison."""
     decoded = []
     for line in lines:
         try:
-            decoded.append((line, decode_event(line)))
+            decoded.append((line, *decode_published(line)))
         except UndecodableEvent as error:
             report.reject(str(error), line, error.session_id)
     return decoded
 
 
 def store_with_patience(
-    service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport, deadline: float
+    service: SessionService, items: list[Decoded], report: IngestReport, deadline: float
 ) -> None:
     """`store`, waiting out a database outage (with backoff) until `deadline` or a worker shutdown.
 
@@ -261,30 +272,42 @@ def store_with_patience(
             pause = min(pause * 2, 5.0)
 
 
-def store(service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport) -> None:
+def store(service: SessionService, items: list[Decoded], report: IngestReport) -> None:
     """Store a run of events in one transaction; an invalid event is found by halving, and rejected alone.
 
     The service validates every event before storing any, so a run with an invalid event stores
-    nothing and its halves are tried in order: per-session order is kept.
+    nothing and its halves are tried in order: per-session order is kept. Events sent by
+    publishers of different identities (a replay of dead letters mixes them) are stored run by
+    run, in order, each run on behalf of its publisher's identity.
     """
     if not items:
         return
+    runs = [list(run) for _, run in groupby(items, key=lambda item: item[2])]
+    if len(runs) > 1:
+        for run in runs:
+            store(service, run, report)
+        return
+    identity = items[0][2]
     try:
-        outcomes = service.ingest([event for _, event in items])
+        outcomes = service.ingest([event for _, event, _ in items], **identity.as_dict())
     except ValueError as error:
         if len(items) == 1:
-            line, event = items[0]
+            line, event, _ = items[0]
             report.reject(f"invalid event: {error}", line, event.session_id)
             return
         middle = len(items) // 2
         store(service, items[:middle], report)
         store(service, items[middle:], report)
         return
-    for (line, event), outcome in zip(items, outcomes, strict=True):
+    for (line, event, _), outcome in zip(items, outcomes, strict=True):
         if outcome is AppendOutcome.STORED:
             report.stored += 1
         elif outcome is AppendOutcome.DUPLICATE:
             report.duplicates += 1
+        elif outcome is AppendOutcome.REFUSED:
+            report.reject(
+                f"refused: the session does not belong to the publisher's {identity}", line, event.session_id
+            )
         else:
             report.reject("unknown session (never created, or deleted)", line, event.session_id)
 

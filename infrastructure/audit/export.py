@@ -44,12 +44,13 @@ class ImportedSession:
     head_hash: str
 
 
-def export_lines(service: SessionService, session_id: str) -> Iterator[str]:
-    """The export, one JSON text per line (without the newline); `SessionNotFound` when unknown.
+def export_lines(service: SessionService, session_id: str, *, user_id: str | None = None) -> Iterator[str]:
+    """The export, one JSON text per line (without the newline); `SessionNotFound` when unknown
+    (with `user_id`: unless that user owns it).
 
     A deleted session exports its history without content: the erased payloads are `null`.
     """
-    records = service.records(session_id)
+    records = service.records(session_id, user_id=user_id)
     if not records:
         raise SessionNotFound(f"session {session_id!r} not found")
     last = records[-1]

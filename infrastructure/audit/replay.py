@@ -76,18 +76,23 @@ class ModelView:
 
 
 def replay(
-    service: SessionService, session_id: str, *, version: int | None = None, at: datetime | None = None
+    service: SessionService,
+    session_id: str,
+    *,
+    version: int | None = None,
+    at: datetime | None = None,
+    user_id: str | None = None,
 ) -> WindowReplay:
     """The window at `version` (an `event_version`) or at time `at` (records recorded by then).
 
-    `SessionNotFound` for a session without records; `ValueError` for a version outside
-    0..latest, a naive `at`, or both given.
+    `SessionNotFound` for a session without records (with `user_id`: unless that user owns it);
+    `ValueError` for a version outside 0..latest, a naive `at`, or both given.
     """
     if version is not None and at is not None:
         raise ValueError("give a version or a time, not both")
     if at is not None and (at.tzinfo is None or at.utcoffset() is None):
         raise ValueError("the time must be timezone-aware")
-    records = service.records(session_id)
+    records = service.records(session_id, user_id=user_id)
     if not records:
         raise SessionNotFound(f"session {session_id!r} not found")
     latest = records[-1].version
@@ -97,13 +102,19 @@ def replay(
 
 
 def what_the_model_saw(
-    service: SessionService, session_id: str, event_id: str, *, base_prompt: str = ""
+    service: SessionService,
+    session_id: str,
+    event_id: str,
+    *,
+    base_prompt: str = "",
+    user_id: str | None = None,
 ) -> ModelView:
     """The window and injected summary in force when that event was produced (just before its version).
 
-    `LookupError` when the session has no such event, or when it was erased with its session.
+    `LookupError` when the session has no such event (with `user_id`: when that user does not
+    own the session either), or when it was erased with its session.
     """
-    records = service.records(session_id)
+    records = service.records(session_id, user_id=user_id)
     target = next((r for r in records if r.kind is Kind.EVENT and r.event_id == event_id), None)
     if target is None:
         raise LookupError(f"event {event_id!r} is not in the ledger of session {session_id!r}")

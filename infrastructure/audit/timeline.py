@@ -43,9 +43,10 @@ class TimelineEntry:
         }
 
 
-def timeline(service: SessionService, session_id: str) -> list[TimelineEntry]:
-    """Every record of the session, described; `SessionNotFound` when it has none."""
-    records = service.records(session_id)
+def timeline(service: SessionService, session_id: str, *, user_id: str | None = None) -> list[TimelineEntry]:
+    """Every record of the session, described; `SessionNotFound` when it has none (with
+    `user_id`: unless that user owns it)."""
+    records = service.records(session_id, user_id=user_id)
     if not records:
         raise SessionNotFound(f"session {session_id!r} not found")
     event_ids = {r.position: r.event_id for r in records if r.kind is Kind.EVENT}

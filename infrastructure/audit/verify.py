@@ -78,8 +78,11 @@ class Verification:
         }
 
 
-def verify(service: SessionService, session_id: str) -> Verification:
-    """Check one session's chain and stored projection; `SessionNotFound` when it has no records."""
+def verify(service: SessionService, session_id: str, *, user_id: str | None = None) -> Verification:
+    """Check one session's chain and stored projection; `SessionNotFound` when it has no records
+    (with `user_id`: unless that user owns it, as `SessionService.get_session` says)."""
+    if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
+        raise SessionNotFound(f"session {session_id!r} not found")
     snapshot = read_snapshot(service.ledger, session_id)
     records = snapshot.records
     if not records:
@@ -100,9 +103,14 @@ def verify(service: SessionService, session_id: str) -> Verification:
     )
 
 
-def verify_all(service: SessionService) -> Iterator[Verification]:
-    """`verify` for every session the ledger has records for, deleted ones included."""
-    for session_id in service.ledger.session_ids():
+def verify_all(service: SessionService, *, user_id: str | None = None) -> Iterator[Verification]:
+    """`verify` for every session the ledger has records for, deleted ones included; with
+    `user_id`, for that user's sessions only (`SessionService.list_sessions`)."""
+    if user_id is None:
+        session_ids = list(service.ledger.session_ids())
+    else:
+        session_ids = [session.id for session in service.list_sessions(user_id)]
+    for session_id in session_ids:
         yield verify(service, session_id)
 
 

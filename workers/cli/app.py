@@ -41,6 +41,10 @@ BrokerUrl = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+OnBehalfOf = Annotated[
+    str | None,
+    typer.Option("--user", help="Act for this user: another user's session is as unknown as a missing one."),
+]
 
 console = Console()
 errors = Console(stderr=True)

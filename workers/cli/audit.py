@@ -29,6 +29,7 @@ from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
     DatabaseUrl,
+    OnBehalfOf,
     cli,
     command,
     console,
@@ -62,6 +63,7 @@ def replay(
     event: Annotated[
         str | None, typer.Option("--event", help="Show what the model saw when this event was produced.")
     ] = None,
+    user: OnBehalfOf = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
@@ -73,9 +75,10 @@ def replay(
     with service_for(database_url, broker_url) as service:
         try:
             if event is not None:
-                _show_model_view(audit.what_the_model_saw(service, session_id, event), as_json)
+                _show_model_view(audit.what_the_model_saw(service, session_id, event, user_id=user), as_json)
             else:
-                _show_replay(audit.replay(service, session_id, version=version, at=moment), as_json)
+                found = audit.replay(service, session_id, version=version, at=moment, user_id=user)
+                _show_replay(found, as_json)
         except LookupError as error:
             fail(str(error).strip("'\""))
 
@@ -147,7 +150,10 @@ def _show_model_view(view: ModelView, as_json: bool) -> None:
 
 @command
 def verify(
-    session_id: Annotated[str | None, typer.Argument(help="The session to check (all when omitted).")] = None,
+    session_id: Annotated[
+        str | None, typer.Argument(help="The session to check (all, or all of --user's, when omitted).")
+    ] = None,
+    user: OnBehalfOf = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
@@ -155,10 +161,10 @@ def verify(
     """Check the hash chains and that each stored window equals the one replayed from the ledger."""
     with service_for(database_url, broker_url) as service:
         if session_id is None:
-            results = list(audit.verify_all(service))
+            results = list(audit.verify_all(service, user_id=user))
         else:
             try:
-                results = [audit.verify(service, session_id)]
+                results = [audit.verify(service, session_id, user_id=user)]
             except LookupError:
                 fail(f"unknown session {session_id!r}")
         if as_json:
@@ -194,6 +200,7 @@ def _verification_table(results: Iterable[Verification]) -> None:
 @command
 def export(
     session_id: Annotated[str, typer.Argument(help="The session to export.")],
+    user: OnBehalfOf = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
@@ -201,7 +208,7 @@ def export(
     """Write the session's ledger as JSON lines (docs/export-format.md) to standard output."""
     with service_for(database_url, broker_url) as service:
         try:
-            lines = audit.export_lines(service, session_id)
+            lines = audit.export_lines(service, session_id, user_id=user)
             first = next(lines)
         except LookupError:
             fail(f"unknown session {session_id!r}")
@@ -248,6 +255,7 @@ def import_(
 @command
 def timeline(
     session_id: Annotated[str, typer.Argument(help="The session whose history to show.")],
+    user: OnBehalfOf = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
@@ -255,7 +263,7 @@ def timeline(
     """The session's whole history: versions, compactions and what they archived, rewinds, erasure."""
     with service_for(database_url, broker_url) as service:
         try:
-            entries = audit.timeline(service, session_id)
+            entries = audit.timeline(service, session_id, user_id=user)
         except LookupError:
             fail(f"unknown session {session_id!r}")
         if as_json:

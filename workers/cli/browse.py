@@ -12,6 +12,7 @@ from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
     DatabaseUrl,
+    OnBehalfOf,
     command,
     console,
     emit_json,
@@ -75,7 +76,7 @@ def events(
     all_events: Annotated[
         bool, typer.Option("--all", help="The whole ledger, archived events included.")
     ] = False,
-    user: Annotated[str | None, typer.Option("--user", help="Only if this user owns the session.")] = None,
+    user: OnBehalfOf = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,

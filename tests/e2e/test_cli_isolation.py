@@ -1,0 +1,113 @@
+"""The audit commands on behalf of a user (`--user`), run through typer's test runner.
+
+With `--user`, another user's session is as unknown as a missing one: the same exit status 2 and
+the same one-line error, nothing of its content printed; the user's own session reads as it does
+without `--user`; `verify --user U` alone checks U's sessions only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from click.testing import Result
+from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
+from sessionledger.infrastructure import open_service
+from sessionledger.workers.cli import audit, cli  # noqa: F401  (importing audit registers its commands)
+from typer.testing import CliRunner
+
+FIRST_EVENT = "first-question"
+SECRET = "bob's passport number is X1234567"
+
+
+@dataclass
+class Ledger:
+    url: str
+    alice: list[str]
+    bob: str
+
+    def run(self, *args: str) -> Result:
+        return CliRunner().invoke(cli, [*args, "--database-url", self.url])
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Ledger:
+    """Alice has two sessions, Bob one with a secret; every session starts with `first-question`."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('isolation') / 'ledger.db'}"
+    with open_service(url) as service:
+
+        def session_of(user: str, text: str) -> str:
+            session_id = service.create_session(user).id
+            service.append_event(
+                SessionEvent(id=FIRST_EVENT, session_id=session_id, message=UserMessage(text))
+            )
+            service.append_message(session_id, AssistantMessage("noted"))
+            return session_id
+
+        alice = [session_of("alice", "alice's question"), session_of("alice", "another question")]
+        bob = session_of("bob", SECRET)
+    return Ledger(url, alice, bob)
+
+
+COMMANDS = {
+    "replay": ("replay", "{session}", "--json"),
+    "replay --version": ("replay", "{session}", "--version", "1", "--json"),
+    "replay --event": ("replay", "{session}", "--event", FIRST_EVENT, "--json"),
+    "export": ("export", "{session}"),
+    "timeline": ("timeline", "{session}", "--json"),
+    "verify": ("verify", "{session}", "--json"),
+}
+
+
+def command(name: str, session_id: str, *user: str) -> list[str]:
+    return [part.format(session=session_id) for part in COMMANDS[name]] + list(user)
+
+
+def error_line(result: Result, session_id: str) -> str:
+    """The one error line, with the session id taken out."""
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0].replace(session_id, "<session>")
+
+
+def without_export_time(output: str) -> str:
+    """An export's header says when it was made; the rest must be the same."""
+    lines = output.splitlines()
+    if lines and lines[0].startswith('{"deleted"'):
+        header = json.loads(lines[0])
+        header.pop("exported_at")
+        lines[0] = json.dumps(header)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_users_own_session_reads_as_without_user(ledger: Ledger, name: str) -> None:
+    session_id = ledger.alice[0]
+    scoped = ledger.run(*command(name, session_id, "--user", "alice"))
+    assert scoped.exit_code == 0, scoped.stderr
+    plain = ledger.run(*command(name, session_id))
+    assert without_export_time(scoped.stdout) == without_export_time(plain.stdout)
+    assert "alice's question" in scoped.stdout or name == "verify"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_another_users_session_is_as_unknown_as_a_missing_one(ledger: Ledger, name: str) -> None:
+    foreign = ledger.run(*command(name, ledger.bob, "--user", "alice"))
+    missing = "no-such-session"
+    unknown = ledger.run(*command(name, missing, "--user", "alice"))
+    assert error_line(foreign, ledger.bob) == error_line(unknown, missing)
+    assert foreign.stdout == unknown.stdout == ""
+    assert "X1234567" not in foreign.stdout + foreign.stderr
+    assert error_line(unknown, missing) == error_line(ledger.run(*command(name, missing)), missing)
+
+
+def test_verify_with_a_user_and_no_session_checks_only_that_users_sessions(ledger: Ledger) -> None:
+    result = ledger.run("verify", "--user", "alice", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [found["session_id"] for found in json.loads(result.stdout)] == ledger.alice
+    everyone = ledger.run("verify", "--json")
+    assert [found["session_id"] for found in json.loads(everyone.stdout)] == [*ledger.alice, ledger.bob]
+    nobody = ledger.run("verify", "--user", "carol", "--json")
+    assert nobody.exit_code == 0 and json.loads(nobody.stdout) == []
