@@ -5,8 +5,9 @@
   idempotently (event id), in order. Poison events (malformed JSON, an invalid event, an unknown
   session, over the payload limit) go to the dead-letter queue with their reason; the rest of the
   batch is stored. The message is acked only after that (acks_late). A database outage keeps the
-  message: it is retried in place (for `ingest_patience` seconds), then requeued: at the head of
-  its partition on RabbitMQ, so nothing is reordered; Redis puts a requeued message at the back.
+  message, also one met when the worker first opens its database: it is retried in place (for
+  `ingest_patience` seconds), then requeued: at the head of its partition on RabbitMQ, so nothing
+  is reordered; Redis puts a requeued message at the back.
 - `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
   counts filled in one batch when the threshold is within reach); fires -> `compact`. It and
   `compact` return an `Outcome`.
@@ -20,10 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import sqlalchemy as sa
 from celery import Task, shared_task, signals
@@ -51,6 +52,8 @@ from sessionledger.workers.metrics import log_event
 from sessionledger.workers.runtime import WorkerRuntime, close_runtimes, runtime_of
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError)
 """Database errors that mean "not now" (connection lost, server restarting), not "never"."""
@@ -180,8 +183,9 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     decoded = decode_lines(lines, report)
     settings = runtime.settings
     deadline = time.monotonic() + settings.ingest_patience
+    service = patiently(lambda: runtime.service, deadline)  # a worker may start before its database
     for start in range(0, len(decoded), settings.ingest_chunk):
-        store_with_patience(runtime.service, decoded[start : start + settings.ingest_chunk], report, deadline)
+        store_with_patience(service, decoded[start : start + settings.ingest_chunk], report, deadline)
     send_poison(self, report)
     runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
     runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
@@ -203,8 +207,8 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
 
 def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     """Dead-letter a batch delivered again more than `max_retries` times after its worker was lost."""
-    counter = runtime.storage.redeliveries
     try:
+        counter = runtime.storage.redeliveries
         deliveries = counter.count(task.request.id)
     except _TRANSIENT:
         return  # the database is down: not the batch's fault (storing it waits for the database)
@@ -239,18 +243,27 @@ def decode_lines(lines: Sequence[str], report: IngestReport) -> list[tuple[str, 
 def store_with_patience(
     service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport, deadline: float
 ) -> None:
-    """`store`, waiting out a database outage (with backoff) until `deadline` or a worker shutdown.
+    """`store`, waiting out a database outage (`patiently`)."""
+
+    def attempt() -> IngestReport:
+        tried = IngestReport()  # counted only once it went through, not per try
+        store(service, items, tried)
+        return tried
+
+    report.add(patiently(attempt, deadline))
+
+
+def patiently(attempt: Callable[[], T], deadline: float) -> T:
+    """`attempt()`, retried with backoff while the database is unavailable, until `deadline` or a
+    worker shutdown; then the message is requeued.
 
     Waiting in place keeps the partition in order; after that the message is requeued (at the
     head of its queue on RabbitMQ; Redis puts a requeued message at the back).
     """
     pause = 0.25
     while True:
-        attempt = IngestReport()  # counted only once it went through, not per try
         try:
-            store(service, items, attempt)
-            report.add(attempt)
-            return
+            return attempt()
         except _TRANSIENT as error:
             stopping = worker_state.should_stop is not None or worker_state.should_terminate is not None
             if stopping or time.monotonic() + pause > deadline:
