@@ -7,7 +7,8 @@
   batch is stored. The message is acked only after that (acks_late). A database outage keeps the
   message, also one met when the worker first opens its database: it is retried in place (for
   `ingest_patience` seconds), then requeued: at the head of its partition on RabbitMQ, so nothing
-  is reordered; Redis puts a requeued message at the back.
+  is reordered; Redis puts a requeued message at the back. A batch replayed from the dead-letter
+  queue loses the events that would land after later events of their session (`replay_refusal`).
 - `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
   counts filled in one batch when the threshold is within reach); fires -> `compact`. It and
   `compact` return an `Outcome`.
@@ -47,7 +48,7 @@ from sessionledger.infrastructure.queue_names import (
 )
 from sessionledger.workers import metrics
 from sessionledger.workers.app import settings_of
-from sessionledger.workers.dlq import DeadLetter, dead_letters, route_of
+from sessionledger.workers.dlq import REPLAY_HEADER, DeadLetter, dead_letters, replay_refusal, route_of
 from sessionledger.workers.metrics import log_event
 from sessionledger.workers.runtime import WorkerRuntime, close_runtimes, runtime_of
 
@@ -184,8 +185,10 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     settings = runtime.settings
     deadline = time.monotonic() + settings.ingest_patience
     service = patiently(lambda: runtime.service, deadline)  # a worker may start before its database
+    replayed = self.request.get(REPLAY_HEADER) is not None
     for start in range(0, len(decoded), settings.ingest_chunk):
-        store_with_patience(service, decoded[start : start + settings.ingest_chunk], report, deadline)
+        chunk = decoded[start : start + settings.ingest_chunk]
+        store_with_patience(service, chunk, report, deadline, replayed=replayed)
     send_poison(self, report)
     runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
     runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
@@ -241,13 +244,19 @@ def decode_lines(lines: Sequence[str], report: IngestReport) -> list[tuple[str, 
 
 
 def store_with_patience(
-    service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport, deadline: float
+    service: SessionService,
+    items: list[tuple[str, SessionEvent]],
+    report: IngestReport,
+    deadline: float,
+    *,
+    replayed: bool = False,
 ) -> None:
-    """`store`, waiting out a database outage (`patiently`)."""
+    """`store`, waiting out a database outage (`patiently`); a `replayed` batch (from the
+    dead-letter queue) first loses the events that would break their session's order."""
 
     def attempt() -> IngestReport:
         tried = IngestReport()  # counted only once it went through, not per try
-        store(service, items, tried)
+        store(service, in_replay_order(service, items, tried) if replayed else items, tried)
         return tried
 
     report.add(patiently(attempt, deadline))
@@ -272,6 +281,20 @@ def patiently(attempt: Callable[[], T], deadline: float) -> T:
             log_event(log, "database unavailable, retrying", logging.WARNING, error=str(error), wait=pause)
             time.sleep(pause)
             pause = min(pause * 2, 5.0)
+
+
+def in_replay_order(
+    service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport
+) -> list[tuple[str, SessionEvent]]:
+    """The replayed events that keep their session's order; the others go to `report` as poison."""
+    kept = []
+    for line, event in items:
+        refusal = replay_refusal(service, event)
+        if refusal is None:
+            kept.append((line, event))
+        else:
+            report.reject(refusal, line, event.session_id)
+    return kept
 
 
 def store(service: SessionService, items: list[tuple[str, SessionEvent]], report: IngestReport) -> None:
