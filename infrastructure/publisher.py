@@ -1,12 +1,16 @@
 """`EventPublisher`: fire-and-forget publishing of session events, for agents.
 
-`publish()` only appends to an in-process buffer: no network, no database, no encoding. A
-background thread takes what accumulated, groups it by ingest partition, and sends one broker
-message per partition and flush (a Celery `sessionledger.ingest` task whose argument is the list of
-encoded events), waiting for the broker's confirm before dropping anything from memory. While the
-broker is unreachable the events wait and the thread retries with backoff; when the bound is hit,
+`publish()` checks and encodes the event as an append does (`append_draft`: what the ledger would
+refuse is refused here, in the same words) and appends its encoded line to an in-process buffer: no
+network, no database. A background thread takes what accumulated, groups it by ingest partition,
+and sends one broker message per partition and flush (a Celery `sessionledger.ingest` task whose
+argument is the list of lines), waiting for the broker's confirm before dropping anything from
+memory. The thread only moves lines that are known to be good, so no single event can stop it; if it
+stops anyway, every later `publish()` and `flush()` raises `PublisherBroken` with the cause. While
+the broker is unreachable the lines wait and the thread retries with backoff; when the bound is hit,
 `publish()` raises `PublisherFull` rather than dropping silently. A message whose confirm is lost is
-sent again: delivery is at-least-once and the ledger's event-id key makes it exactly-once.
+sent again: delivery is at-least-once and the ledger's event-id key makes it exactly-once. `close()`
+waits a bounded time and says how many events it could not deliver.
 """
 
 from __future__ import annotations
@@ -23,12 +27,17 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any
+from urllib.parse import urlsplit
 
 from kombu import Connection, Producer
-from sessionledger.domain.codec import ensure_json, event_from_payload, event_to_payload
+from kombu.transport import TRANSPORT_ALIASES
+from sessionledger.domain.codec import event_from_payload
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ledger import event_draft
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
+from sessionledger.infrastructure.service import append_draft
 from sessionledger.infrastructure.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -75,21 +84,67 @@ class PublisherIdentity:
 UNBOUND = PublisherIdentity()
 
 
+class PublisherBroken(RuntimeError):
+    """The delivery thread stopped on an unexpected error (the `__cause__`); nothing more is taken."""
+
+
+class UndeliveredEvents(TimeoutError):
+    """`close()` ran out of time: `count` published events were not confirmed by the broker (lost)."""
+
+    def __init__(self, count: int, message: str) -> None:
+        super().__init__(message)
+        self.count = count
+
+
+_URL_EXAMPLES = "e.g. amqp://user:password@host:5672// or redis://host:6379/0"
+
+
+def checked_broker_url(url: object) -> str:
+    """`url` if it names a broker transport kombu knows, else a one-line `ValueError` (password masked)."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"broker_url is required, {_URL_EXAMPLES}")
+    scheme, separator, _ = url.partition("://")
+    if not separator:
+        raise ValueError(f"broker URL {masked_url(url)!r} is not a URL: expected {_URL_EXAMPLES}")
+    if scheme not in TRANSPORT_ALIASES:
+        raise ValueError(
+            f"broker URL {masked_url(url)!r} has an unknown scheme {scheme!r}: "
+            "use amqp:// (RabbitMQ), redis:// or memory:// (in-process)"
+        )
+    try:
+        urlsplit(url).port  # noqa: B018 - reading it is the check (a port that is not a number)
+    except ValueError as error:
+        raise ValueError(f"broker URL {masked_url(url)!r} is not valid: {error}") from None
+    return url
+
+
+def masked_url(url: str) -> str:
+    """`url` with its password shown as `**`, whether or not the rest of it parses."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        scheme, rest = "", url
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:**@{host}"
+    return f"{scheme}{separator}{netloc}{slash}{path}"
+
+
 def encode_event(event: SessionEvent, identity: PublisherIdentity = UNBOUND) -> str:
     """One event as it travels to the ingest workers: a JSON document of its own.
 
-    Each event is its own document so that one malformed event is rejected alone. A bound
+    Each event is its own document so that one malformed event is rejected alone. Its payload is
+    the ledger's canonical text, so `publish()` sends the text it checked (`append_draft`). A bound
     publisher's identity travels in each document (`"identity"`); a document without one (an
     unbound publisher's, or one from before identities existed) is ingested as before.
     """
-    document: dict[str, Any] = {
-        "id": event.id,
-        "session_id": event.session_id,
-        "event": event_to_payload(event),
-    }
-    if identity.bound:
-        document["identity"] = identity.as_dict()
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    return _line(event, event_draft(event).text, identity)
+
+
+def _line(event: SessionEvent, payload_text: str, identity: PublisherIdentity) -> str:
+    ids = f'"id":{encode_basestring(event.id)},"session_id":{encode_basestring(event.session_id)}'
+    stamp = f',"identity":{json.dumps(identity.as_dict(), separators=(",", ":"))}' if identity.bound else ""
+    return f'{{{ids},"event":{payload_text}{stamp}}}'
 
 
 class UndecodableEvent(ValueError):
@@ -191,11 +246,15 @@ class _Outgoing:
 class EventPublisher:
     """Publishes `SessionEvent`s to the ingest queues without blocking the caller.
 
-    Options: `queue_prefix`, `partitions` (must match the workers'; by default the settings', i.e.
-    `SESSIONLEDGER_QUEUE_PREFIX` / `SESSIONLEDGER_PARTITIONS`), `max_buffered` (events held in
-    memory before `publish` raises), `flush_interval` (seconds an event may wait to be batched),
-    `max_batch_events` / `max_batch_bytes` (per broker message), `confirm_timeout`, `max_backoff`.
-    Thread-safe: any number of threads may publish; each thread's events for a session keep their order.
+    `broker_url` is checked at once (`ValueError` naming what is wrong, password masked); nothing
+    connects before the first send. Options: `queue_prefix`, `partitions` (must match the workers'),
+    `max_payload_bytes` (must match the ledger's: larger events are refused at `publish`), by default
+    the settings' (`SESSIONLEDGER_QUEUE_PREFIX`, `_PARTITIONS`, `_MAX_PAYLOAD_BYTES`); `max_buffered`
+    (events held in memory before `publish` raises), `flush_interval` (seconds an event may wait to
+    be batched), `max_batch_events` / `max_batch_bytes` (per broker message), `confirm_timeout`,
+    `max_backoff`, `close_timeout` (seconds `close()`, and so the end of a `with` block, waits for
+    the broker). Thread-safe: any number of threads may publish; each thread's events for a session
+    keep their order.
 
     `user_id` / `app_name` bind the publisher to an identity, stamped on every event it sends:
     the ingest workers then store its events only in sessions of that user (and/or app) and
@@ -209,46 +268,51 @@ class EventPublisher:
         *,
         queue_prefix: str | None = None,
         partitions: int | None = None,
+        max_payload_bytes: int | None = None,
         max_buffered: int = 100_000,
         flush_interval: float = 0.05,
         max_batch_events: int = 2_000,
         max_batch_bytes: int = 4 * 1024 * 1024,
         confirm_timeout: float = 10.0,
         max_backoff: float = 2.0,
+        close_timeout: float = 30.0,
         user_id: str | None = None,
         app_name: str | None = None,
     ) -> None:
-        if not broker_url:
-            raise ValueError("broker_url is required")
         self.identity = PublisherIdentity(user_id, app_name)
         if max_buffered < 1 or max_batch_events < 1 or max_batch_bytes < 1:
             raise ValueError("max_buffered, max_batch_events and max_batch_bytes must be positive")
-        if flush_interval <= 0:
-            raise ValueError("flush_interval must be positive")
-        self.broker_url = broker_url
-        given = {"queue_prefix": queue_prefix, "partitions": partitions}
-        self.names = Settings(
-            **{name: value for name, value in given.items() if value is not None}
-        ).queue_names
+        if flush_interval <= 0 or close_timeout <= 0:
+            raise ValueError("flush_interval and close_timeout must be positive")
+        self.broker_url = checked_broker_url(broker_url)
+        given = {
+            "queue_prefix": queue_prefix,
+            "partitions": partitions,
+            "max_payload_bytes": max_payload_bytes,
+        }
+        settings = Settings(**{name: value for name, value in given.items() if value is not None})
+        self.names = settings.queue_names
+        self.max_payload_bytes = settings.max_payload_bytes
         self.max_buffered = max_buffered
         self._flush_interval = flush_interval
         self._max_batch_events = max_batch_events
         self._max_batch_bytes = max_batch_bytes
         self._confirm_timeout = confirm_timeout
         self._max_backoff = max_backoff
+        self.close_timeout = close_timeout
 
-        self._buffer: deque[SessionEvent] = deque()
+        self._buffer: deque[tuple[int, str]] = deque()  # (partition, line), in publish order
         self._lock = threading.Lock()  # guards the bound and the counters below
         self._in_flight = 0  # taken from the buffer, not yet confirmed
         self._published = 0  # accepted by publish()
-        self._settled = 0  # confirmed by the broker, or dropped as unencodable (counted in `rejected`)
-        self.rejected = 0
+        self._settled = 0  # confirmed by the broker
         self.messages_sent = 0
         self.send_failures = 0
         self._progress = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._stopping = False
         self._closed = False
+        self._failure: BaseException | None = None  # why the delivery thread stopped, if it did
         self._connection: Connection | None = None
         self._producer: Producer | None = None
         self._thread = threading.Thread(target=self._run, name="sessionledger-publisher", daemon=True)
@@ -259,38 +323,38 @@ class EventPublisher:
     def publish(self, event: SessionEvent) -> None:
         """Take the event for delivery; never waits for the network or the database.
 
-        `ValueError` for an event that cannot be encoded, `PublisherFull` at the bound,
-        `PublisherClosed` after `close()`.
+        `ValueError` for an event the ledger would refuse (the checks and words of
+        `SessionService.append_event`, the payload limit included), `PublisherFull` at the bound,
+        `PublisherClosed` after `close()`, `PublisherBroken` once the delivery thread has stopped.
         """
-        if not isinstance(event, SessionEvent):
-            raise ValueError(f"expected a SessionEvent, got {type(event).__name__}")
-        if event.metadata:
-            ensure_json(event.metadata, "metadata")
-        if event.state_delta:
-            ensure_json(event.state_delta, "state_delta")
-        if event.message.metadata:
-            ensure_json(event.message.metadata, "message metadata")
+        line = _line(event, append_draft(event, self.max_payload_bytes).text, self.identity)
+        partition = partition_of(event.session_id, self.names.partitions)
         with self._lock:
             if self._closed:
                 raise PublisherClosed("publish() after close()")
+            self._raise_if_broken()
             held = len(self._buffer) + self._in_flight
             if held >= self.max_buffered:
                 raise PublisherFull(
                     f"{held} events are waiting for the broker at {self._safe_url()} "
                     f"(max_buffered={self.max_buffered}); the event was not published"
                 )
-            self._buffer.append(event)
+            self._buffer.append((partition, line))
             self._published += 1
             if len(self._buffer) == self._max_batch_events:
                 self._wake.set()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every event published before this call is confirmed; False on timeout."""
+        """Wait until every event published before this call is confirmed; False on timeout.
+
+        `PublisherBroken` if the delivery thread stopped before that.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._progress:
             target = self._published
             self._wake.set()
             while self._settled < target:
+                self._raise_if_broken()
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
@@ -298,25 +362,45 @@ class EventPublisher:
         return True
 
     def close(self, timeout: float | None = None) -> None:
-        """Deliver what is buffered, then stop; `TimeoutError` (naming the count) if that did not finish."""
+        """Deliver what is buffered, waiting at most `timeout` seconds (by default `close_timeout`,
+        30 s), then stop; `flush()` first to wait as long as it takes.
+
+        What could not be delivered in time is lost with the publisher: a warning names the count,
+        and `UndeliveredEvents` (a `TimeoutError` carrying `count`) is raised; `PublisherBroken`
+        if the delivery thread had stopped. A second `close()` does nothing.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        delivered = self.flush(timeout)
-        self._stopping = True
-        self._wake.set()
-        self._thread.join(timeout=5)
-        self._disconnect()
-        _live_publishers.discard(self)
+        timeout = self.close_timeout if timeout is None else timeout
+        try:
+            delivered = self.flush(timeout)
+        finally:
+            self._stopping = True
+            self._wake.set()
+            self._thread.join(timeout=5)  # it closes its connection on its way out
+            _live_publishers.discard(self)
         if not delivered:
-            raise TimeoutError(f"{self.pending} published events were not delivered to {self._safe_url()}")
+            lost = self.pending
+            message = (
+                f"{lost} published events were not delivered to {self._safe_url()}: "
+                f"the broker did not confirm them within {timeout}s"
+            )
+            log.warning("%s", message)
+            raise UndeliveredEvents(lost, message)
 
     def __enter__(self) -> EventPublisher:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        """`close()`; while an exception is already on its way out, a failed close is only logged
+        (by `close` itself), so that it does not hide that exception."""
+        try:
+            self.close()
+        except (UndeliveredEvents, PublisherBroken):
+            if exc_type is None:
+                raise
 
     @property
     def pending(self) -> int:
@@ -330,10 +414,28 @@ class EventPublisher:
     @property
     def delivered(self) -> int:
         """Events the broker confirmed."""
-        return self._settled - self.rejected
+        return self._settled
+
+    def _raise_if_broken(self) -> None:
+        if self._failure is not None:
+            raise PublisherBroken(
+                f"the publisher's delivery thread stopped ({self._failure!r}); "
+                f"{self.pending} published events were not delivered"
+            ) from self._failure
 
     # the background thread
     def _run(self) -> None:
+        try:
+            self._deliver()
+        except BaseException as error:  # a bug, or worse: say so at every later call, never go quiet
+            log.critical("the publisher's delivery thread stopped; publish() now raises", exc_info=True)
+            with self._progress:
+                self._failure = error
+                self._progress.notify_all()
+        finally:
+            self._disconnect()
+
+    def _deliver(self) -> None:
         outgoing: list[_Outgoing] = []
         taken = 0  # events of the batch in `outgoing` (settled together, so `flush` sees a FIFO prefix)
         backoff = 0.0
@@ -343,8 +445,6 @@ class EventPublisher:
             if not outgoing:
                 outgoing, taken = self._take()
                 if not outgoing:
-                    if taken:
-                        self._settle(taken)
                     continue
             try:
                 self._send(outgoing)
@@ -364,7 +464,7 @@ class EventPublisher:
 
     def _take(self) -> tuple[list[_Outgoing], int]:
         """Move what the buffer holds into broker messages, one run per partition, in publish order."""
-        batch: list[SessionEvent] = []
+        batch: list[tuple[int, str]] = []
         limit = self._max_batch_events * self.names.partitions
         popleft = self._buffer.popleft
         with self._lock:
@@ -372,15 +472,8 @@ class EventPublisher:
                 batch.append(popleft())
             self._in_flight += len(batch)
         by_partition: dict[int, list[str]] = {}
-        partitions = self.names.partitions
-        for event in batch:
-            try:
-                line = encode_event(event, self.identity)
-            except Exception as error:  # publish() checked it; dropping it here is logged and counted
-                self.rejected += 1
-                log.error("event %s of %s cannot be encoded, not sent: %s", event.id, event.session_id, error)
-                continue
-            by_partition.setdefault(partition_of(event.session_id, partitions), []).append(line)
+        for partition, line in batch:
+            by_partition.setdefault(partition, []).append(line)
         messages = [m for p, lines in sorted(by_partition.items()) for m in self._messages(p, lines)]
         return messages, len(batch)
 
@@ -448,7 +541,7 @@ class EventPublisher:
                 log.debug("ignoring an error while closing a broken connection", exc_info=True)
 
     def _safe_url(self) -> str:
-        return Connection(self.broker_url).as_uri()  # password masked
+        return masked_url(self.broker_url)
 
 
 def _chunks(lines: list[str], max_events: int, max_bytes: int) -> Iterable[list[str]]:
@@ -473,5 +566,5 @@ def _deliver_at_exit() -> None:
     for publisher in list(_live_publishers):
         try:
             publisher.close(timeout=5)
-        except TimeoutError as error:
+        except (UndeliveredEvents, PublisherBroken) as error:
             log.error("at exit: %s", error)

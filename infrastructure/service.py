@@ -44,6 +44,35 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def append_draft(event: SessionEvent, max_payload_bytes: int) -> Draft:
+    """What appending `event` stores, or `ValueError` saying why the ledger refuses it.
+
+    The one check of an appended event, for the service's appends and for `EventPublisher.publish`
+    (an event the publisher takes is one the ledger takes): plain JSON, text that UTF-8 can encode,
+    at most `max_payload_bytes`; `temp:` state keys are dropped and the archived flag cleared.
+    """
+    if not isinstance(event, SessionEvent):
+        raise ValueError("event must be a SessionEvent")
+    if any(key.startswith(TEMP_PREFIX) for key in event.state_delta):
+        event = replace(event, state_delta=strip_temp(event.state_delta))
+    if event.archived:
+        event = event.with_archived(False)
+    try:
+        draft = event_draft(event)
+        event.id.encode(), event.session_id.encode()  # hashed into the event's ledger row
+    except UnicodeEncodeError as error:
+        held = error.object[error.start : error.end]
+        raise ValueError(
+            f"event {event.id!r} holds {held!r}, which UTF-8 cannot encode ({error.reason})"
+        ) from None
+    if draft.size > max_payload_bytes:
+        raise ValueError(
+            f"event {event.id!r} is {draft.size} bytes as JSON, over the payload limit of "
+            f"{max_payload_bytes} bytes (max_payload_bytes)"
+        )
+    return draft
+
+
 class SessionService:
     """Sessions, their events, state and compaction; synchronous and safe to share between threads."""
 
@@ -260,20 +289,7 @@ class SessionService:
         return None if _not_owned(session, user_id, app_name) is None else AppendOutcome.REFUSED
 
     def _draft(self, event: SessionEvent) -> Draft:
-        if not isinstance(event, SessionEvent):
-            raise ValueError("event must be a SessionEvent")
-        if any(key.startswith(TEMP_PREFIX) for key in event.state_delta):
-            event = replace(event, state_delta=strip_temp(event.state_delta))
-        if event.archived:
-            event = event.with_archived(False)
-        draft = event_draft(event)
-        limit = self._settings.max_payload_bytes
-        if draft.size > limit:
-            raise ValueError(
-                f"event {event.id!r} is {draft.size} bytes as JSON, over the payload limit of "
-                f"{limit} bytes (max_payload_bytes)"
-            )
-        return draft
+        return append_draft(event, self._settings.max_payload_bytes)
 
     def _append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
         """The workers hear of appends from the relay, which tails the ledger: nothing to announce here."""

@@ -64,7 +64,8 @@ class Settings(BaseSettings):
     ingest_patience: int = Field(default=600, gt=0)
     """Seconds an ingest batch waits in place for the database before going back to its queue."""
     redelivery_horizon: int = Field(default=1800, gt=0)
-    """Seconds before the broker redelivers an unacked message (RabbitMQ consumer_timeout)."""
+    """Seconds before the broker redelivers an unacked message: RabbitMQ's consumer_timeout, and Redis'
+    visibility_timeout, which workers set to it (how long a crashed worker's batch stays invisible)."""
     max_retries: int = Field(default=5, ge=0)
     retry_backoff: int = Field(default=5, gt=0)
     """First retry delay in seconds; doubles per retry, capped by `retry_backoff_max`, jittered."""

@@ -10,6 +10,8 @@
   broker's redelivery horizon (RabbitMQ `consumer_timeout`, 30 min by default; Redis
   `visibility_timeout`, set to the same horizon), so a slow task is never redelivered while running.
   After the last retry, a task goes to the dead-letter queue with its reason.
+- On Redis, the batch of an ingest worker that crashed stays invisible until that horizon passes and
+  is then stored after later events of its sessions: an ingest worker on Redis says so when it starts.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from celery import Celery, current_app, signals
 from celery.worker.consumer import Consumer
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, SWEEP_TASK
 from sessionledger.infrastructure.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class DeadLetteringConsumer(Consumer):
@@ -101,6 +105,33 @@ def required_broker(settings: Settings) -> str:
     if settings.broker_url is None:
         raise ValueError("a worker needs a broker: set SESSIONLEDGER_BROKER_URL (amqp://... or redis://...)")
     return settings.broker_url
+
+
+def _on_redis(settings: Settings) -> bool:
+    return (settings.broker_url or "").startswith(("redis://", "rediss://", "sentinel://"))
+
+
+@signals.celeryd_after_setup.connect
+def _warn_about_order_on_redis(sender: str, instance: Any, **_: Any) -> None:
+    """An ingest worker on Redis states, once at start, where per-session order does not hold."""
+    settings = getattr(instance.app, "sessionledger_settings", None)
+    if settings is None or not _on_redis(settings):
+        return
+    ingest = f"{settings.queue_prefix}.ingest."
+    if not any(name.startswith(ingest) for name in instance.app.amqp.queues.consume_from):
+        return
+    from sessionledger.workers.metrics import log_event
+
+    log_event(
+        log,
+        "Redis does not keep per-session order across a worker crash: the batch of a crashed ingest "
+        "worker comes back only after the visibility timeout and is then stored after later events "
+        "of its sessions (so is a batch requeued after a database outage longer than the ingest "
+        "patience); use RabbitMQ where that order matters",
+        logging.WARNING,
+        visibility_timeout=settings.redelivery_horizon,
+        ingest_patience=settings.ingest_patience,
+    )
 
 
 def settings_of(celery: Celery) -> Settings:

@@ -6,7 +6,8 @@ only, the rest of their batch having been stored), or the raw bytes of a message
 read. RabbitMQ may also dead-letter a rejected message itself (the queues' `x-dead-letter-exchange`);
 such a message arrives unchanged with an `x-death` header, and is listed and replayed the same way.
 `sessionledger dlq list` peeks without removing; `sessionledger dlq replay` sends each one back to
-its queue (with a publisher confirm) and only then removes it.
+its queue (with a publisher confirm) and only then removes it. A replayed event is stored only if
+that keeps its session in publish order (`replay_refusal`); otherwise it comes back here, saying so.
 """
 
 from __future__ import annotations
@@ -18,17 +19,24 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from celery import Celery
 from kombu import Connection, Producer
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter
+from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.publisher import session_of_line, task_message
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, INGEST_TASK, QueueNames, partition_of
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import log_event
 
 log = logging.getLogger(__name__)
+
+REPLAY_HEADER = "sl_replay"
+"""The header of a message `replay_dead` sent (the dead letter's id): ingest checks such events
+against their sessions (`replay_refusal`), so that a replay keeps publish order."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +220,7 @@ def _replay(producer: Producer, names: QueueNames, letter: DeadLetter) -> bool:
             base64.b64decode(letter.raw_body),
             exchange=names.exchange,
             routing_key=letter.queue,
-            headers=letter.raw_headers or {},
+            headers={**(letter.raw_headers or {}), REPLAY_HEADER: letter.id},
             content_type=letter.content_type or "application/json",
             content_encoding="utf-8",
             delivery_mode=2,
@@ -222,12 +230,30 @@ def _replay(producer: Producer, names: QueueNames, letter: DeadLetter) -> bool:
         return False
     if letter.task == INGEST_TASK:
         for queue, lines in _ingest_routes(letter.args[0], names).items():
-            _publish_task(producer, names, queue, INGEST_TASK, [lines], {})
+            _publish_task(producer, names, queue, INGEST_TASK, [lines], {}, letter.id)
         return True
-    _publish_task(
-        producer, names, route_of(letter.task, names), letter.task, letter.args, letter.kwargs or {}
-    )
+    route = route_of(letter.task, names)
+    _publish_task(producer, names, route, letter.task, letter.args, letter.kwargs or {}, letter.id)
     return True
+
+
+def replay_refusal(service: SessionService, event: SessionEvent) -> str | None:
+    """Why a replayed event stays dead-lettered, or `None`: it may be stored.
+
+    A replay never puts a session's events out of publish order: an event is refused while its
+    session holds an event (a summary aside) with a later timestamp, unless the event itself is
+    already stored (storing it again changes nothing).
+    """
+    later = EventFilter(start=event.timestamp + timedelta(microseconds=1), exclude_synthetic=True, last_n=1)
+    if not service.get_events(event.session_id, later):
+        return None
+    same_moment = EventFilter(start=event.timestamp, end=event.timestamp)
+    if any(stored.id == event.id for stored in service.get_events(event.session_id, same_moment)):
+        return None
+    return (
+        "replay refused: its session already holds events published after it, "
+        "and storing it now would break the session's order"
+    )
 
 
 def _ingest_routes(lines: list[str], names: QueueNames) -> dict[str, list[str]]:
@@ -242,9 +268,15 @@ def _ingest_routes(lines: list[str], names: QueueNames) -> dict[str, list[str]]:
 
 
 def _publish_task(
-    producer: Producer, names: QueueNames, queue: str, task: str, args: list[Any], kwargs: dict[str, Any]
+    producer: Producer,
+    names: QueueNames,
+    queue: str,
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    letter_id: str,
 ) -> None:
-    headers, body = task_message(task, args, kwargs)
+    headers, body = task_message(task, args, kwargs, **{REPLAY_HEADER: letter_id})
     producer.publish(
         body,
         exchange=names.exchange,

@@ -93,6 +93,7 @@ class EmbeddedPipeline:
             MEMORY_BROKER,
             queue_prefix=self.settings.queue_prefix,
             partitions=1,
+            max_payload_bytes=self.settings.max_payload_bytes,
             max_buffered=self._max_buffered,
         )
 

@@ -5,8 +5,10 @@
   idempotently (event id), in order. Poison events (malformed JSON, an invalid event, an unknown
   session, over the payload limit) go to the dead-letter queue with their reason; the rest of the
   batch is stored. The message is acked only after that (acks_late). A database outage keeps the
-  message: it is retried in place (for `ingest_patience` seconds), then requeued: at the head of
-  its partition on RabbitMQ, so nothing is reordered; Redis puts a requeued message at the back.
+  message, also one met when the worker first opens its database: it is retried in place (for
+  `ingest_patience` seconds), then requeued: at the head of its partition on RabbitMQ, so nothing
+  is reordered; Redis puts a requeued message at the back. A batch replayed from the dead-letter
+  queue loses the events that would land after later events of their session (`replay_refusal`).
   A bound publisher's events for sessions of another user (or app) are dead-lettered too.
 - `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
   counts filled in one batch when the threshold is within reach); fires -> `compact`. It and
@@ -21,11 +23,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import sqlalchemy as sa
 from celery import Task, shared_task, signals
@@ -53,11 +55,13 @@ from sessionledger.infrastructure.queue_names import (
 )
 from sessionledger.workers import metrics
 from sessionledger.workers.app import settings_of
-from sessionledger.workers.dlq import DeadLetter, dead_letters, route_of
+from sessionledger.workers.dlq import REPLAY_HEADER, DeadLetter, dead_letters, replay_refusal, route_of
 from sessionledger.workers.metrics import log_event
 from sessionledger.workers.runtime import WorkerRuntime, close_runtimes, runtime_of
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError)
 """Database errors that mean "not now" (connection lost, server restarting), not "never"."""
@@ -187,8 +191,11 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     decoded = decode_lines(lines, report)
     settings = runtime.settings
     deadline = time.monotonic() + settings.ingest_patience
+    service = patiently(lambda: runtime.service, deadline)  # a worker may start before its database
+    replayed = self.request.get(REPLAY_HEADER) is not None
     for start in range(0, len(decoded), settings.ingest_chunk):
-        store_with_patience(runtime.service, decoded[start : start + settings.ingest_chunk], report, deadline)
+        chunk = decoded[start : start + settings.ingest_chunk]
+        store_with_patience(service, chunk, report, deadline, replayed=replayed)
     send_poison(self, report)
     runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
     runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
@@ -210,8 +217,8 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
 
 def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     """Dead-letter a batch delivered again more than `max_retries` times after its worker was lost."""
-    counter = runtime.storage.redeliveries
     try:
+        counter = runtime.storage.redeliveries
         deliveries = counter.count(task.request.id)
     except _TRANSIENT:
         return  # the database is down: not the batch's fault (storing it waits for the database)
@@ -248,20 +255,35 @@ def decode_lines(lines: Sequence[str], report: IngestReport) -> list[Decoded]:
 
 
 def store_with_patience(
-    service: SessionService, items: list[Decoded], report: IngestReport, deadline: float
+    service: SessionService,
+    items: list[Decoded],
+    report: IngestReport,
+    deadline: float,
+    *,
+    replayed: bool = False,
 ) -> None:
-    """`store`, waiting out a database outage (with backoff) until `deadline` or a worker shutdown.
+    """`store`, waiting out a database outage (`patiently`); a `replayed` batch (from the
+    dead-letter queue) first loses the events that would break their session's order."""
+
+    def attempt() -> IngestReport:
+        tried = IngestReport()  # counted only once it went through, not per try
+        store(service, in_replay_order(service, items, tried) if replayed else items, tried)
+        return tried
+
+    report.add(patiently(attempt, deadline))
+
+
+def patiently(attempt: Callable[[], T], deadline: float) -> T:
+    """`attempt()`, retried with backoff while the database is unavailable, until `deadline` or a
+    worker shutdown; then the message is requeued.
 
     Waiting in place keeps the partition in order; after that the message is requeued (at the
     head of its queue on RabbitMQ; Redis puts a requeued message at the back).
     """
     pause = 0.25
     while True:
-        attempt = IngestReport()  # counted only once it went through, not per try
         try:
-            store(service, items, attempt)
-            report.add(attempt)
-            return
+            return attempt()
         except _TRANSIENT as error:
             stopping = worker_state.should_stop is not None or worker_state.should_terminate is not None
             if stopping or time.monotonic() + pause > deadline:
@@ -270,6 +292,19 @@ def store_with_patience(
             log_event(log, "database unavailable, retrying", logging.WARNING, error=str(error), wait=pause)
             time.sleep(pause)
             pause = min(pause * 2, 5.0)
+
+
+def in_replay_order(service: SessionService, items: list[Decoded], report: IngestReport) -> list[Decoded]:
+    """The replayed events that keep their session's order; the others go to `report` as poison."""
+    kept = []
+    for item in items:
+        line, event, _ = item
+        refusal = replay_refusal(service, event)
+        if refusal is None:
+            kept.append(item)
+        else:
+            report.reject(refusal, line, event.session_id)
+    return kept
 
 
 def store(service: SessionService, items: list[Decoded], report: IngestReport) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
+import uuid
 from collections import Counter, defaultdict
 
 import pytest
@@ -173,7 +175,8 @@ def test_poison_messages_go_to_the_dead_letter_queue_with_their_reason(rabbit_de
 def test_a_batch_whose_worker_dies_every_time_is_dead_lettered_and_its_partition_moves_on(pg_url, tmp_path):
     """Every delivery of the batch kills its ingest worker (here: SIGKILL while it waits for the
     session row). After `max_retries` redeliveries the batch goes to the dead-letter queue instead
-    of holding its partition forever; replayed from there, it is stored after all."""
+    of holding its partition forever (the next batch, another session's, is stored); replayed from
+    there, it is stored after all."""
     deployment = Deployment(pg_url, RABBITMQ_URL, tmp_path, partitions=1, max_retries=2)
     try:
         service = deployment.service
@@ -200,19 +203,55 @@ def test_a_batch_whose_worker_dies_every_time_is_dead_lettered_and_its_partition
             blocker.rollback()
         (letter,) = lost_worker_letters(deployment)
         assert letter.args[0] == doomed and "delivered again 3 times" in letter.reason
-        after = encode_event(SessionEvent(session_id=session, message=UserMessage("after")))
+        neighbour = service.create_session("agent").id  # on the same (only) partition
+        after = encode_event(SessionEvent(session_id=neighbour, message=UserMessage("after")))
         send_batch(deployment, [after])
-        wait_for(lambda: texts(deployment, session) == ["after"], 30, "the next batch of the partition")
+        wait_for(lambda: texts(deployment, neighbour) == ["after"], 30, "the next batch of the partition")
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM redeliveries")).scalar() == 0
 
         from sessionledger.workers.dlq import replay_dead
 
         replay_dead(deployment.broker_url, deployment.names)
-        expected = ["after", *(f"doomed {i}" for i in range(3))]
+        expected = [f"doomed {i}" for i in range(3)]
         wait_for(lambda: texts(deployment, session) == expected, 30, "the replayed batch")
     finally:
         deployment.close()
+
+
+@pytest.mark.rabbitmq
+def test_a_replay_never_puts_a_sessions_events_out_of_publish_order(rabbit_deployment):
+    """Events dead-lettered for sessions that did not exist yet; the sessions are created and one
+    of them receives a newer event. Replayed, the older event of that session stays in the
+    dead-letter queue with the reason, while the other session, with nothing newer, gets its event."""
+    deployment = rabbit_deployment
+    late, fresh = f"late-{uuid.uuid4().hex[:8]}", f"fresh-{uuid.uuid4().hex[:8]}"
+
+    def line(session_id: str, text: str) -> str:
+        return encode_event(SessionEvent(session_id=session_id, message=UserMessage(text)))
+
+    def letters_of(session_id: str) -> list:
+        return [letter for letter in deployment.dead_letters() if session_id in letter.session_ids]
+
+    send_batch(deployment, [line(late, "older"), line(fresh, "only")])
+    wait_for(lambda: letters_of(late) and letters_of(fresh), 30, "both events dead-lettered")
+    deployment.service.create_session("agent", session_id=late)
+    deployment.service.create_session("agent", session_id=fresh)
+    send_batch(deployment, [line(late, "newer")])
+    wait_for(lambda: texts(deployment, late) == ["newer"], 30, "the newer event")
+
+    from sessionledger.workers.dlq import replay_dead
+
+    replay_dead(deployment.broker_url, deployment.names)
+    wait_for(lambda: texts(deployment, fresh) == ["only"], 30, "the replayed event of the fresh session")
+    (kept,) = wait_for(
+        lambda: [letter for letter in letters_of(late) if letter.reason.startswith("replay refused")],
+        30,
+        "the older event back in the dead-letter queue",
+    )
+    assert [json.loads(kept_line)["event"]["message"]["text"] for kept_line in kept.args[0]] == ["older"]
+    assert "break the session's order" in kept.reason
+    assert texts(deployment, late) == ["newer"]
 
 
 def lock_waiters(engine) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from sessionledger.domain import SessionEvent
+from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.sharegpt import conversations
@@ -53,3 +53,15 @@ def test_real_conversations_are_ingested_in_order_and_compacted_in_the_backgroun
     counters = read_counters(pipeline_storage.counters)  # flushed when the pipeline stopped
     assert counters[metrics.EVENTS_INGESTED] == sum(map(len, published.values()))
     assert counters[metrics.COMPACTIONS_RUN] >= compacted
+
+
+def test_the_embedded_publisher_refuses_what_its_ledger_would_refuse():
+    """Its payload limit is the storage's, not the environment's: an oversized event never leaves."""
+    with (
+        open_storage(Settings(database_url="memory://", max_payload_bytes=2_000)) as storage,
+        EmbeddedPipeline(storage) as pipeline,
+    ):
+        session = pipeline.service.create_session("demo").id
+        with pytest.raises(ValueError, match="over the payload limit of 2000 bytes"):
+            pipeline.publisher.publish(SessionEvent(session_id=session, message=UserMessage("x" * 3_000)))
+        assert pipeline.publisher.published == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -11,11 +12,14 @@ from collections import defaultdict
 import pytest
 from kombu import Connection
 from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.publisher import (
     EventPublisher,
+    PublisherBroken,
     PublisherClosed,
     PublisherFull,
     UndecodableEvent,
+    UndeliveredEvents,
     decode_event,
     encode_event,
 )
@@ -208,3 +212,123 @@ def test_bad_options_are_value_errors():
         EventPublisher(MEMORY, max_buffered=0)
     with pytest.raises(ValueError):
         EventPublisher(MEMORY, flush_interval=0)
+
+
+def test_an_event_the_ledger_would_refuse_is_refused_at_publish_in_the_services_words(names):
+    """A lone surrogate once killed the delivery thread and every event accepted around it; now
+    `publish()` refuses what `append_event` refuses (payload limit included), with the same text."""
+    refused = [
+        SessionEvent(session_id="s1", message=UserMessage("x\ud800")),
+        SessionEvent(session_id="s1", message=UserMessage("ok"), metadata={"k\udfff": 1}),
+        SessionEvent(session_id="s1", message=UserMessage("y" * 3_000)),
+        SessionEvent(session_id="s1", message=UserMessage("ok"), state_delta={"at": object()}),
+    ]
+    with open_service("memory://", max_payload_bytes=2_000) as service:
+        session = service.create_session("u", session_id="s1").id
+        expected = []
+        for event in refused:
+            with pytest.raises(ValueError) as error:
+                service.append_event(event)
+            expected.append(str(error.value))
+        assert service.event_version(session) == 0
+    good = events_for(sessions=1, count=6)
+    with EventPublisher(
+        MEMORY, queue_prefix=names.prefix, partitions=4, max_payload_bytes=2_000
+    ) as publisher:
+        messages = []
+        for event, bad in zip(good, [*refused, None, None], strict=True):
+            publisher.publish(event)
+            if bad is not None:
+                with pytest.raises(ValueError) as error:
+                    publisher.publish(bad)
+                messages.append(str(error.value))
+        assert publisher.flush(timeout=10)
+        assert (publisher.published, publisher.delivered, publisher.pending) == (6, 6, 0)
+    assert messages == expected
+    assert "payload limit of 2000 bytes (max_payload_bytes)" in messages[2]
+    received = [event for _, carried in drain(names) for event in carried]
+    assert [event.message.text for event in received] == [event.message.text for event in good]
+
+
+def test_the_payload_limit_defaults_to_the_settings_one(monkeypatch):
+    monkeypatch.setenv("SESSIONLEDGER_MAX_PAYLOAD_BYTES", "4096")
+    publisher = EventPublisher(MEMORY, queue_prefix=f"t{uuid.uuid4().hex[:8]}")
+    try:
+        assert publisher.max_payload_bytes == 4096
+        with pytest.raises(ValueError, match="over the payload limit of 4096 bytes"):
+            publisher.publish(SessionEvent(session_id="s", message=UserMessage("z" * 5_000)))
+    finally:
+        publisher.close()
+
+
+class BrokenThreadPublisher(EventPublisher):
+    """A delivery thread that meets a bug on its first round, as a thread that dies anyway."""
+
+    def _take(self):
+        raise RuntimeError("a bug in the delivery thread")
+
+
+def test_when_the_delivery_thread_stops_publish_and_flush_raise_with_the_cause(names):
+    publisher = BrokenThreadPublisher(MEMORY, queue_prefix=names.prefix, flush_interval=0.01)
+    publisher.publish(SessionEvent(session_id="s", message=UserMessage("taken before the failure")))
+    with pytest.raises(PublisherBroken, match="1 published events were not delivered") as broken:
+        publisher.flush(timeout=10)
+    assert isinstance(broken.value.__cause__, RuntimeError)
+    assert "a bug in the delivery thread" in str(broken.value)
+    with pytest.raises(PublisherBroken) as again:
+        publisher.publish(SessionEvent(session_id="s", message=UserMessage("refused")))
+    assert isinstance(again.value.__cause__, RuntimeError)
+    assert publisher.published == 1
+    with pytest.raises(PublisherBroken):
+        publisher.close()
+
+
+def test_leaving_a_with_block_while_the_broker_is_down_ends_and_says_what_was_lost(caplog):
+    down = "amqp://guest:secret@127.0.0.1:1//"
+    idle = EventPublisher(down)
+    assert idle.close_timeout == 30.0  # by default: leaving a with-block never waits for ever
+    idle.close()
+    started = time.monotonic()
+    with (
+        caplog.at_level(logging.WARNING),
+        pytest.raises(UndeliveredEvents) as lost,
+        EventPublisher(down, confirm_timeout=0.2, close_timeout=0.5) as publisher,
+    ):
+        for event in events_for(sessions=2, count=3):
+            publisher.publish(event)
+    assert time.monotonic() - started < 5
+    assert lost.value.count == 3 and isinstance(lost.value, TimeoutError)
+    assert str(lost.value).startswith(
+        "3 published events were not delivered to amqp://guest:**@127.0.0.1:1//"
+    )
+    assert "secret" not in str(lost.value)
+    assert any("3 published events were not delivered" in r.getMessage() for r in caplog.records)
+
+
+def test_an_exception_leaving_the_with_block_is_not_hidden_by_the_undelivered_events(caplog):
+    with (
+        caplog.at_level(logging.WARNING),
+        pytest.raises(KeyError, match="the agent's own error"),
+        EventPublisher("amqp://guest:guest@127.0.0.1:1//", close_timeout=0.3) as publisher,
+    ):
+        publisher.publish(SessionEvent(session_id="s", message=UserMessage("x")))
+        raise KeyError("the agent's own error")
+    assert any("1 published events were not delivered" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("notaurl", "is not a URL"),
+        ("guest:s3cret@localhost:5672", "is not a URL"),
+        ("mysql://user:s3cret@localhost/db", "unknown scheme 'mysql'"),
+        ("amqp://user:s3cret@localhost:notaport//", "is not valid"),
+    ],
+)
+def test_a_broker_url_that_cannot_work_is_refused_at_construction_in_one_line(url, says):
+    with pytest.raises(ValueError, match=says) as refused:
+        EventPublisher(url)
+    message = str(refused.value)
+    assert "\n" not in message and "s3cret" not in message
+    if "user:" in url:
+        assert "user:**@localhost" in message
