@@ -21,10 +21,30 @@ class MessageType(StrEnum):
     TOOL = "tool"
 
 
-def _reject_non_strings(value: ToolCall | ToolResponse, what: str) -> None:
+_NUL = "\x00"
+"""Refused in every text: PostgreSQL cannot extract a JSON string holding it, so keyword search
+would fail there (and SQLite's would stop at it); no backend stores it."""
+
+
+def _plain_texts(a: object, b: object, c: object) -> bool:
+    """All three are strings without NUL: the quick test (`_reject_bad_fields` says what is wrong)."""
+    return (
+        isinstance(a, str)
+        and isinstance(b, str)
+        and isinstance(c, str)
+        and _NUL not in a
+        and _NUL not in b
+        and _NUL not in c
+    )
+
+
+def _reject_bad_fields(value: ToolCall | ToolResponse, what: str) -> None:
     for name in value.__slots__:
-        if not isinstance(getattr(value, name), str):
-            raise ValueError(f"{what} {name} must be a string, got {type(getattr(value, name)).__name__}")
+        field = getattr(value, name)
+        if not isinstance(field, str):
+            raise ValueError(f"{what} {name} must be a string, got {type(field).__name__}")
+        if _NUL in field:
+            raise ValueError(f"{what} {name} contains a NUL character (\\x00)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +56,8 @@ class ToolCall:
     arguments: str
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.id, str) and isinstance(self.name, str) and isinstance(self.arguments, str)):
-            _reject_non_strings(self, "tool call")
+        if not _plain_texts(self.id, self.name, self.arguments):
+            _reject_bad_fields(self, "tool call")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +69,8 @@ class ToolResponse:
     content: str
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.id, str) and isinstance(self.name, str) and isinstance(self.content, str)):
-            _reject_non_strings(self, "tool response")
+        if not _plain_texts(self.id, self.name, self.content):
+            _reject_bad_fields(self, "tool response")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +88,11 @@ class Message:
             kind = MessageType(self.type)
         except ValueError:
             raise ValueError(f"unknown message type {self.type!r}") from None
-        if self.text is not None and not isinstance(self.text, str):
-            raise ValueError(f"text must be a string or None, got {type(self.text).__name__}")
+        if self.text is not None:
+            if not isinstance(self.text, str):
+                raise ValueError(f"text must be a string or None, got {type(self.text).__name__}")
+            if _NUL in self.text:
+                raise ValueError("text contains a NUL character (\\x00)")
         calls = tuple(self.tool_calls)
         responses = tuple(self.tool_responses)
         if calls and kind is not MessageType.ASSISTANT:

@@ -17,6 +17,7 @@ from sessionledger.domain.compaction import CompactionRequest, CompactionResult
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ids import check_id
 from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
 from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import AppendOutcome, Ledger, Strategy, TokenCounter, Trigger, WindowStats
@@ -27,7 +28,7 @@ from sessionledger.infrastructure.settings import Settings
 def _require_id(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string")
-    return value
+    return check_id(value, name)
 
 
 def _now() -> datetime:
@@ -131,6 +132,8 @@ class SessionService:
 
     def list_sessions(self, user_id: str, *, app_name: str | None = None) -> list[Session]:
         """The user's sessions, oldest first; `app_name=None` means every app."""
+        if app_name is not None:
+            _require_id(app_name, "app_name")
         return self._ledger.list_sessions(_require_id(user_id, "user_id"), app_name)
 
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:

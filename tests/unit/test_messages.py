@@ -210,3 +210,23 @@ def test_to_openai_rejects_non_messages():
 
 def _call(call_id: str, name: str) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+# --- values every backend stores exactly -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "problem"),
+    [
+        (lambda: UserMessage("before\x00after"), "text contains a NUL character"),
+        (lambda: AssistantMessage("\x00"), "text contains a NUL character"),
+        (lambda: Message(MessageType.SYSTEM, "a\x00"), "text contains a NUL character"),
+        (lambda: ToolCall("c\x00", "f", "{}"), "tool call id contains a NUL character"),
+        (lambda: ToolCall("c", "f", '{"a": "\x00"}'), "tool call arguments contains a NUL character"),
+        (lambda: ToolResponse("c", "f\x00", ""), "tool response name contains a NUL character"),
+        (lambda: ToolResponse("c", "f", "x\x00"), "tool response content contains a NUL character"),
+    ],
+)
+def test_a_nul_character_in_any_text_is_refused(build, problem):
+    with pytest.raises(ValueError, match=problem):
+        build()

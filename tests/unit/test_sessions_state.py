@@ -100,3 +100,12 @@ def test_strip_temp():
 def test_state_keys_must_be_strings():
     with pytest.raises(ValueError, match="state keys must be strings"):
         split_state_delta({1: "x"})
+
+
+@pytest.mark.parametrize("field", ["id", "user_id", "app_name"])
+def test_ids_hold_no_nul_and_at_most_255_characters(field):
+    assert getattr(Session(**{"id": "s", "user_id": "u", field: "é" * 255}), field) == "é" * 255
+    with pytest.raises(ValueError, match=f"^{field} is 256 characters long; ids are at most 255$"):
+        Session(**{"id": "s", "user_id": "u", field: "x" * 256})
+    with pytest.raises(ValueError, match=f"^{field} contains a NUL character"):
+        Session(**{"id": "s", "user_id": "u", field: "\x00"})
