@@ -62,8 +62,8 @@ class SessionEvent:
         if not isinstance(self.archived, bool):
             raise ValueError("archived must be a bool")
         object.__setattr__(self, "timestamp", self.timestamp.astimezone(UTC))
-        object.__setattr__(self, "metadata", freeze(self.metadata))
-        object.__setattr__(self, "state_delta", freeze(self.state_delta))
+        object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
+        object.__setattr__(self, "state_delta", freeze(self.state_delta, "state_delta"))
 
     @classmethod
     def _trusted(

@@ -257,7 +257,10 @@ def _terms(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
 
 def _compiled(value: str | re.Pattern[str]) -> re.Pattern[str]:
     if isinstance(value, str):
-        return re.compile(value)
+        try:
+            return re.compile(value)
+        except re.error as error:
+            raise ValueError(f"pattern is not a valid regular expression: {error}") from None
     if not isinstance(value, re.Pattern):
         raise ValueError("pattern must be a string or a compiled re.Pattern")
     return value

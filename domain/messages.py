@@ -106,7 +106,7 @@ class Message:
         object.__setattr__(self, "type", kind)
         object.__setattr__(self, "tool_calls", calls)
         object.__setattr__(self, "tool_responses", responses)
-        object.__setattr__(self, "metadata", freeze(self.metadata))
+        object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
 
     def __hash__(self) -> int:
         # metadata values may be unhashable; equal messages still hash equal without it
@@ -144,11 +144,14 @@ class _WritableMessage:
 
 
 def UserMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
-    return Message(MessageType.USER, text, metadata=freeze(metadata))
+    """What the user said; `""` is a message, `None` is not (as in Spring AI)."""
+    if text is None:
+        raise ValueError("UserMessage text must be a string, got None")
+    return Message(MessageType.USER, text, metadata=freeze(metadata, "metadata"))
 
 
 def SystemMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
-    return Message(MessageType.SYSTEM, text, metadata=freeze(metadata))
+    return Message(MessageType.SYSTEM, text, metadata=freeze(metadata, "metadata"))
 
 
 def AssistantMessage(
@@ -158,14 +161,16 @@ def AssistantMessage(
     metadata: Mapping[str, Any] | None = None,
 ) -> Message:
     """An assistant reply; neither text nor tool calls is allowed (an empty reply)."""
-    return Message(MessageType.ASSISTANT, text, tuple(tool_calls), metadata=freeze(metadata))
+    return Message(MessageType.ASSISTANT, text, tuple(tool_calls), metadata=freeze(metadata, "metadata"))
 
 
 def ToolResponseMessage(
     responses: Iterable[ToolResponse], *, metadata: Mapping[str, Any] | None = None
 ) -> Message:
     """The results of one or more tool calls; its text is `""` as in Spring AI."""
-    return Message(MessageType.TOOL, "", tool_responses=tuple(responses), metadata=freeze(metadata))
+    return Message(
+        MessageType.TOOL, "", tool_responses=tuple(responses), metadata=freeze(metadata, "metadata")
+    )
 
 
 # --- OpenAI chat-completions format ----------------------------------------------------------
@@ -207,6 +212,8 @@ def from_openai(dicts: Iterable[Mapping[str, Any]]) -> list[Message]:
     A tool response takes its name from the earlier assistant tool call with the same id, else from
     the dict's `"name"`, else `""`. Malformed input raises `ValueError` naming the index.
     """
+    if isinstance(dicts, str | bytes | Mapping) or not isinstance(dicts, Iterable):
+        raise ValueError(f"dicts must be a list of message dicts, got {type(dicts).__name__}")
     messages: list[Message] = []
     call_names: dict[str, str] = {}
     pending: list[ToolResponse] = []
@@ -225,6 +232,8 @@ def from_openai(dicts: Iterable[Mapping[str, Any]]) -> list[Message]:
                 call_names.update((c.id, c.name) for c in calls)
                 messages.append(AssistantMessage(text, calls))
             else:
+                if item.get("tool_calls"):
+                    raise ValueError(f"a {item['role']} message cannot have tool_calls")
                 messages.append(Message(kind, text))
         except ValueError as error:
             raise ValueError(f"message {index}: {error}") from None

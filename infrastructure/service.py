@@ -18,10 +18,11 @@ from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import check_id
-from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
+from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, created_draft, event_draft, replay
+from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import AppendOutcome, Ledger, Strategy, TokenCounter, Trigger, WindowStats
-from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
+from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, expiry, strip_temp
 from sessionledger.infrastructure.settings import Settings
 
 
@@ -88,10 +89,8 @@ class SessionService:
         _require_id(user_id, "user_id")
         _require_id(app_name, "app_name")
         session_id = str(uuid4()) if session_id is None else _require_id(session_id, "session_id")
-        if ttl is not None and not isinstance(ttl, timedelta):
-            raise ValueError("ttl must be a timedelta or None")
-        metadata = dict(metadata or {})
-        state = dict(state or {})
+        metadata = freeze(metadata, "metadata")
+        state = freeze(state, "state")
         ensure_json(metadata, "metadata")
         ensure_json(state, "state")
         created_at = _now()
@@ -100,10 +99,12 @@ class SessionService:
             user_id=user_id,
             app_name=app_name,
             created_at=created_at,
-            expires_at=None if ttl is None else created_at + ttl,
+            expires_at=expiry(created_at, ttl),
             metadata=metadata,
         )
-        self._ledger.create_session(session, strip_temp(state))
+        state = strip_temp(state)
+        self._within_limit(created_draft(session, state), f"session {session_id!r}")
+        self._ledger.create_session(session, state)
         created = self._ledger.get_session(session_id)
         if created is None:  # deleted in the instant since it was created
             raise SessionNotFound(f"session {session_id!r} not found")
@@ -189,8 +190,8 @@ class SessionService:
             session_id=_require_id(session_id, "session_id"),
             message=message,
             branch=branch,
-            metadata=metadata or {},
-            state_delta=state_delta or {},
+            metadata=freeze(metadata, "metadata"),
+            state_delta=freeze(state_delta, "state_delta"),
         )
         draft = self._draft(event)
         self._require_owner(session_id, user_id)
@@ -214,12 +215,15 @@ class SessionService:
             event = replace(event, state_delta=strip_temp(event.state_delta))
         if event.archived:
             event = event.with_archived(False)
-        draft = event_draft(event)
+        return self._within_limit(event_draft(event), f"event {event.id!r}")
+
+    def _within_limit(self, draft: Draft, what: str) -> Draft:
+        """The draft, or a `ValueError` when its payload is over `max_payload_bytes`."""
         limit = self._settings.max_payload_bytes
         if draft.size > limit:
             raise ValueError(
-                f"event {event.id!r} is {draft.size} bytes as JSON, over the payload limit of "
-                f"{limit} bytes (max_payload_bytes)"
+                f"{what} is {draft.size} bytes as JSON, over the payload limit of {limit} bytes "
+                "(max_payload_bytes)"
             )
         return draft
 

@@ -1,8 +1,9 @@
 """Every value a backend accepts comes back exactly; every value it could not keep is a clear ValueError.
 
 One suite run on memory, SQLite and PostgreSQL: integers at the edge of 64 bits (and beyond), NUL
-characters, ids at and over their length limit, and paging at the edge of a database integer. The
-refusals hold at append, at `create_session`, at `publish()` and at import, and leave nothing behind.
+characters, ids at and over their length limit, paging at the edge of a database integer,
+arguments of the wrong shape, and payloads over `max_payload_bytes`. The refusals hold at append,
+at `create_session`, at `publish()` and at import, and leave nothing behind.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -29,7 +31,7 @@ BEYOND = [2**63, -(2**63) - 1, 10**30]
 
 @pytest.fixture
 def service(database_url: str) -> Iterator[SessionService]:
-    with open_service(database_url) as svc:
+    with open_service(database_url, max_payload_bytes=4000) as svc:
         yield svc
 
 
@@ -297,3 +299,37 @@ def test_paging_at_the_edge_of_a_database_integer(service: SessionService) -> No
     for window in ({"last_n": 2**63}, {"page": 2**63, "page_size": 1}, {"page": 2**62, "page_size": 2}):
         with pytest.raises(ValueError, match=r"2\*\*63 - 1"):
             read(**window)
+
+
+# --- arguments of the wrong shape, and sizes --------------------------------------------------------
+
+
+def test_arguments_of_the_wrong_shape_are_named(service: SessionService) -> None:
+    user = unique("u")
+    for name in ("state", "metadata"):
+        with pytest.raises(ValueError, match=f"^{name}: expected a mapping, got list$"):
+            service.create_session(user, **{name: [("k", "v")]})
+    session_id = service.create_session(user).id
+    for name in ("state_delta", "metadata"):
+        with pytest.raises(ValueError, match=f"^{name}: expected a mapping, got list$"):
+            service.append_message(session_id, UserMessage("x"), **{name: [("k", "v")]})
+    for ttl in (timedelta.max, timedelta.min):
+        with pytest.raises(ValueError, match=r"^ttl .* is out of range"):
+            service.create_session(user, ttl=ttl)
+    assert [s.id for s in service.list_sessions(user)] == [session_id]
+    assert service.event_version(session_id) == 0
+
+
+def test_the_payload_limit_holds_for_a_created_session_as_for_an_event(service: SessionService) -> None:
+    user = unique("u")
+    for fields in ({"state": {"k": "x" * 5000}}, {"metadata": {"k": "x" * 5000}}):
+        with pytest.raises(
+            ValueError, match=r"^session '.*' is \d+ bytes as JSON, over the payload limit of 4000"
+        ):
+            service.create_session(user, **fields)
+    assert service.list_sessions(user) == [] and service.get_user_state(user) == {}
+    service.create_session(user, state={"k": "x" * 3000}, ttl=None)
+    session_id = service.list_sessions(user)[0].id
+    with pytest.raises(ValueError, match="over the payload limit of 4000"):
+        service.append_message(session_id, UserMessage("x"), state_delta={"user:k": "x" * 5000})
+    assert service.event_version(session_id) == 0

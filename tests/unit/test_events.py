@@ -138,3 +138,9 @@ def test_ids_hold_no_nul_and_at_most_255_characters(field):
         event(**{field: "x" * 256})
     with pytest.raises(ValueError, match=f"^{field} contains a NUL character"):
         event(**{field: "a\x00b"})
+
+
+@pytest.mark.parametrize("field", ["metadata", "state_delta"])
+def test_a_mapping_field_that_is_no_mapping_is_named(field):
+    with pytest.raises(ValueError, match=f"^{field}: expected a mapping, got list$"):
+        event(**{field: [("k", "v")]})

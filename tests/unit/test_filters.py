@@ -117,6 +117,12 @@ def test_paging_values_fit_a_database_integer(kwargs, message):
         EventFilter(**largest)
 
 
+def test_an_invalid_regular_expression_is_a_value_error():
+    for build in (EventFilter.pattern_search, lambda p: EventFilter(pattern=p)):
+        with pytest.raises(ValueError, match=r"^pattern is not a valid regular expression: missing \)"):
+            build("(unclosed")
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [

@@ -215,6 +215,12 @@ def _call(call_id: str, name: str) -> dict:
 # --- values every backend stores exactly -----------------------------------------------------------
 
 
+def test_user_message_text_is_required_but_may_be_empty():
+    assert UserMessage("").text == ""
+    with pytest.raises(ValueError, match="UserMessage text must be a string, got None"):
+        UserMessage(None)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("build", "problem"),
     [
@@ -230,3 +236,20 @@ def _call(call_id: str, name: str) -> dict:
 def test_a_nul_character_in_any_text_is_refused(build, problem):
     with pytest.raises(ValueError, match=problem):
         build()
+
+
+@pytest.mark.parametrize("dicts", [None, 42, "user", {"role": "user", "content": "hi"}])
+def test_from_openai_wants_a_list_of_dicts(dicts):
+    with pytest.raises(
+        ValueError, match=f"dicts must be a list of message dicts, got {type(dicts).__name__}"
+    ):
+        from_openai(dicts)
+
+
+@pytest.mark.parametrize("role", ["user", "system", "developer"])
+def test_from_openai_refuses_tool_calls_it_would_have_to_drop(role):
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    with pytest.raises(ValueError, match=f"message 1: a {role} message cannot have tool_calls"):
+        from_openai([{"role": "user", "content": "hi"}, {"role": role, "content": "x", "tool_calls": [call]}])
+    for nothing in (None, []):  # an empty list is no call to drop
+        assert from_openai([{"role": role, "content": "x", "tool_calls": nothing}])[0].tool_calls == ()
