@@ -111,8 +111,10 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     return Message._trusted(
         _TYPES[data["type"]],
         data["text"],
-        tuple([ToolCall(c["id"], c["name"], c["arguments"]) for c in calls]) if calls else (),
-        tuple([ToolResponse(r["id"], r["name"], r["content"]) for r in responses]) if responses else (),
+        tuple([ToolCall._trusted(c["id"], c["name"], c["arguments"]) for c in calls]) if calls else (),
+        tuple([ToolResponse._trusted(r["id"], r["name"], r["content"]) for r in responses])
+        if responses
+        else (),
         data["metadata"],
     )
 

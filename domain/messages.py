@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from sessionledger.domain.mappings import EMPTY, freeze
 
@@ -38,6 +38,18 @@ def _plain_texts(a: object, b: object, c: object) -> bool:
     )
 
 
+_Texts = TypeVar("_Texts", bound="ToolCall | ToolResponse")
+
+
+def _unchecked(cls: type[_Texts], *fields: str) -> _Texts:
+    """A tool call or response built without validation, for decoded ledger values (as
+    `Message._trusted`): what was stored before a rule existed stays readable."""
+    value = object.__new__(cls)
+    for name, field in zip(cls.__slots__, fields, strict=True):
+        object.__setattr__(value, name, field)
+    return value
+
+
 def _reject_bad_fields(value: ToolCall | ToolResponse, what: str) -> None:
     for name in value.__slots__:
         field = getattr(value, name)
@@ -59,6 +71,10 @@ class ToolCall:
         if not _plain_texts(self.id, self.name, self.arguments):
             _reject_bad_fields(self, "tool call")
 
+    @classmethod
+    def _trusted(cls, id: str, name: str, arguments: str) -> ToolCall:
+        return _unchecked(cls, id, name, arguments)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolResponse:
@@ -71,6 +87,10 @@ class ToolResponse:
     def __post_init__(self) -> None:
         if not _plain_texts(self.id, self.name, self.content):
             _reject_bad_fields(self, "tool response")
+
+    @classmethod
+    def _trusted(cls, id: str, name: str, content: str) -> ToolResponse:
+        return _unchecked(cls, id, name, content)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from sessionledger.domain.ids import check_id
 from sessionledger.domain.mappings import EMPTY, FrozenDict, freeze
 
 DEFAULT_TTL = timedelta(days=60)
@@ -75,7 +74,6 @@ class Session:
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must not be empty")
-            check_id(value, name)
         created_at = _utc(self.created_at, "created_at")
         object.__setattr__(self, "created_at", created_at)
         if self.expires_at is _DEFAULT_EXPIRY:

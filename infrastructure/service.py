@@ -17,7 +17,7 @@ from sessionledger.domain.compaction import CompactionRequest, CompactionResult
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.ids import check_id
+from sessionledger.domain.ids import check_id, check_new_id
 from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, created_draft, event_draft, replay
 from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
@@ -30,6 +30,11 @@ def _require_id(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string")
     return check_id(value, name)
+
+
+def _require_new_id(value: Any, name: str) -> str:
+    """`_require_id` for an id the ledger will store (a new session's): its length is bounded too."""
+    return check_new_id(_require_id(value, name), name)
 
 
 def _now() -> datetime:
@@ -86,9 +91,9 @@ class SessionService:
         state: Mapping[str, Any] | None = None,
     ) -> Session:
         """A new session; `ttl=None` never expires. `ValueError` for a used (or deleted) id."""
-        _require_id(user_id, "user_id")
-        _require_id(app_name, "app_name")
-        session_id = str(uuid4()) if session_id is None else _require_id(session_id, "session_id")
+        _require_new_id(user_id, "user_id")
+        _require_new_id(app_name, "app_name")
+        session_id = str(uuid4()) if session_id is None else _require_new_id(session_id, "session_id")
         metadata = freeze(metadata, "metadata")
         state = freeze(state, "state")
         ensure_json(metadata, "metadata")

@@ -3,7 +3,8 @@
 One suite run on memory, SQLite and PostgreSQL: integers at the edge of 64 bits (and beyond), NUL
 characters, ids at and over their length limit, paging at the edge of a database integer,
 arguments of the wrong shape, and payloads over `max_payload_bytes`. The refusals hold at append,
-at `create_session`, at `publish()` and at import, and leave nothing behind.
+at `create_session`, at `publish()` and at import, and leave nothing behind; what was stored
+before these rules stays readable.
 """
 
 from __future__ import annotations
@@ -11,14 +12,22 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sessionledger.domain import EventFilter, SessionEvent, UserMessage
+from sessionledger.domain import (
+    EventFilter,
+    Message,
+    MessageType,
+    Session,
+    SessionEvent,
+    ToolResponse,
+    UserMessage,
+)
 from sessionledger.domain.codec import parse_timestamp
 from sessionledger.domain.ids import MAX_ID_LENGTH
-from sessionledger.domain.ledger import GENESIS_HASH, canonical, row_hash, sha256_hex
+from sessionledger.domain.ledger import GENESIS_HASH, canonical, event_draft, row_hash, sha256_hex
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import export_lines, import_lines, verify
 from sessionledger.infrastructure.publisher import EventPublisher
@@ -27,6 +36,7 @@ EDGES = {"max": 2**63 - 1, "min": -(2**63), "nested": [{"max": 2**63 - 1}], "flo
 """The largest and smallest integers a value may hold, and a float as large as a refused integer."""
 
 BEYOND = [2**63, -(2**63) - 1, 10**30]
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -200,6 +210,14 @@ def _created_state(value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def _created_user(user_id: str) -> Callable[[dict[str, Any]], None]:
+    def change(record: dict[str, Any]) -> None:
+        if record["kind"] == "created":
+            record["payload"]["user_id"] = user_id
+
+    return change
+
+
 def _event_text(text: str) -> Callable[[dict[str, Any]], None]:
     def change(record: dict[str, Any]) -> None:
         if record["kind"] == "event":
@@ -214,6 +232,7 @@ def _event_text(text: str) -> Callable[[dict[str, Any]], None]:
         (_created_state(10**30), r"record 1 \(created\) is malformed: .* is 10{30}, beyond 64 bits"),
         (_created_state("\x00"), r"record 1 \(created\) is malformed: .* contains a NUL character"),
         (_event_text("a\x00b"), r"record 2 \(event\) is malformed: text contains a NUL character"),
+        (_created_user("u" * (MAX_ID_LENGTH + 1)), "^user_id is 256 characters long"),
     ],
 )
 def test_import_refuses_values_the_ledger_would_refuse(
@@ -247,11 +266,14 @@ def test_ids_at_the_length_limit_are_stored_and_indexed(service: SessionService)
     assert [s.id for s in service.list_sessions(user, app_name=longest)] == [session_id]
 
 
-@pytest.mark.parametrize("bad", ["x" * (MAX_ID_LENGTH + 1), "a\x00b"])
-def test_ids_a_backend_could_not_index_are_value_errors_everywhere(service: SessionService, bad: str) -> None:
+TOO_LONG = "x" * (MAX_ID_LENGTH + 1)
+
+
+@pytest.mark.parametrize("bad", [TOO_LONG, "a\x00b"])
+def test_new_ids_a_backend_could_not_index_are_value_errors(service: SessionService, bad: str) -> None:
     user = unique("u")
     session_id = service.create_session(user).id
-    calls: list[tuple[str, Callable[[], object]]] = [
+    creates: list[tuple[str, Callable[[], object]]] = [
         ("session_id", lambda: service.create_session(user, session_id=bad)),
         ("user_id", lambda: service.create_session(bad)),
         ("app_name", lambda: service.create_session(user, app_name=bad)),
@@ -268,18 +290,56 @@ def test_ids_a_backend_could_not_index_are_value_errors_everywhere(service: Sess
                 SessionEvent(session_id=session_id, message=UserMessage("x"), invocation_id=bad)
             ),
         ),
-        ("session_id", lambda: service.get_session(bad)),
-        ("session_id", lambda: service.get_events(bad)),
-        ("user_id", lambda: service.list_sessions(bad)),
-        ("app_name", lambda: service.list_sessions(user, app_name=bad)),
-        ("before_invocation_id", lambda: service.rewind(session_id, bad)),
-        ("branch", lambda: service.get_events(session_id, EventFilter.for_branch(bad))),
+        ("session_id", lambda: service.append_message(bad, UserMessage("x"))),
     ]
-    for name, call in calls:
+    for name, call in creates:
         with pytest.raises(ValueError, match=f"^{name} (is {len(bad)} characters long|contains a NUL)"):
             call()
     assert service.list_sessions(user) == [service.get_session(session_id)]
     assert service.event_version(session_id) == 0
+
+
+def test_looking_up_an_id_refuses_nul_and_takes_any_length(service: SessionService) -> None:
+    user = unique("u")
+    session_id = service.create_session(user).id
+    lookups: list[tuple[str, Callable[[str], object]]] = [
+        ("session_id", service.get_session),
+        ("session_id", service.get_events),
+        ("session_id", service.event_version),
+        ("session_id", service.delete_session),
+        ("user_id", service.list_sessions),
+        ("app_name", lambda bad: service.list_sessions(user, app_name=bad)),
+        ("before_invocation_id", lambda bad: service.rewind(session_id, bad)),
+        ("branch", lambda bad: service.get_events(session_id, EventFilter.for_branch(bad))),
+    ]
+    for name, lookup in lookups:
+        with pytest.raises(ValueError, match=f"^{name} contains a NUL character"):
+            lookup("a\x00b")
+    assert service.get_session(TOO_LONG) is None and service.get_events(TOO_LONG) == []
+    assert service.list_sessions(TOO_LONG) == [] and service.list_sessions(user, app_name=TOO_LONG) == []
+    assert service.get_events(session_id, EventFilter.for_branch(TOO_LONG)) == []
+    with pytest.raises(LookupError):
+        service.rewind(session_id, TOO_LONG)
+
+
+def test_what_was_stored_before_these_rules_stays_readable(service: SessionService) -> None:
+    """Rows written before ids were bounded and NUL refused (built here through the ledger port,
+    which trusts its caller) are read, listed and deleted as before."""
+    user = unique("u")
+    old_id = unique("s") + "x" * MAX_ID_LENGTH
+    service.ledger.create_session(Session(id=old_id, user_id=user), {})
+    message = Message._trusted(
+        MessageType.TOOL, "", (), (ToolResponse._trusted("c\x00", "f", "binary\x00output"),), {}
+    )
+    service.ledger.append(
+        [event_draft(SessionEvent._trusted("e", old_id, T0, message, {}, None, False, None, {}))]
+    )
+    [listed] = service.list_sessions(user)
+    assert listed.id == old_id and service.get_session(old_id) == listed
+    [event] = service.get_events(old_id)
+    assert event.message == message and event.message.tool_responses[0].content == "binary\x00output"
+    service.delete_session(old_id)
+    assert service.get_session(old_id) is None
 
 
 # --- paging -------------------------------------------------------------------------------------------
