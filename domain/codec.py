@@ -33,7 +33,13 @@ def parse_timestamp(text: str) -> datetime:
 
 
 def ensure_json(value: Any, what: str) -> None:
-    """`ValueError` naming `what` unless `value` is plain JSON (str keys, finite numbers, no sets/objects)."""
+    """`ValueError` naming `what` unless `value` is plain JSON that every backend keeps exactly.
+
+    Plain JSON: str keys, finite numbers, no sets or objects. Kept exactly: integers within
+    signed 64 bits (the JSON parser of the read path turns larger ones into floats) and no NUL
+    character in any string (PostgreSQL cannot extract a JSON string holding one, so keyword
+    search over the event would fail there).
+    """
     if not value and type(value) in _NOTHING_TO_CHECK:
         return
     try:
@@ -44,21 +50,32 @@ def ensure_json(value: Any, what: str) -> None:
         raise ValueError(f"{what} is not JSON-serializable: {problem}")
 
 
+INT64 = range(-(2**63), 2**63)
+"""The integers a stored JSON value may hold (`in` is a constant-time test)."""
+
 _NOTHING_TO_CHECK = {dict, FrozenDict, type(None)}  # when empty: the common case for metadata
-_SCALARS = {str, int, bool, type(None)}
+_SCALARS = {bool, type(None)}  # need no look; a str (NUL) and an int (range) need one
 
 
 def _json_problem(value: Any, path: str) -> str | None:
     kind = type(value)
-    if kind in _SCALARS or isinstance(value, str | int):  # bool is an int; str/int subclasses (enums) too
+    if kind in _SCALARS:
         return None
+    if isinstance(value, str):  # str subclasses (enums) too
+        return f"{path or 'value'} contains a NUL character (\\x00)" if "\x00" in value else None
+    if isinstance(value, int):  # int subclasses (enums) too
+        if value in INT64:
+            return None
+        return f"{path or 'value'} is {value}, beyond 64 bits (integers lie in -2**63 .. 2**63 - 1)"
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{path or 'value'} is {value!r}"
     if isinstance(value, dict):  # what `json.dumps` accepts (FrozenDict included), not any Mapping
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"key {key!r} at {path or 'top level'} is not a string"
-            if type(item) in _SCALARS:
+            if "\x00" in key:
+                return f"key {key!r} at {path or 'top level'} contains a NUL character (\\x00)"
+            if type(item) in _SCALARS or (type(item) is str and "\x00" not in item):
                 continue
             problem = _json_problem(item, f"{path}[{key!r}]")
             if problem is not None:
@@ -66,7 +83,7 @@ def _json_problem(value: Any, path: str) -> str | None:
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            if type(item) in _SCALARS:
+            if type(item) in _SCALARS or (type(item) is str and "\x00" not in item):
                 continue
             problem = _json_problem(item, f"{path}[{index}]")
             if problem is not None:
@@ -94,8 +111,10 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     return Message._trusted(
         _TYPES[data["type"]],
         data["text"],
-        tuple([ToolCall(c["id"], c["name"], c["arguments"]) for c in calls]) if calls else (),
-        tuple([ToolResponse(r["id"], r["name"], r["content"]) for r in responses]) if responses else (),
+        tuple([ToolCall._trusted(c["id"], c["name"], c["arguments"]) for c in calls]) if calls else (),
+        tuple([ToolResponse._trusted(r["id"], r["name"], r["content"]) for r in responses])
+        if responses
+        else (),
         data["metadata"],
     )
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from uuid import uuid4
 
+from sessionledger.domain.ids import check_new_id
 from sessionledger.domain.mappings import EMPTY, freeze
 from sessionledger.domain.messages import Message, MessageType
 
@@ -42,21 +43,27 @@ class SessionEvent:
             raise ValueError("id must not be empty")
         if not isinstance(self.session_id, str) or not self.session_id:
             raise ValueError("session_id must not be empty")
+        check_new_id(self.id, "id")
+        check_new_id(self.session_id, "session_id")
         if not isinstance(self.message, Message):
             raise ValueError(f"message must be a Message, got {type(self.message).__name__}")
         if not isinstance(self.timestamp, datetime):
             raise ValueError("timestamp must be a datetime")
         if self.timestamp.tzinfo is None or self.timestamp.utcoffset() is None:
             raise ValueError("timestamp must be timezone-aware")
-        if self.branch is not None and (not isinstance(self.branch, str) or not self.branch):
-            raise ValueError("branch must be None or a non-empty string")
-        if self.invocation_id is not None and not isinstance(self.invocation_id, str):
-            raise ValueError("invocation_id must be None or a string")
+        if self.branch is not None:
+            if not isinstance(self.branch, str) or not self.branch:
+                raise ValueError("branch must be None or a non-empty string")
+            check_new_id(self.branch, "branch")
+        if self.invocation_id is not None:
+            if not isinstance(self.invocation_id, str):
+                raise ValueError("invocation_id must be None or a string")
+            check_new_id(self.invocation_id, "invocation_id")
         if not isinstance(self.archived, bool):
             raise ValueError("archived must be a bool")
         object.__setattr__(self, "timestamp", self.timestamp.astimezone(UTC))
-        object.__setattr__(self, "metadata", freeze(self.metadata))
-        object.__setattr__(self, "state_delta", freeze(self.state_delta))
+        object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
+        object.__setattr__(self, "state_delta", freeze(self.state_delta, "state_delta"))
 
     @classmethod
     def _trusted(

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ids import check_id
 from sessionledger.domain.messages import MessageType
 
 
@@ -26,10 +27,22 @@ def _blank(text: str) -> bool:
     return not text.strip()
 
 
+MAX_INT64 = 2**63 - 1
+"""The largest `last_n`, `page_size` and page end (`(page + 1) * page_size`): every backend's integer."""
+
+
 def _int_or_none(value: Any, name: str) -> int | None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
         raise ValueError(f"{name} must be an int")
+    if value is not None and value > MAX_INT64:
+        raise ValueError(f"{name} must be at most 2**63 - 1, got {value}")
     return value
+
+
+def _without_nul(text: str, name: str) -> str:
+    if "\x00" in text:
+        raise ValueError(f"{name} contains a NUL character (\\x00)")
+    return text
 
 
 def _aware_or_none(value: Any, name: str) -> datetime | None:
@@ -72,7 +85,7 @@ class EventFilter:
         if keyword is not None:
             if not isinstance(keyword, str):
                 raise ValueError("keyword must be a string")
-            keyword = None if _blank(keyword) else keyword.lower()
+            keyword = None if _blank(keyword) else _without_nul(keyword, "keyword").lower()
         set_(self, "keyword", keyword)
 
         keywords = _terms(self.keywords)
@@ -104,6 +117,8 @@ class EventFilter:
             raise ValueError("page must be >= 0")
         if page is not None and page_size is None:
             raise ValueError("page_size must be set when page is set")
+        if page is not None and page_size is not None and (page + 1) * page_size > MAX_INT64:
+            raise ValueError(f"page {page} of page_size {page_size} ends beyond 2**63 - 1")
         if page_size is not None and page is None:
             set_(self, "page", 0)
 
@@ -111,8 +126,10 @@ class EventFilter:
         set_(self, "end", _aware_or_none(self.end, "end"))
         if self.pattern is not None:
             set_(self, "pattern", _compiled(self.pattern))
-        if self.branch is not None and not isinstance(self.branch, str):
-            raise ValueError("branch must be a string")
+        if self.branch is not None:
+            if not isinstance(self.branch, str):
+                raise ValueError("branch must be a string")
+            check_id(self.branch, "branch")
         for flag in ("exclude_synthetic", "exclude_archived"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be a bool")
@@ -234,13 +251,16 @@ def _terms(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
         if term is not None and not isinstance(term, str):
             raise ValueError("keywords must be strings")
         if term is not None and not _blank(term):
-            terms.append(term.lower())
+            terms.append(_without_nul(term, "keywords").lower())
     return tuple(terms) or None
 
 
 def _compiled(value: str | re.Pattern[str]) -> re.Pattern[str]:
     if isinstance(value, str):
-        return re.compile(value)
+        try:
+            return re.compile(value)
+        except re.error as error:
+            raise ValueError(f"pattern is not a valid regular expression: {error}") from None
     if not isinstance(value, re.Pattern):
         raise ValueError("pattern must be a string or a compiled re.Pattern")
     return value

@@ -38,8 +38,11 @@ class FrozenDict(dict[str, Any]):
 EMPTY: FrozenDict = FrozenDict()
 
 
-def freeze(mapping: Mapping[str, Any] | None) -> FrozenDict:
-    """A read-only copy of `mapping` (`None` is the empty mapping); a FrozenDict is reused as is."""
+def freeze(mapping: Mapping[str, Any] | None, name: str = "value") -> FrozenDict:
+    """A read-only copy of `mapping` (`None` is the empty mapping); a FrozenDict is reused as is.
+
+    Anything else (a list of pairs included) is a `ValueError` naming the argument `name`.
+    """
     kind = type(mapping)
     if isinstance(mapping, FrozenDict):
         return mapping
@@ -48,5 +51,5 @@ def freeze(mapping: Mapping[str, Any] | None) -> FrozenDict:
     if mapping is None:
         return EMPTY
     if not isinstance(mapping, Mapping):
-        raise ValueError(f"expected a mapping, got {type(mapping).__name__}")
+        raise ValueError(f"{name}: expected a mapping, got {type(mapping).__name__}")
     return FrozenDict(mapping) if mapping else EMPTY

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from sessionledger.domain.mappings import EMPTY, freeze
 
@@ -21,10 +21,42 @@ class MessageType(StrEnum):
     TOOL = "tool"
 
 
-def _reject_non_strings(value: ToolCall | ToolResponse, what: str) -> None:
+_NUL = "\x00"
+"""Refused in every text: PostgreSQL cannot extract a JSON string holding it, so keyword search
+would fail there (and SQLite's would stop at it); no backend stores it."""
+
+
+def _plain_texts(a: object, b: object, c: object) -> bool:
+    """All three are strings without NUL: the quick test (`_reject_bad_fields` says what is wrong)."""
+    return (
+        isinstance(a, str)
+        and isinstance(b, str)
+        and isinstance(c, str)
+        and _NUL not in a
+        and _NUL not in b
+        and _NUL not in c
+    )
+
+
+_Texts = TypeVar("_Texts", bound="ToolCall | ToolResponse")
+
+
+def _unchecked(cls: type[_Texts], *fields: str) -> _Texts:
+    """A tool call or response built without validation, for decoded ledger values (as
+    `Message._trusted`): what was stored before a rule existed stays readable."""
+    value = object.__new__(cls)
+    for name, field in zip(cls.__slots__, fields, strict=True):
+        object.__setattr__(value, name, field)
+    return value
+
+
+def _reject_bad_fields(value: ToolCall | ToolResponse, what: str) -> None:
     for name in value.__slots__:
-        if not isinstance(getattr(value, name), str):
-            raise ValueError(f"{what} {name} must be a string, got {type(getattr(value, name)).__name__}")
+        field = getattr(value, name)
+        if not isinstance(field, str):
+            raise ValueError(f"{what} {name} must be a string, got {type(field).__name__}")
+        if _NUL in field:
+            raise ValueError(f"{what} {name} contains a NUL character (\\x00)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +68,12 @@ class ToolCall:
     arguments: str
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.id, str) and isinstance(self.name, str) and isinstance(self.arguments, str)):
-            _reject_non_strings(self, "tool call")
+        if not _plain_texts(self.id, self.name, self.arguments):
+            _reject_bad_fields(self, "tool call")
+
+    @classmethod
+    def _trusted(cls, id: str, name: str, arguments: str) -> ToolCall:
+        return _unchecked(cls, id, name, arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +85,12 @@ class ToolResponse:
     content: str
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.id, str) and isinstance(self.name, str) and isinstance(self.content, str)):
-            _reject_non_strings(self, "tool response")
+        if not _plain_texts(self.id, self.name, self.content):
+            _reject_bad_fields(self, "tool response")
+
+    @classmethod
+    def _trusted(cls, id: str, name: str, content: str) -> ToolResponse:
+        return _unchecked(cls, id, name, content)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +108,11 @@ class Message:
             kind = MessageType(self.type)
         except ValueError:
             raise ValueError(f"unknown message type {self.type!r}") from None
-        if self.text is not None and not isinstance(self.text, str):
-            raise ValueError(f"text must be a string or None, got {type(self.text).__name__}")
+        if self.text is not None:
+            if not isinstance(self.text, str):
+                raise ValueError(f"text must be a string or None, got {type(self.text).__name__}")
+            if _NUL in self.text:
+                raise ValueError("text contains a NUL character (\\x00)")
         calls = tuple(self.tool_calls)
         responses = tuple(self.tool_responses)
         if calls and kind is not MessageType.ASSISTANT:
@@ -83,7 +126,7 @@ class Message:
         object.__setattr__(self, "type", kind)
         object.__setattr__(self, "tool_calls", calls)
         object.__setattr__(self, "tool_responses", responses)
-        object.__setattr__(self, "metadata", freeze(self.metadata))
+        object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
 
     def __hash__(self) -> int:
         # metadata values may be unhashable; equal messages still hash equal without it
@@ -121,11 +164,14 @@ class _WritableMessage:
 
 
 def UserMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
-    return Message(MessageType.USER, text, metadata=freeze(metadata))
+    """What the user said; `""` is a message, `None` is not (as in Spring AI)."""
+    if text is None:
+        raise ValueError("UserMessage text must be a string, got None")
+    return Message(MessageType.USER, text, metadata=freeze(metadata, "metadata"))
 
 
 def SystemMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
-    return Message(MessageType.SYSTEM, text, metadata=freeze(metadata))
+    return Message(MessageType.SYSTEM, text, metadata=freeze(metadata, "metadata"))
 
 
 def AssistantMessage(
@@ -135,14 +181,16 @@ def AssistantMessage(
     metadata: Mapping[str, Any] | None = None,
 ) -> Message:
     """An assistant reply; neither text nor tool calls is allowed (an empty reply)."""
-    return Message(MessageType.ASSISTANT, text, tuple(tool_calls), metadata=freeze(metadata))
+    return Message(MessageType.ASSISTANT, text, tuple(tool_calls), metadata=freeze(metadata, "metadata"))
 
 
 def ToolResponseMessage(
     responses: Iterable[ToolResponse], *, metadata: Mapping[str, Any] | None = None
 ) -> Message:
     """The results of one or more tool calls; its text is `""` as in Spring AI."""
-    return Message(MessageType.TOOL, "", tool_responses=tuple(responses), metadata=freeze(metadata))
+    return Message(
+        MessageType.TOOL, "", tool_responses=tuple(responses), metadata=freeze(metadata, "metadata")
+    )
 
 
 # --- OpenAI chat-completions format ----------------------------------------------------------
@@ -184,6 +232,8 @@ def from_openai(dicts: Iterable[Mapping[str, Any]]) -> list[Message]:
     A tool response takes its name from the earlier assistant tool call with the same id, else from
     the dict's `"name"`, else `""`. Malformed input raises `ValueError` naming the index.
     """
+    if isinstance(dicts, str | bytes | Mapping) or not isinstance(dicts, Iterable):
+        raise ValueError(f"dicts must be a list of message dicts, got {type(dicts).__name__}")
     messages: list[Message] = []
     call_names: dict[str, str] = {}
     pending: list[ToolResponse] = []
@@ -202,6 +252,8 @@ def from_openai(dicts: Iterable[Mapping[str, Any]]) -> list[Message]:
                 call_names.update((c.id, c.name) for c in calls)
                 messages.append(AssistantMessage(text, calls))
             else:
+                if item.get("tool_calls"):
+                    raise ValueError(f"a {item['role']} message cannot have tool_calls")
                 messages.append(Message(kind, text))
         except ValueError as error:
             raise ValueError(f"message {index}: {error}") from None

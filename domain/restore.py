@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sessionledger.domain.codec import parse_timestamp
+from sessionledger.domain.ids import check_new_id
 from sessionledger.domain.ledger import LedgerRecord, Projection, replay, window_stats
 from sessionledger.domain.ports import WindowStats
 from sessionledger.domain.sessions import Session
@@ -32,7 +33,10 @@ class RestoredSession:
 
 
 def restored_session(records: Sequence[LedgerRecord]) -> RestoredSession:
-    """The session of verified records of a live session, its first record the `created` one."""
+    """The session of verified records of a live session, its first record the `created` one.
+
+    Its ids become new ids of this store: `ValueError` for one no backend could store.
+    """
     created = records[0].payload or {}
     expires_at = created["expires_at"]
     session = Session(
@@ -43,6 +47,9 @@ def restored_session(records: Sequence[LedgerRecord]) -> RestoredSession:
         expires_at=None if expires_at is None else parse_timestamp(expires_at),
         metadata=created["metadata"],
     )
+    check_new_id(session.id, "session_id")
+    check_new_id(session.user_id, "user_id")
+    check_new_id(session.app_name, "app_name")
     projection = replay(records)
     counts = {record.position: record.token_count for record in records}
     stats = window_stats(

@@ -42,6 +42,21 @@ def _utc(value: datetime, name: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def expiry(created_at: datetime, ttl: timedelta | None) -> datetime | None:
+    """When a session created at `created_at` with time-to-live `ttl` expires (`None`: never).
+
+    A negative `ttl` is a session born expired; one that leaves the datetime range is a `ValueError`.
+    """
+    if ttl is None:
+        return None
+    if not isinstance(ttl, timedelta):
+        raise ValueError("ttl must be a timedelta or None")
+    try:
+        return created_at + ttl
+    except OverflowError:
+        raise ValueError(f"ttl {ttl} is out of range: created_at + ttl is not a datetime") from None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
     """A session's metadata (no events); `state` is the merged view of the three scopes."""
@@ -65,8 +80,8 @@ class Session:
             object.__setattr__(self, "expires_at", created_at + DEFAULT_TTL)
         elif self.expires_at is not None:
             object.__setattr__(self, "expires_at", _utc(self.expires_at, "expires_at"))
-        object.__setattr__(self, "metadata", freeze(self.metadata))
-        object.__setattr__(self, "state", freeze(self.state))
+        object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
+        object.__setattr__(self, "state", freeze(self.state, "state"))
 
     def __hash__(self) -> int:
         return hash(self.id)

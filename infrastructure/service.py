@@ -17,17 +17,24 @@ from sessionledger.domain.compaction import CompactionRequest, CompactionResult
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
+from sessionledger.domain.ids import check_id, check_new_id
+from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, created_draft, event_draft, replay
+from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import AppendOutcome, Ledger, Strategy, TokenCounter, Trigger, WindowStats
-from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
+from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, expiry, strip_temp
 from sessionledger.infrastructure.settings import Settings
 
 
 def _require_id(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string")
-    return value
+    return check_id(value, name)
+
+
+def _require_new_id(value: Any, name: str) -> str:
+    """`_require_id` for an id the ledger will store (a new session's): its length is bounded too."""
+    return check_new_id(_require_id(value, name), name)
 
 
 def _not_owned(session: Session, user_id: str | None, app_name: str | None = None) -> str | None:
@@ -65,10 +72,15 @@ def append_draft(event: SessionEvent, max_payload_bytes: int) -> Draft:
         raise ValueError(
             f"event {event.id!r} holds {held!r}, which UTF-8 cannot encode ({error.reason})"
         ) from None
+    return within_limit(draft, f"event {event.id!r}", max_payload_bytes)
+
+
+def within_limit(draft: Draft, what: str, max_payload_bytes: int) -> Draft:
+    """The draft, or a `ValueError` when its payload is over `max_payload_bytes`."""
     if draft.size > max_payload_bytes:
         raise ValueError(
-            f"event {event.id!r} is {draft.size} bytes as JSON, over the payload limit of "
-            f"{max_payload_bytes} bytes (max_payload_bytes)"
+            f"{what} is {draft.size} bytes as JSON, over the payload limit of {max_payload_bytes} bytes "
+            "(max_payload_bytes)"
         )
     return draft
 
@@ -128,13 +140,11 @@ class SessionService:
         `ValueError` whose text is the same whoever owns it and whatever became of it, so it tells
         another user nothing about that session.
         """
-        _require_id(user_id, "user_id")
-        _require_id(app_name, "app_name")
-        session_id = str(uuid4()) if session_id is None else _require_id(session_id, "session_id")
-        if ttl is not None and not isinstance(ttl, timedelta):
-            raise ValueError("ttl must be a timedelta or None")
-        metadata = dict(metadata or {})
-        state = dict(state or {})
+        _require_new_id(user_id, "user_id")
+        _require_new_id(app_name, "app_name")
+        session_id = str(uuid4()) if session_id is None else _require_new_id(session_id, "session_id")
+        metadata = freeze(metadata, "metadata")
+        state = freeze(state, "state")
         ensure_json(metadata, "metadata")
         ensure_json(state, "state")
         created_at = _now()
@@ -143,11 +153,15 @@ class SessionService:
             user_id=user_id,
             app_name=app_name,
             created_at=created_at,
-            expires_at=None if ttl is None else created_at + ttl,
+            expires_at=expiry(created_at, ttl),
             metadata=metadata,
         )
+        state = strip_temp(state)
+        within_limit(
+            created_draft(session, state), f"session {session_id!r}", self._settings.max_payload_bytes
+        )
         try:
-            self._ledger.create_session(session, strip_temp(state))
+            self._ledger.create_session(session, state)
         except ValueError:
             if not self._id_used(session_id):
                 raise
@@ -191,6 +205,8 @@ class SessionService:
 
     def list_sessions(self, user_id: str, *, app_name: str | None = None) -> list[Session]:
         """The user's sessions, oldest first; `app_name=None` means every app."""
+        if app_name is not None:
+            _require_id(app_name, "app_name")
         return self._ledger.list_sessions(_require_id(user_id, "user_id"), app_name)
 
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
@@ -246,8 +262,8 @@ class SessionService:
             session_id=_require_id(session_id, "session_id"),
             message=message,
             branch=branch,
-            metadata=metadata or {},
-            state_delta=state_delta or {},
+            metadata=freeze(metadata, "metadata"),
+            state_delta=freeze(state_delta, "state_delta"),
         )
         draft = self._draft(event)
         self._require_owner(session_id, user_id)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-from sessionledger.domain.codec import event_from_payload, format_timestamp, parse_timestamp
+from sessionledger.domain.codec import ensure_json, event_from_payload, format_timestamp, parse_timestamp
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, replay, sha256_hex
 from sessionledger.domain.restore import restored_session
@@ -154,7 +154,9 @@ def _check_payloads(records: Sequence[LedgerRecord]) -> None:
                 event_from_payload(
                     record.session_id, record.event_id or "", record.payload or {}, validate=True
                 )
-            elif record.kind in (Kind.COMPACTION, Kind.REWIND):
+            else:  # what an event's validation checks of its values, for the other payloads
+                ensure_json(record.payload, "its payload")
+            if record.kind in (Kind.COMPACTION, Kind.REWIND):
                 payload = record.payload or {}
                 named = [*payload["window"], *payload.get("archived", ()), *payload.get("hidden", ())]
                 if not all(isinstance(p, int) and p in events and p < record.position for p in named):

@@ -6,7 +6,6 @@ session id first, so the ledger can later be hash-partitioned by session.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,12 +16,13 @@ from sqlalchemy.types import TypeDecorator, UserDefinedType
 
 
 def loads(text: str | bytes) -> Any:
-    """Parse a stored payload: orjson (several times faster than `json` on the read path), with
-    `json` for what orjson refuses (integers beyond 64 bits), so every value comes back exact."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
+    """Parse a stored payload with orjson (several times faster than `json` on the read path).
+
+    orjson reads an integer beyond 64 bits as a float, so writes refuse those
+    (`domain.codec.ensure_json`) and every stored value comes back exact
+    (tests/unit/test_json_values.py pins what orjson does).
+    """
+    return orjson.loads(text)
 
 
 class _JsonColumn(UserDefinedType):

@@ -154,7 +154,9 @@ def read_served(service: SessionService, session_id: str) -> Served:
 def run_session_machine(service: SessionService, examples: int) -> None:
     class SessionMachine(RuleBasedStateMachine):
         @initialize(
-            state=st.dictionaries(st.sampled_from(["k1", "app:shared", "user:pref", "temp:x"]), st.integers())
+            state=st.dictionaries(
+                st.sampled_from(["k1", "app:shared", "user:pref", "temp:x"]), st.integers(-(2**63), 2**63 - 1)
+            )
         )
         def create(self, state: dict[str, Any]) -> None:
             self.session_id = service.create_session("auditor", app_name="props", state=state).id

@@ -79,7 +79,7 @@ def test_payload_layout():
 @pytest.mark.parametrize(
     "message",
     [
-        UserMessage('héllo 🌍 \u0000 "quoted"'),
+        UserMessage('héllo 🌍 \u0001 "quoted"'),
         AssistantMessage(),
         AssistantMessage(""),
         AssistantMessage(None, [ToolCall("c1", "f", '{"a": [1, 2]}'), ToolCall("c2", "g", "")]),
@@ -93,7 +93,7 @@ def test_event_round_trip_is_exact(message, validate):
     event = SessionEvent(
         session_id="s1",
         message=message,
-        metadata={SessionEvent.SYNTHETIC: True, "big": 2**70, "f": 0.1 + 0.2},
+        metadata={SessionEvent.SYNTHETIC: True, "big": 2**63 - 1, "small": -(2**63), "f": 0.1 + 0.2},
         state_delta={"app:k": {"d": [1]}, "n": None},
         branch="a.b",
         invocation_id="inv-1",
@@ -131,6 +131,11 @@ def test_message_dict_round_trip():
         ({"l": [1, float("inf")]}, "['l'][1] is inf"),
         ({"d": datetime(2025, 1, 1, tzinfo=UTC)}, "['d'] has type datetime"),
         ({"b": b"bytes"}, "['b'] has type bytes"),
+        ({"n": [2**63]}, "['n'][0] is 9223372036854775808, beyond 64 bits"),
+        ({"n": {"m": -(2**63) - 1}}, "['n']['m'] is -9223372036854775809, beyond 64 bits"),
+        ({"s": "a\x00b"}, "['s'] contains a NUL character"),
+        ({"l": ["ok", "\x00"]}, "['l'][1] contains a NUL character"),
+        ({"a": {"k\x00": 1}}, "key 'k\\x00' at ['a'] contains a NUL character"),
     ],
 )
 def test_ensure_json_names_what_and_where(value, problem):
@@ -141,7 +146,7 @@ def test_ensure_json_names_what_and_where(value, problem):
 
 
 def test_ensure_json_accepts_plain_json_and_rejects_cycles():
-    ensure_json({"a": [1, 2.5, None, True, "x", {"b": []}], "big": 2**80}, "state")
+    ensure_json({"a": [1, 2.5, None, True, "x", {"b": []}], "big": 2**63 - 1, "small": -(2**63)}, "state")
     cyclic: list = []
     cyclic.append(cyclic)
     with pytest.raises(ValueError, match="state is not JSON-serializable"):
@@ -187,27 +192,35 @@ def test_validating_decode_rejects_an_empty_session_id():
 
 # --- property: any valid event survives the JSON round trip exactly -------------------------------------
 
+
+def texts(**size: int) -> st.SearchStrategy[str]:
+    """Any text a stored value may hold: every character but NUL."""
+    return st.text(st.characters(exclude_characters="\x00"), **size)
+
+
 json_scalars = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | texts()
 )
 json_values = st.recursive(
     json_scalars,
     lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+        st.lists(children, max_size=3) | st.dictionaries(texts(max_size=5), children, max_size=3)
     ),
     max_leaves=8,
 )
-json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
-ids = st.text(min_size=1, max_size=12)
-tool_calls = st.builds(ToolCall, ids, st.text(max_size=10), st.text(max_size=20))
-tool_responses = st.builds(ToolResponse, ids, st.text(max_size=10), st.text(max_size=20))
+json_objects = st.dictionaries(texts(max_size=8), json_values, max_size=4)
+ids = texts(min_size=1, max_size=12)
+tool_calls = st.builds(ToolCall, ids, texts(max_size=10), texts(max_size=20))
+tool_responses = st.builds(ToolResponse, ids, texts(max_size=10), texts(max_size=20))
 messages = st.one_of(
-    st.builds(UserMessage, st.text(), metadata=json_objects),
-    st.builds(
-        AssistantMessage, st.none() | st.text(), st.lists(tool_calls, max_size=3), metadata=json_objects
-    ),
+    st.builds(UserMessage, texts(), metadata=json_objects),
+    st.builds(AssistantMessage, st.none() | texts(), st.lists(tool_calls, max_size=3), metadata=json_objects),
     st.builds(ToolResponseMessage, st.lists(tool_responses, max_size=3)),
-    st.builds(lambda text: Message(MessageType.SYSTEM, text), st.none() | st.text()),
+    st.builds(lambda text: Message(MessageType.SYSTEM, text), st.none() | texts()),
 )
 timestamps = st.datetimes(
     min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
@@ -220,7 +233,7 @@ events = st.builds(
     timestamp=timestamps,
     metadata=json_objects,
     branch=st.none() | ids,
-    invocation_id=st.none() | st.text(max_size=8),
+    invocation_id=st.none() | texts(max_size=8),
     state_delta=json_objects,
 )
 

@@ -126,3 +126,21 @@ def test_events_pickle():
     e = event(metadata={"synthetic": True})
     copy = pickle.loads(pickle.dumps(e))
     assert copy == e and copy.metadata == e.metadata and copy.timestamp == e.timestamp
+
+
+# --- ids every backend can store and index --------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["session_id", "id", "branch", "invocation_id"])
+def test_ids_hold_no_nul_and_at_most_255_characters(field):
+    assert getattr(event(**{field: "𝄞" * 255}), field) == "𝄞" * 255  # 4-byte characters: still indexable
+    with pytest.raises(ValueError, match=f"^{field} is 256 characters long; ids are at most 255$"):
+        event(**{field: "x" * 256})
+    with pytest.raises(ValueError, match=f"^{field} contains a NUL character"):
+        event(**{field: "a\x00b"})
+
+
+@pytest.mark.parametrize("field", ["metadata", "state_delta"])
+def test_a_mapping_field_that_is_no_mapping_is_named(field):
+    with pytest.raises(ValueError, match=f"^{field}: expected a mapping, got list$"):
+        event(**{field: [("k", "v")]})

@@ -96,6 +96,46 @@ def test_page_defaults_to_zero_when_page_size_is_set():
     assert EventFilter(page_size=5).page == 0
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"last_n": 2**63}, "last_n must be at most 2**63 - 1, got 9223372036854775808"),
+        ({"page_size": 2**63}, "page_size must be at most 2**63 - 1"),
+        ({"page": 2**63, "page_size": 1}, "page must be at most 2**63 - 1"),
+        ({"page": 2**62, "page_size": 2}, "page 4611686018427387904 of page_size 2 ends beyond 2**63 - 1"),
+        ({"page": 1, "page_size": 2**62}, "ends beyond 2**63 - 1"),
+    ],
+)
+def test_paging_values_fit_a_database_integer(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        EventFilter(**kwargs)
+    for largest in (
+        {"last_n": 2**63 - 1},
+        {"page": 0, "page_size": 2**63 - 1},
+        {"page": 2**62 - 2, "page_size": 2},
+    ):
+        EventFilter(**largest)
+
+
+def test_an_invalid_regular_expression_is_a_value_error():
+    for build in (EventFilter.pattern_search, lambda p: EventFilter(pattern=p)):
+        with pytest.raises(ValueError, match=r"^pattern is not a valid regular expression: missing \)"):
+            build("(unclosed")
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: EventFilter(keyword="a\x00"), "keyword contains a NUL character"),
+        (lambda: EventFilter.keywords_search(["ok", "\x00"]), "keywords contains a NUL character"),
+        (lambda: EventFilter.for_branch("a\x00"), "branch contains a NUL character"),
+    ],
+)
+def test_search_terms_and_branch_hold_what_an_event_can(build, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build()
+
+
 def test_other_invalid_values():
     with pytest.raises(ValueError, match="start must be a timezone-aware datetime"):
         EventFilter(start=datetime(2025, 1, 1))

@@ -210,3 +210,46 @@ def test_to_openai_rejects_non_messages():
 
 def _call(call_id: str, name: str) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+# --- values every backend stores exactly -----------------------------------------------------------
+
+
+def test_user_message_text_is_required_but_may_be_empty():
+    assert UserMessage("").text == ""
+    with pytest.raises(ValueError, match="UserMessage text must be a string, got None"):
+        UserMessage(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "problem"),
+    [
+        (lambda: UserMessage("before\x00after"), "text contains a NUL character"),
+        (lambda: AssistantMessage("\x00"), "text contains a NUL character"),
+        (lambda: Message(MessageType.SYSTEM, "a\x00"), "text contains a NUL character"),
+        (lambda: ToolCall("c\x00", "f", "{}"), "tool call id contains a NUL character"),
+        (lambda: ToolCall("c", "f", '{"a": "\x00"}'), "tool call arguments contains a NUL character"),
+        (lambda: ToolResponse("c", "f\x00", ""), "tool response name contains a NUL character"),
+        (lambda: ToolResponse("c", "f", "x\x00"), "tool response content contains a NUL character"),
+    ],
+)
+def test_a_nul_character_in_any_text_is_refused(build, problem):
+    with pytest.raises(ValueError, match=problem):
+        build()
+
+
+@pytest.mark.parametrize("dicts", [None, 42, "user", {"role": "user", "content": "hi"}])
+def test_from_openai_wants_a_list_of_dicts(dicts):
+    with pytest.raises(
+        ValueError, match=f"dicts must be a list of message dicts, got {type(dicts).__name__}"
+    ):
+        from_openai(dicts)
+
+
+@pytest.mark.parametrize("role", ["user", "system", "developer"])
+def test_from_openai_refuses_tool_calls_it_would_have_to_drop(role):
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    with pytest.raises(ValueError, match=f"message 1: a {role} message cannot have tool_calls"):
+        from_openai([{"role": "user", "content": "hi"}, {"role": role, "content": "x", "tool_calls": [call]}])
+    for nothing in (None, []):  # an empty list is no call to drop
+        assert from_openai([{"role": role, "content": "x", "tool_calls": nothing}])[0].tool_calls == ()

@@ -11,6 +11,7 @@ from sessionledger.domain.sessions import (
     APP_PREFIX,
     TEMP_PREFIX,
     USER_PREFIX,
+    expiry,
     merge_state,
     split_state_delta,
     strip_temp,
@@ -100,3 +101,21 @@ def test_strip_temp():
 def test_state_keys_must_be_strings():
     with pytest.raises(ValueError, match="state keys must be strings"):
         split_state_delta({1: "x"})
+
+
+@pytest.mark.parametrize("field", ["metadata", "state"])
+def test_a_mapping_field_that_is_no_mapping_is_named(field):
+    with pytest.raises(ValueError, match=f"^{field}: expected a mapping, got list$"):
+        Session(id="s", user_id="u", **{field: [("k", "v")]})
+
+
+def test_expiry_is_created_at_plus_ttl_within_the_datetime_range():
+    created = datetime(2025, 1, 1, tzinfo=UTC)
+    assert expiry(created, timedelta(hours=1)) == datetime(2025, 1, 1, 1, tzinfo=UTC)
+    assert expiry(created, -timedelta(days=1)) == datetime(2024, 12, 31, tzinfo=UTC)  # born expired
+    assert expiry(created, None) is None
+    for ttl in (timedelta.max, timedelta.min):
+        with pytest.raises(ValueError, match=r"^ttl .* is out of range"):
+            expiry(created, ttl)
+    with pytest.raises(ValueError, match="ttl must be a timedelta or None"):
+        expiry(created, 3600)  # type: ignore[arg-type]
