@@ -15,21 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # not match itself).
 OUTSIDE = re.compile(r"\.\./shared|CONTRACT\.md|DESIGN\.md|\breference/[\w.-]+\.md|\breference §")
 
-# Temporary allow-list, being restructured; cleaned after merge: files other work was rewriting when
-# the docs moved into the repository, which may cite outside files until then. The merge empties it.
-ALLOWED_FOR_NOW = (
-    "domain/ledger.py",
-    "domain/ports.py",
-    "domain/tokens.py",
-    "infrastructure/bootstrap.py",
-    "infrastructure/ledger/memory.py",
-    "infrastructure/ledger/sql.py",
-    "infrastructure/publisher.py",
-    "infrastructure/settings.py",
-    "infrastructure/summarizers/factory.py",
-    "infrastructure/tokens.py",
-    "workers/",
-)
 
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)
@@ -60,10 +45,6 @@ def markdown_files() -> list[str]:
 
 def cited_files() -> list[str]:
     return markdown_files() + [name for name in tracked_files() if name.endswith(".py")]
-
-
-def allowed_for_now(name: str) -> bool:
-    return any(name == entry or (entry.endswith("/") and name.startswith(entry)) for entry in ALLOWED_FOR_NOW)
 
 
 def slugs(markdown: str) -> set[str]:
@@ -101,7 +82,7 @@ def test_the_patterns_catch_what_they_must():
     }
 
 
-@pytest.mark.parametrize("name", [name for name in cited_files() if not allowed_for_now(name)])
+@pytest.mark.parametrize("name", cited_files())
 def test_cites_only_files_in_the_repository(name: str):
     text = (ROOT / name).read_text(encoding="utf-8")
     found = [

@@ -1,4 +1,4 @@
-"""The typer application and the options every command shares (CONTRACT.md section 5)."""
+"""The typer application and the options every command shares (docs/api.md "Command line")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Audit commands: `replay`, `verify`, `export`, `import` and `timeline` (CONTRACT.md section 5).
+"""Audit commands: `replay`, `verify`, `export`, `import` and `timeline` (docs/api.md "Command line").
 
 `verify` exits 1 when a check fails, naming the first broken position and the kind of break;
 `import` exits 1 when the export does not verify. Unknown sessions and bad arguments exit 2.
