@@ -285,7 +285,7 @@ class EventPublisher:
         if flush_interval <= 0 or close_timeout <= 0:
             raise ValueError("flush_interval and close_timeout must be positive")
         self.broker_url = checked_broker_url(broker_url)
-        given = {
+        given: dict[str, Any] = {
             "queue_prefix": queue_prefix,
             "partitions": partitions,
             "max_payload_bytes": max_payload_bytes,

@@ -96,7 +96,7 @@ def create_app(settings: Settings) -> Celery:
         },
         worker_consumer="sessionledger.workers.app:DeadLetteringConsumer",
     )
-    celery.sessionledger_settings = settings  # type: ignore[attr-defined]
+    celery.sessionledger_settings = settings
     return celery
 
 
@@ -136,7 +136,8 @@ def _warn_about_order_on_redis(sender: str, instance: Any, **_: Any) -> None:
 
 def settings_of(celery: Celery) -> Settings:
     """The settings the application was built from (`create_app`)."""
-    return celery.sessionledger_settings  # type: ignore[attr-defined,no-any-return]
+    settings: Settings = celery.sessionledger_settings
+    return settings
 
 
 def worker_arguments(
