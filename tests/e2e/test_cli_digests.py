@@ -86,3 +86,23 @@ def test_a_removed_session_fails_against_its_digest(url: str, tmp_path: Path) ->
     failed = run("verify", "--digest", str(digest), "--database-url", url)
     assert failed.returncode == 1
     assert "removed at position 1" in failed.stderr and "removed since" in failed.stderr
+
+
+def test_a_proof_checks_without_the_database_and_a_tampered_one_does_not(url: str, tmp_path: Path) -> None:
+    digest, proof = tmp_path / "digest.json", tmp_path / "proof.json"
+    with open_service(url) as service:
+        [session_id] = service.ledger.session_ids()
+        event_id = service.records(session_id)[3].event_id or ""
+    assert run("digest", "--output", str(digest), "--database-url", url).returncode == 0
+    made = run(
+        "prove", session_id, event_id, "--digest", str(digest), "--output", str(proof), "--database-url", url
+    )
+    assert made.returncode == 0, made.stderr
+    checked = run("check-proof", str(proof), str(digest))
+    assert checked.returncode == 0, checked.stderr
+    assert f"event {event_id} at position 4" in checked.stdout
+
+    proof.write_text(proof.read_text().replace("question 2", "question 7"))
+    refused = run("check-proof", str(proof), str(digest))
+    assert refused.returncode == 1
+    assert "record 4: its payload does not match its content hash" in refused.stderr

@@ -1,4 +1,4 @@
-"""Digest commands: `digest` writes one (optionally signed); the options that read them back.
+"""Digest and proof commands: `digest` (optionally signed), `prove` and `check-proof` (no database).
 
 Exit status 1 when a digest is unusable (malformed, or its signature does not verify under
 `--public-key`): that is a failed check, not a bad argument.
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sessionledger.infrastructure.audit.anchored import anchor_findings
 from sessionledger.infrastructure.audit.digest import (
     Digest,
     InvalidDigest,
@@ -20,10 +21,12 @@ from sessionledger.infrastructure.audit.digest import (
     take_digest,
     write_digest,
 )
+from sessionledger.infrastructure.audit.proof import InvalidProof, check_proof, make_proof
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
     DatabaseUrl,
+    cli,
     command,
     console,
     emit_json,
@@ -80,5 +83,83 @@ def digest(
     console.print(
         f"digest of {len(taken.sessions)} sessions up to global position {taken.global_position} "
         f"written to {output}" + (" (signed)" if key is not None else ""),
+        markup=False,
+    )
+
+
+@command
+def prove(
+    session_id: Annotated[str, typer.Argument(help="The session the event is in.")],
+    event_id: Annotated[str, typer.Argument(help="The event (a reply) to prove.")],
+    digest: Annotated[
+        Path | None,
+        typer.Option("--digest", help="Prove against this digest (default: the session as it stands)."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write the proof here (default: stdout).")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+) -> None:
+    """A self-contained proof that the event, and the window the model saw for it, are in the ledger."""
+    anchor = None if digest is None else read_digests([digest], None)[0]
+    with service_for(database_url, broker_url) as service:
+        records = service.records(session_id)
+        if not records:
+            fail(f"unknown session {session_id!r}")
+        size = None
+        if anchor is not None:
+            head = anchor.sessions.get(session_id)
+            if head is None:
+                fail(f"digest {anchor.name} holds no session {session_id!r}")
+            mismatch = anchor_findings(session_id, [r.row_hash for r in records], [anchor])
+            if mismatch:
+                fail(f"session {session_id}: the ledger does not extend the digest: {mismatch[0].detail}", 1)
+            size = head.position
+        try:
+            text = make_proof(records, event_id, size)
+        except LookupError as error:
+            fail(str(error).strip("'\""))
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror}")
+
+
+@cli.command(name="check-proof")
+def check_proof_command(
+    proof: Annotated[Path, typer.Argument(help="A proof written by `sessionledger prove`.")],
+    digest: Annotated[Path, typer.Argument(help="The digest it was made against.")],
+    public_key: PublicKey = None,
+    as_json: AsJson = False,
+) -> None:
+    """Check a proof against a digest, with no database: exit 1 with the reason when it fails."""
+    anchor = read_digests([digest], public_key)[0]
+    try:
+        text = proof.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        fail(f"cannot read {proof}: {error}")
+    try:
+        checked = check_proof(text, anchor)
+    except InvalidProof as error:
+        fail(f"proof {proof} does not check: {error}", status=1)
+    positions = [record.position for record in checked.window]
+    if as_json:
+        emit_json(
+            {
+                "session_id": checked.session_id,
+                "event_id": checked.event.event_id,
+                "position": checked.event.position,
+                "window": positions,
+            }
+        )
+        return
+    console.print(
+        f"proof checks: event {checked.event.event_id} at position {checked.event.position} of session "
+        f"{checked.session_id}, produced after a window of {len(positions)} records {positions}, "
+        f"is in the ledger digest {anchor.name} commits to",
         markup=False,
     )
