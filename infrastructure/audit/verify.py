@@ -20,7 +20,7 @@ from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ledger import Kind, LedgerRecord, Projection, canonical, replay, window_stats
 from sessionledger.infrastructure.audit.chain import first_break
-from sessionledger.infrastructure.audit.reader import StoredProjection, read_snapshot
+from sessionledger.infrastructure.audit.reader import LedgerSnapshot, StoredProjection, read_snapshot
 from sessionledger.infrastructure.service import SessionService
 
 
@@ -83,7 +83,11 @@ def verify(service: SessionService, session_id: str, *, user_id: str | None = No
     (with `user_id`: unless that user owns it, as `SessionService.get_session` says)."""
     if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
         raise SessionNotFound(f"session {session_id!r} not found")
-    snapshot = read_snapshot(service.ledger, session_id)
+    return check_snapshot(session_id, read_snapshot(service.ledger, session_id))
+
+
+def check_snapshot(session_id: str, snapshot: LedgerSnapshot) -> Verification:
+    """`verify` of a session already read (`SessionNotFound` when it has no records)."""
     records = snapshot.records
     if not records:
         raise SessionNotFound(f"session {session_id!r} not found")

@@ -25,6 +25,7 @@ from sessionledger.infrastructure.audit import (
     Verification,
     WindowReplay,
 )
+from sessionledger.infrastructure.audit.anchored import verify_against
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -38,6 +39,7 @@ from sessionledger.workers.cli.app import (
     service_for,
 )
 from sessionledger.workers.cli.browse import event_row
+from sessionledger.workers.cli.digests import PublicKey, read_digests
 
 _TEXT_WIDTH = 160
 _KIND_STYLES = {"created": "cyan", "compaction": "magenta", "rewind": "yellow", "erasure": "red"}
@@ -154,13 +156,23 @@ def verify(
         str | None, typer.Argument(help="The session to check (all, or all of --user's, when omitted).")
     ] = None,
     user: OnBehalfOf = None,
+    digest: Annotated[
+        list[Path] | None,
+        typer.Option("--digest", help="A digest the ledger must extend (repeatable); checks every session."),
+    ] = None,
+    public_key: PublicKey = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
 ) -> None:
     """Check the hash chains and that each stored window equals the one replayed from the ledger."""
+    if digest and (session_id is not None or user is not None):
+        fail("--digest checks the whole ledger: give no session and no --user")
+    digests = read_digests(digest or [], public_key)
     with service_for(database_url, broker_url) as service:
-        if session_id is None:
+        if digests:
+            results = list(verify_against(service, digests))
+        elif session_id is None:
             results = list(audit.verify_all(service, user_id=user))
         else:
             try:

@@ -1,0 +1,218 @@
+"""Ledger digests: a small document, kept outside the database, that commits to the whole ledger as
+it stood, so that a rewrite by someone who can also recompute every hash after it is still caught.
+
+A digest names, for every session, its head (last position and row hash) and the Merkle root of
+its row hashes (`domain.merkle`), with the highest global position and the time it was taken. It
+is canonical JSON (`domain.ledger.canonical`), optionally signed with an Ed25519 key the operator
+holds: the signature covers the document without its `signature` field. The format is
+docs/proofs.md "Digests".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
+from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.domain.ledger import canonical
+from sessionledger.domain.merkle import MerkleMountainRange
+from sessionledger.domain.ports import Ledger
+from sessionledger.infrastructure.ledger.records import snapshot
+from sessionledger.infrastructure.ledger.schema import ledger as ledger_table
+from sessionledger.infrastructure.ledger.sql import SqlLedger
+
+FORMAT = "sessionledger-digest/1"
+_HEX64 = frozenset("0123456789abcdef")
+
+
+class InvalidDigest(ValueError):
+    """A digest that cannot be used: unreadable, malformed, or its signature does not verify."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHead:
+    """One session as a digest saw it: its last position, that record's row hash, and the Merkle
+    root of its row hashes 1..position (all lowercase hex)."""
+
+    position: int
+    head: str
+    root: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"position": self.position, "head": self.head, "root": self.root}
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    taken_at: datetime
+    global_position: int
+    sessions: Mapping[str, SessionHead]
+    signature: str | None = None
+    source: str = field(default="", compare=False)
+    """Where the digest was read from (a file name), for messages; not part of the document."""
+
+    def body(self) -> dict[str, Any]:
+        """The document without its signature: what the signature covers."""
+        return {
+            "format": FORMAT,
+            "taken_at": format_timestamp(self.taken_at),
+            "global_position": self.global_position,
+            "sessions": {sid: head.as_dict() for sid, head in self.sessions.items()},
+        }
+
+    def to_json(self) -> str:
+        document = self.body()
+        if self.signature is not None:
+            document["signature"] = {"algorithm": "ed25519", "value": self.signature}
+        return canonical(document) + "\n"
+
+    def signed(self, key: Ed25519PrivateKey) -> Digest:
+        signature = key.sign(canonical(self.body()).encode("utf-8"))
+        return replace(self, signature=base64.b64encode(signature).decode("ascii"))
+
+    def check_signature(self, key: Ed25519PublicKey) -> None:
+        """`InvalidDigest` unless the digest carries a valid signature by `key`."""
+        if self.signature is None:
+            raise InvalidDigest(f"digest {self.name} is not signed")
+        try:
+            key.verify(base64.b64decode(self.signature, validate=True), canonical(self.body()).encode())
+        except (InvalidSignature, binascii.Error):
+            raise InvalidDigest(
+                f"the signature of digest {self.name} does not verify: it was forged or the digest altered"
+            ) from None
+
+    @property
+    def name(self) -> str:
+        return self.source or f"taken at {format_timestamp(self.taken_at)}"
+
+
+def take_digest(ledger: Ledger, *, now: datetime | None = None) -> Digest:
+    """The digest of the ledger as it stands (one snapshot on the SQL ledger)."""
+    taken_at = now or datetime.now(UTC)
+    if isinstance(ledger, SqlLedger):
+        with snapshot(ledger.engine) as conn:
+            top = conn.execute(sa.select(sa.func.max(ledger_table.c.global_position))).scalar()
+            rows = conn.execution_options(yield_per=10_000).execute(
+                sa.select(ledger_table.c.session_id, ledger_table.c.row_hash).order_by(
+                    ledger_table.c.session_id, ledger_table.c.position
+                )
+            )
+            heads = dict(_heads((sid, (row.row_hash for row in group)) for sid, group in groupby(rows, _sid)))
+        return Digest(taken_at, top or 0, heads)
+    top = 0
+    chains: list[tuple[str, Iterable[str]]] = []
+    for session_id in ledger.session_ids():
+        records = list(ledger.records(session_id))
+        top = max([top, *(r.global_position or 0 for r in records)])
+        chains.append((session_id, [r.row_hash for r in records]))
+    return Digest(taken_at, top, dict(_heads(chains)))
+
+
+def _sid(row: Any) -> str:
+    return str(row.session_id)
+
+
+def _heads(chains: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[str, SessionHead]]:
+    for session_id, hashes in chains:
+        mountains = MerkleMountainRange()
+        last = ""
+        for last in hashes:
+            mountains.append(bytes.fromhex(last))
+        if mountains.size:
+            yield session_id, SessionHead(mountains.size, last, mountains.root().hex())
+
+
+def write_digest(digest: Digest, path: Path) -> None:
+    """Write the digest to `path` whole or not at all (a reader never sees half a digest)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(digest.to_json(), encoding="utf-8")
+    partial.replace(path)
+
+
+def read_digest(path: Path, public_key: Ed25519PublicKey | None = None) -> Digest:
+    """The digest in `path`, its signature checked when a key is given (`InvalidDigest` if not)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidDigest(f"cannot read digest {path}: {error}") from None
+    digest = parse_digest(text, str(path))
+    if public_key is not None:
+        digest.check_signature(public_key)
+    return digest
+
+
+def parse_digest(text: str, source: str = "") -> Digest:
+    try:
+        document = json.loads(text)
+        if document.get("format") != FORMAT:
+            raise ValueError(f"its format is not {FORMAT}")
+        signature = document.get("signature")
+        if signature is not None and signature.get("algorithm") != "ed25519":
+            raise ValueError("its signature is not ed25519")
+        digest = Digest(
+            taken_at=parse_timestamp(document["taken_at"]),
+            global_position=_count(document["global_position"]),
+            sessions={sid: _session_head(head) for sid, head in document["sessions"].items()},
+            signature=None if signature is None else str(signature["value"]),
+            source=source,
+        )
+        if digest.to_json() != text:
+            raise ValueError("it is not the canonical text its fields give (edited by hand?)")
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InvalidDigest(f"digest {source or '(text)'} is malformed: {error}") from None
+    return digest
+
+
+def _session_head(head: Mapping[str, Any]) -> SessionHead:
+    return SessionHead(_count(head["position"]), hex_hash(head["head"]), hex_hash(head["root"]))
+
+
+def _count(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{value!r} is not a position")
+    return value
+
+
+def hex_hash(value: Any) -> str:
+    """A sha256 as 64 lowercase hex digits (`ValueError` for anything else: one spelling only)."""
+    if not isinstance(value, str) or len(value) != 64 or not _HEX64.issuperset(value):
+        raise ValueError(f"{value!r} is not a sha256 in lowercase hex")
+    return value
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    try:
+        key = load_pem_private_key(_key_bytes(path), password=None)
+    except (ValueError, TypeError) as error:
+        raise InvalidDigest(f"{path} is not a PEM private key without a password: {error}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise InvalidDigest(f"{path} is not an Ed25519 private key")
+    return key
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    try:
+        key = load_pem_public_key(_key_bytes(path))
+    except ValueError as error:
+        raise InvalidDigest(f"{path} is not a PEM public key: {error}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise InvalidDigest(f"{path} is not an Ed25519 public key")
+    return key
+
+
+def _key_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise InvalidDigest(f"cannot read key {path}: {error.strerror}") from None

@@ -1,0 +1,108 @@
+"""`sessionledger digest` and `verify --digest` as a user runs them, on an embedded SQLite ledger.
+
+Exit status 0 when the ledger extends every digest, 1 when it does not or a digest's signature
+does not verify, with one line on stderr naming the session and the position.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+
+CLI = str(Path(sys.executable).with_name("sessionledger"))
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, env={**os.environ})
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_service(url) as service:
+        session_id = service.create_session("alice", app_name="digests").id
+        for turn in range(5):
+            service.append_message(session_id, UserMessage(f"question {turn}"))
+    return url
+
+
+def keys(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    key = Ed25519PrivateKey.generate()
+    private, public = tmp_path / f"{name}.pem", tmp_path / f"{name}.pub"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public
+
+
+def test_a_signed_digest_verifies_and_a_forged_one_does_not(url: str, tmp_path: Path) -> None:
+    private, public = keys(tmp_path, "operator")
+    digest = tmp_path / "digest.json"
+    made = run("digest", "--output", str(digest), "--sign-key", str(private), "--database-url", url)
+    assert made.returncode == 0, made.stderr
+    assert "(signed)" in made.stdout
+    checked = run("verify", "--digest", str(digest), "--public-key", str(public), "--database-url", url)
+    assert checked.returncode == 0, checked.stderr
+
+    forged = json.loads(digest.read_text())
+    session = next(iter(forged["sessions"].values()))
+    session["position"] -= 1
+    digest.write_text(json.dumps(forged, sort_keys=True, separators=(",", ":")) + "\n")
+    refused = run("verify", "--digest", str(digest), "--public-key", str(public), "--database-url", url)
+    assert refused.returncode == 1
+    assert "signature" in refused.stderr and "does not verify" in refused.stderr
+
+    _, stranger = keys(tmp_path, "stranger")
+    made = run("digest", "--output", str(digest), "--sign-key", str(private), "--database-url", url)
+    refused = run("verify", "--digest", str(digest), "--public-key", str(stranger), "--database-url", url)
+    assert refused.returncode == 1
+
+
+def test_a_removed_session_fails_against_its_digest(url: str, tmp_path: Path) -> None:
+    digest = tmp_path / "digest.json"
+    assert run("digest", "--output", str(digest), "--database-url", url).returncode == 0
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute("DELETE FROM window_slots")
+        db.execute("DELETE FROM ledger")
+        db.execute("DELETE FROM sessions")
+    assert run("verify", "--database-url", url).returncode == 0  # nothing left to disagree
+    failed = run("verify", "--digest", str(digest), "--database-url", url)
+    assert failed.returncode == 1
+    assert "removed at position 1" in failed.stderr and "removed since" in failed.stderr
+
+
+def test_a_proof_checks_without_the_database_and_a_tampered_one_does_not(url: str, tmp_path: Path) -> None:
+    digest, proof = tmp_path / "digest.json", tmp_path / "proof.json"
+    with open_service(url) as service:
+        [session_id] = service.ledger.session_ids()
+        event_id = service.records(session_id)[3].event_id or ""
+    assert run("digest", "--output", str(digest), "--database-url", url).returncode == 0
+    made = run(
+        "prove", session_id, event_id, "--digest", str(digest), "--output", str(proof), "--database-url", url
+    )
+    assert made.returncode == 0, made.stderr
+    checked = run("check-proof", str(proof), str(digest))
+    assert checked.returncode == 0, checked.stderr
+    assert f"event {event_id} at position 4" in checked.stdout
+
+    proof.write_text(proof.read_text().replace("question 2", "question 7"))
+    refused = run("check-proof", str(proof), str(digest))
+    assert refused.returncode == 1
+    assert "record 4: its payload does not match its content hash" in refused.stderr

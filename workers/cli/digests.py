@@ -1,0 +1,165 @@
+"""Digest and proof commands: `digest` (optionally signed), `prove` and `check-proof` (no database).
+
+Exit status 1 when a digest is unusable (malformed, or its signature does not verify under
+`--public-key`): that is a failed check, not a bad argument.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sessionledger.infrastructure.audit.anchored import anchor_findings
+from sessionledger.infrastructure.audit.digest import (
+    Digest,
+    InvalidDigest,
+    load_private_key,
+    load_public_key,
+    read_digest,
+    take_digest,
+    write_digest,
+)
+from sessionledger.infrastructure.audit.proof import InvalidProof, check_proof, make_proof
+from sessionledger.workers.cli.app import (
+    AsJson,
+    BrokerUrl,
+    DatabaseUrl,
+    cli,
+    command,
+    console,
+    emit_json,
+    fail,
+    service_for,
+)
+
+PublicKey = Annotated[
+    Path | None,
+    typer.Option("--public-key", help="PEM Ed25519 public key: every digest must carry its valid signature."),
+]
+
+
+def read_digests(paths: list[Path], public_key: Path | None) -> list[Digest]:
+    """The digests in `paths`, signatures checked with `public_key` when given (exit 1 if not)."""
+    try:
+        key = None if public_key is None else load_public_key(public_key)
+        return [read_digest(path, key) for path in paths]
+    except InvalidDigest as error:
+        fail(str(error), status=1)
+
+
+@command
+def digest(
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write the digest to this file (default: stdout).")
+    ] = None,
+    sign_key: Annotated[
+        Path | None, typer.Option("--sign-key", help="PEM Ed25519 private key to sign the digest with.")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
+    """Commit to the whole ledger as it stands: every session's head and Merkle root (keep it elsewhere)."""
+    try:
+        key = None if sign_key is None else load_private_key(sign_key)
+    except InvalidDigest as error:
+        fail(str(error))
+    with service_for(database_url, broker_url) as service:
+        taken = take_digest(service.ledger)
+    if key is not None:
+        taken = taken.signed(key)
+    if output is None:
+        sys.stdout.write(taken.to_json())
+        return
+    try:
+        write_digest(taken, output)
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror}")
+    if as_json:
+        emit_json({"output": str(output), "sessions": len(taken.sessions), "signed": key is not None})
+        return
+    console.print(
+        f"digest of {len(taken.sessions)} sessions up to global position {taken.global_position} "
+        f"written to {output}" + (" (signed)" if key is not None else ""),
+        markup=False,
+    )
+
+
+@command
+def prove(
+    session_id: Annotated[str, typer.Argument(help="The session the event is in.")],
+    event_id: Annotated[str, typer.Argument(help="The event (a reply) to prove.")],
+    digest: Annotated[
+        Path | None,
+        typer.Option("--digest", help="Prove against this digest (default: the session as it stands)."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write the proof here (default: stdout).")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+) -> None:
+    """A self-contained proof that the event, and the window the model saw for it, are in the ledger."""
+    anchor = None if digest is None else read_digests([digest], None)[0]
+    with service_for(database_url, broker_url) as service:
+        records = service.records(session_id)
+        if not records:
+            fail(f"unknown session {session_id!r}")
+        size = None
+        if anchor is not None:
+            head = anchor.sessions.get(session_id)
+            if head is None:
+                fail(f"digest {anchor.name} holds no session {session_id!r}")
+            mismatch = anchor_findings(session_id, [r.row_hash for r in records], [anchor])
+            if mismatch:
+                fail(f"session {session_id}: the ledger does not extend the digest: {mismatch[0].detail}", 1)
+            size = head.position
+        try:
+            text = make_proof(records, event_id, size)
+        except LookupError as error:
+            fail(str(error).strip("'\""))
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror}")
+
+
+@cli.command(name="check-proof")
+def check_proof_command(
+    proof: Annotated[Path, typer.Argument(help="A proof written by `sessionledger prove`.")],
+    digest: Annotated[Path, typer.Argument(help="The digest it was made against.")],
+    public_key: PublicKey = None,
+    as_json: AsJson = False,
+) -> None:
+    """Check a proof against a digest, with no database: exit 1 with the reason when it fails."""
+    anchor = read_digests([digest], public_key)[0]
+    try:
+        text = proof.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        fail(f"cannot read {proof}: {error}")
+    try:
+        checked = check_proof(text, anchor)
+    except InvalidProof as error:
+        fail(f"proof {proof} does not check: {error}", status=1)
+    positions = [record.position for record in checked.window]
+    if as_json:
+        emit_json(
+            {
+                "session_id": checked.session_id,
+                "event_id": checked.event.event_id,
+                "position": checked.event.position,
+                "window": positions,
+            }
+        )
+        return
+    console.print(
+        f"proof checks: event {checked.event.event_id} at position {checked.event.position} of session "
+        f"{checked.session_id}, produced after a window of {len(positions)} records {positions}, "
+        f"is in the ledger digest {anchor.name} commits to",
+        markup=False,
+    )
