@@ -29,6 +29,7 @@ from kombu import Connection, Producer
 from sessionledger.domain.codec import ensure_json, event_from_payload, event_to_payload
 from sessionledger.domain.events import SessionEvent
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -382,7 +383,7 @@ class EventPublisher:
                 log.debug("ignoring an error while closing a broken connection", exc_info=True)
 
     def _safe_url(self) -> str:
-        return Connection(self.broker_url).as_uri()  # password masked
+        return hide_passwords(self.broker_url)
 
 
 def _chunks(lines: list[str], max_events: int, max_bytes: int) -> Iterable[list[str]]:

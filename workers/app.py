@@ -20,7 +20,9 @@ from typing import Any
 
 from celery import Celery, current_app, signals
 from celery.worker.consumer import Consumer
+from kombu import Connection
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, SWEEP_TASK
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
 
 
@@ -101,6 +103,21 @@ def required_broker(settings: Settings) -> str:
     if settings.broker_url is None:
         raise ValueError("a worker needs a broker: set SESSIONLEDGER_BROKER_URL (amqp://... or redis://...)")
     return settings.broker_url
+
+
+def check_broker(broker_url: str, timeout: float = 5.0) -> None:
+    """Connect to the broker once, so that a process stops at start with the reason instead of
+    retrying a broker that will never take it: `ValueError` for a URL no transport takes, else the
+    transport's own error when the broker does not answer or refuses the login."""
+    invalid = f"invalid broker URL {hide_passwords(broker_url)!r}"
+    if "://" not in broker_url:
+        raise ValueError(f"{invalid}: use amqp://user@host:port/vhost or redis://host:port/db")
+    try:
+        connection = Connection(broker_url, connect_timeout=timeout)
+        with connection:
+            connection.ensure_connection(max_retries=0)
+    except (KeyError, ValueError) as error:  # an unknown transport, a port that is not a number
+        raise ValueError(f"{invalid}: {error.args[0]}") from None
 
 
 def settings_of(celery: Celery) -> Settings:
