@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,10 +12,11 @@ from sessionledger.infrastructure.ledger.counters import MemoryCounterStore, Sql
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
 from sessionledger.infrastructure.ledger.memory import MemoryLedger
-from sessionledger.infrastructure.ledger.migrate import upgrade
+from sessionledger.infrastructure.ledger.migrate import current_revision, head_revision, upgrade
 from sessionledger.infrastructure.ledger.redeliveries import MemoryRedeliveryCounts, SqlRedeliveryCounts
 from sessionledger.infrastructure.ledger.relay_positions import MemoryRelayPositions, SqlRelayPositions
 from sessionledger.infrastructure.ledger.sql import SqlLedger
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import MEMORY_URL, Settings
 from sessionledger.infrastructure.tokens import counter_for
@@ -58,9 +60,19 @@ class Storage:
         self.close()
 
 
-def open_storage(settings: Settings) -> Storage:
+class NoLedger(LookupError):
+    """`open_storage(settings, create=False)` found no ledger that it may read as it is: no SQLite
+    file or no schema at the URL, or a schema at another revision (a reader never migrates one)."""
+
+
+def open_storage(settings: Settings, *, create: bool = True) -> Storage:
     """The service on the ledger the settings name (counting tokens for their model), and the
-    workers' stores built on the same engine (or the same in-memory ledger), the schema up to date."""
+    workers' stores built on the same engine (or the same in-memory ledger), the schema up to date.
+
+    `create=False` opens an existing ledger for reading only: nothing is created, migrated or
+    written (every transaction is read-only), and `NoLedger` says when there is none to read.
+    `memory://` is a fresh, empty ledger either way.
+    """
     counter = counter_for(settings.model)
     if settings.database_url == MEMORY_URL:
         memory = MemoryLedger()
@@ -71,7 +83,7 @@ def open_storage(settings: Settings) -> Storage:
             MemoryCounterStore(),
             MemoryRedeliveryCounts(),
         )
-    engine = open_engine(settings)
+    engine = open_engine(settings, create=create)
     return Storage(
         SessionService(SqlLedger(engine), settings, counter),
         SqlLeaseStore(engine),
@@ -81,14 +93,47 @@ def open_storage(settings: Settings) -> Storage:
     )
 
 
-def open_engine(settings: Settings) -> sa.Engine:
-    """An engine on the database the settings name, its schema brought up to date."""
+def open_engine(settings: Settings, *, create: bool = True) -> sa.Engine:
+    """An engine on the database the settings name, its schema brought up to date, or with
+    `create=False` a read-only one on a ledger already at this version's schema (`NoLedger`)."""
     engine = create_ledger_engine(
-        settings.database_url, pool_size=settings.pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+        settings.database_url,
+        pool_size=settings.pool_size,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        read_only=not create,
     )
     try:
-        upgrade(engine)
+        if create:
+            upgrade(engine)
+        else:
+            _require_ledger(engine, settings.database_url)
     except BaseException:
         engine.dispose()
         raise
     return engine
+
+
+def check_database_url(settings: Settings) -> None:
+    """`ValueError` saying what is wrong with the settings' database URL, found without connecting
+    (a malformed or unsupported URL, a SQLite file in a directory that does not exist)."""
+    if settings.database_url != MEMORY_URL:
+        create_ledger_engine(settings.database_url).dispose()
+
+
+def _require_ledger(engine: sa.Engine, url: str) -> None:
+    """`NoLedger` unless the database holds a ledger at the head schema revision; checked without
+    creating anything (connecting to a SQLite file that is not there would create it)."""
+    shown = hide_passwords(url)
+    if engine.dialect.name == "sqlite":
+        path = Path(engine.url.database or "")
+        if not path.is_file():
+            raise NoLedger(f"no ledger at {shown} (no file {path.resolve()})")
+    with engine.connect() as connection:
+        revision = current_revision(connection)
+    if revision is None:
+        raise NoLedger(f"no ledger at {shown}")
+    if revision != head_revision():
+        raise NoLedger(
+            f"the ledger at {shown} has schema revision {revision}, not {head_revision()} as this "
+            "version needs: `sessionledger migrate` upgrades it (a reading command never does)"
+        )

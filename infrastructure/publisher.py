@@ -37,6 +37,7 @@ from sessionledger.domain.codec import event_from_payload
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ledger import event_draft
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.service import append_draft
 from sessionledger.infrastructure.settings import Settings
 
@@ -105,29 +106,18 @@ def checked_broker_url(url: object) -> str:
         raise ValueError(f"broker_url is required, {_URL_EXAMPLES}")
     scheme, separator, _ = url.partition("://")
     if not separator:
-        raise ValueError(f"broker URL {masked_url(url)!r} is not a URL: expected {_URL_EXAMPLES}")
+        # not echoed: without a scheme, nothing tells a password in it from the rest
+        raise ValueError(f"the broker URL is not a URL (no scheme://): expected {_URL_EXAMPLES}")
     if scheme not in TRANSPORT_ALIASES:
         raise ValueError(
-            f"broker URL {masked_url(url)!r} has an unknown scheme {scheme!r}: "
+            f"broker URL {hide_passwords(url)!r} has an unknown scheme {scheme!r}: "
             "use amqp:// (RabbitMQ), redis:// or memory:// (in-process)"
         )
     try:
         urlsplit(url).port  # noqa: B018 - reading it is the check (a port that is not a number)
     except ValueError as error:
-        raise ValueError(f"broker URL {masked_url(url)!r} is not valid: {error}") from None
+        raise ValueError(f"broker URL {hide_passwords(url)!r} is not valid: {error}") from None
     return url
-
-
-def masked_url(url: str) -> str:
-    """`url` with its password shown as `**`, whether or not the rest of it parses."""
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        scheme, rest = "", url
-    netloc, slash, path = rest.partition("/")
-    userinfo, at, host = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.split(':', 1)[0]}:**@{host}"
-    return f"{scheme}{separator}{netloc}{slash}{path}"
 
 
 def encode_event(event: SessionEvent, identity: PublisherIdentity = UNBOUND) -> str:
@@ -541,7 +531,7 @@ class EventPublisher:
                 log.debug("ignoring an error while closing a broken connection", exc_info=True)
 
     def _safe_url(self) -> str:
-        return masked_url(self.broker_url)
+        return hide_passwords(self.broker_url)
 
 
 def _chunks(lines: list[str], max_events: int, max_bytes: int) -> Iterable[list[str]]:

@@ -22,6 +22,8 @@ from typing import Any
 
 from celery import Celery, current_app, signals
 from celery.worker.consumer import Consumer
+from kombu import Connection
+from sessionledger.infrastructure.publisher import checked_broker_url
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, SWEEP_TASK
 from sessionledger.infrastructure.settings import Settings
 
@@ -105,6 +107,14 @@ def required_broker(settings: Settings) -> str:
     if settings.broker_url is None:
         raise ValueError("a worker needs a broker: set SESSIONLEDGER_BROKER_URL (amqp://... or redis://...)")
     return settings.broker_url
+
+
+def check_broker(broker_url: str, timeout: float = 5.0) -> None:
+    """Connect to the broker once, so that a process stops at start with the reason instead of
+    retrying a broker that will never take it: `ValueError` for a URL no transport takes, else the
+    transport's own error when the broker does not answer or refuses the login."""
+    with Connection(checked_broker_url(broker_url), connect_timeout=timeout) as connection:
+        connection.ensure_connection(max_retries=0)
 
 
 def _on_redis(settings: Settings) -> bool:

@@ -22,8 +22,12 @@ import threading
 import time
 from collections.abc import Sequence
 
+from sessionledger.infrastructure.bootstrap import check_database_url
 from sessionledger.infrastructure.settings import Settings
-from sessionledger.workers.app import create_app, required_broker, worker_arguments
+from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
+from sessionledger.workers.app import check_broker, create_app, required_broker, worker_arguments
+from sessionledger.workers.failures import operator_message
+from sessionledger.workers.policy import policies_from_settings
 
 ROLES = ("all", "ingest", "tasks", "relay")
 
@@ -38,11 +42,11 @@ def run_worker(
 ) -> int:
     """Run the role on those settings until stopped (SIGINT/SIGTERM); returns the exit status.
 
-    `ValueError` for an unknown role, or settings without a broker URL.
+    `ValueError` for an unknown role; what `check_start` finds wrong stops it before it starts.
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
-    required_broker(settings)
+    check_start(settings)
     if role == "relay":
         from sessionledger.workers.relay import run_relay
 
@@ -59,6 +63,17 @@ def run_worker(
     argv = worker_arguments(settings, role, partitions=chosen, concurrency=concurrency, loglevel=loglevel)
     create_app(settings).worker_main(argv)
     return 0
+
+
+def check_start(settings: Settings) -> None:
+    """What a worker process can find wrong before it takes any work, raised with the reason: no
+    broker URL, a database URL that names no database (`ValueError`), a compaction policy that does
+    not parse (`ValueError`; a worker would otherwise start and dead-letter every evaluation), a
+    broker that does not answer or refuses the login (the transport's error)."""
+    broker_url = required_broker(settings)
+    check_database_url(settings)
+    policies_from_settings(lambda: summarizer_from_settings(settings), settings)
+    check_broker(broker_url)
 
 
 def _supervise(settings: Settings, partitions: str, concurrency: int | None, loglevel: str) -> int:
@@ -127,22 +142,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="read the settings as JSON from standard input instead of from the environment",
     )
     options = parser.parse_args(argv)
+    settings = None
     try:
         if options.settings_from_stdin:
             settings = Settings.model_validate_json(sys.stdin.buffer.read())
         else:
             settings = Settings()
-        required_broker(settings)
-    except ValueError as error:  # invalid settings (pydantic's ValidationError is one), or no broker
-        print(f"sessionledger: {error}", file=sys.stderr)
+        return run_worker(
+            settings,
+            options.role,
+            partitions=options.partitions,
+            concurrency=options.concurrency,
+            loglevel=options.loglevel,
+        )
+    except Exception as error:
+        message = operator_message(error, settings)
+        if message is None:
+            raise
+        print(f"sessionledger: {message}", file=sys.stderr)
         return 2
-    return run_worker(
-        settings,
-        options.role,
-        partitions=options.partitions,
-        concurrency=options.concurrency,
-        loglevel=options.loglevel,
-    )
 
 
 if __name__ == "__main__":

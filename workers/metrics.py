@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.ports import CounterStore
+from sessionledger.infrastructure.redaction import hide_passwords
 
 EVENTS_INGESTED = "events_ingested"
 DUPLICATES_SKIPPED = "duplicates_skipped"
@@ -135,7 +136,8 @@ def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> Threadin
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and the record's `fields`."""
+    """One JSON object per line: time, level, logger, message and the record's `fields`; no URL's
+    password shows (a driver's error may quote one)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -147,7 +149,7 @@ class JsonFormatter(logging.Formatter):
         entry.update(getattr(record, "fields", {}))
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return hide_passwords(json.dumps(entry, default=str, ensure_ascii=False))
 
 
 def use_json_logs(handlers: Iterable[logging.Handler]) -> None:

@@ -111,11 +111,12 @@ def load_policies(
     if policy_file:
         path = Path(policy_file)
         try:
-            apps.update(_apps(tomllib.loads(path.read_text()), str(path)))
+            text = path.read_text()
         except OSError as error:
             raise ValueError(f"cannot read policy file {path}: {error}") from None
+        apps.update(_apps(_toml(text, str(path)), str(path)))
     if inline:
-        apps.update(_apps(tomllib.loads(inline), "SESSIONLEDGER_POLICY"))
+        apps.update(_apps(_toml(inline, "SESSIONLEDGER_POLICY"), "SESSIONLEDGER_POLICY"))
     if not apps:
         apps = {DEFAULT_APP: (DEFAULT_POLICY, "the built-in default policy")}
     builder = _Builder(summarizer, model)
@@ -127,6 +128,13 @@ def policies_from_settings(summarizer: Callable[[], Summarizer], settings: Setti
     return load_policies(
         summarizer, policy_file=settings.policy_file, inline=settings.policy, model=settings.model
     )
+
+
+def _toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{source}: not valid TOML: {error}") from None
 
 
 def _apps(document: Mapping[str, Any], source: str) -> dict[str, tuple[Any, str]]:

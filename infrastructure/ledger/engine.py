@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,6 +13,7 @@ from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
 from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.schema import loads
+from sessionledger.infrastructure.redaction import hide_passwords
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -33,24 +36,53 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def create_ledger_engine(url: str, *, pool_size: int = 5, busy_timeout_ms: int = 30_000) -> sa.Engine:
-    url = normalize_url(url)
-    backend = sa.make_url(url).get_backend_name()
-    if backend == "postgresql":
-        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
+URL_FORMS = (
+    "postgresql+psycopg://user@host:port/database, sqlite:///relative/path.db, "
+    "sqlite:////absolute/path.db or memory://"
+)
+_DRIVERS = {("postgresql", "psycopg"), ("sqlite", "pysqlite")}
+
+
+def ledger_url(url: str) -> sa.URL:
+    """The parsed URL of a SQL ledger; `ValueError` saying what is wrong with it (password masked)."""
+    shown = hide_passwords(url)
+    try:
+        parsed = sa.make_url(normalize_url(url))
+    except sa.exc.ArgumentError:
+        raise ValueError(f"invalid database URL {shown!r}: use {URL_FORMS}") from None
+    except ValueError as error:  # a port that is not a number
+        raise ValueError(f"invalid database URL {shown!r} ({error}): use {URL_FORMS}") from None
+    if (parsed.get_backend_name(), parsed.get_driver_name()) not in _DRIVERS:
+        raise ValueError(f"unsupported database URL {shown!r}: use {URL_FORMS}")
+    if parsed.get_backend_name() == "sqlite" and (parsed.host or parsed.username or parsed.port):
+        raise ValueError(f"invalid SQLite URL {shown!r}: the path follows three slashes: use {URL_FORMS}")
+    return parsed
+
+
+def create_ledger_engine(
+    url: str, *, pool_size: int = 5, busy_timeout_ms: int = 30_000, read_only: bool = False
+) -> sa.Engine:
+    """An engine on the ledger's database; `ValueError` naming what is wrong with the URL.
+
+    `read_only`: every transaction is read-only, so a reader cannot change the database even by
+    mistake (the caller checks that there is a database to read: connecting creates a SQLite file).
+    """
+    parsed = ledger_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        engine = sa.create_engine(parsed, pool_size=pool_size, max_overflow=pool_size * 2)
         _check_idle_connections(engine)
-        event.listen(engine, "connect", _configure_postgres)
+        event.listen(engine, "connect", partial(_configure_postgres, read_only))
         return engine
-    if backend == "sqlite":
-        return _sqlite_engine(url, busy_timeout_ms)
-    raise ValueError(f"unsupported database URL {url!r}: use postgresql+psycopg://, sqlite:/// or memory://")
+    return _sqlite_engine(parsed, busy_timeout_ms, read_only)
 
 
-def _configure_postgres(connection: Any, _record: Any) -> None:
+def _configure_postgres(read_only: bool, connection: Any, _record: Any) -> None:
     """orjson for `json` values, and UTC as the session time zone: timestamps then arrive in
     the zone the ledger keeps (no per-value conversion from the server's zone on big reads)."""
     set_json_loads(loads, connection)
     connection.execute("SET TIME ZONE 'UTC'")
+    if read_only:
+        connection.execute("SET default_transaction_read_only = on")
     connection.commit()
 
 
@@ -83,12 +115,16 @@ def _check_idle_connections(engine: sa.Engine) -> None:
             raise sa.exc.DisconnectionError("connection lost while idle in the pool")
 
 
-def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
+def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, read_only: bool) -> sa.Engine:
     """WAL (readers never block the writer), a busy timeout, and BEGIN IMMEDIATE for writes.
 
     IMMEDIATE takes the write lock when the transaction starts, so two writers queue on the busy
-    timeout instead of both reading and then failing to upgrade ("database is locked").
+    timeout instead of both reading and then failing to upgrade ("database is locked"). A reader
+    leaves the journal mode as it finds it (a ledger is WAL since its first writer opened it).
     """
+    folder = Path(url.database or ".").parent
+    if not read_only and not folder.is_dir():
+        raise ValueError(f"cannot create the SQLite ledger {url.database}: no directory {folder}")
     engine = sa.create_engine(
         url, connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
     )
@@ -98,7 +134,10 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         dbapi_connection.create_function("lower", 1, _lower, deterministic=True)
         dbapi_connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        _use_wal(dbapi_connection, busy_timeout_ms)
+        if read_only:
+            dbapi_connection.execute("PRAGMA query_only = ON")
+        else:
+            _use_wal(dbapi_connection, busy_timeout_ms)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:

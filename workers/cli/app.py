@@ -7,19 +7,44 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, NoReturn
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import open_storage
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.failures import operator_message
+from typer.core import TyperGroup
 
 from sessionledger import __version__
 
+_command_settings: ContextVar[Settings | None] = ContextVar("command_settings", default=None)
+"""The running command's settings (`settings_for`), so that a failure names the database or broker."""
+
+
+class _Commands(TyperGroup):
+    """Every command, each run so that an operator's mistake (bad settings or arguments, no ledger,
+    a database or broker that refuses or does not answer) is one line on stderr and exit status 2."""
+
+    def invoke(self, ctx: Any) -> Any:  # the Context of the click that typer bundles
+        started = _command_settings.set(None)
+        try:
+            return super().invoke(ctx)
+        except Exception as error:
+            message = operator_message(error, _command_settings.get())
+            if message is None:
+                raise
+            fail(message)
+        finally:
+            _command_settings.reset(started)
+
+
 cli = typer.Typer(
     name="sessionledger",
+    cls=_Commands,
     help="Event-sourced session ledger for LLM agents.",
     no_args_is_help=True,
     add_completion=False,
@@ -71,8 +96,8 @@ class CheckFailed(Exception):
 
 
 def fail(message: str, status: int = 2) -> NoReturn:
-    """One line on stderr, then exit: 2 for bad arguments, 1 for a failed check."""
-    errors.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    """One line on stderr (passwords masked), then exit: 2 for bad arguments, 1 for a failed check."""
+    errors.print(f"error: {hide_passwords(message)}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(status)
 
 
@@ -81,38 +106,27 @@ def emit_json(data: Any) -> None:
 
 
 def settings_for(database_url: str | None, broker_url: str | None = None) -> Settings:
-    """The command's settings: its options over the environment; invalid ones are exit status 2."""
+    """The command's settings: its options over the environment (invalid ones are exit status 2)."""
     overrides = {"database_url": database_url, "broker_url": broker_url}
-    try:
-        return Settings(**{name: value for name, value in overrides.items() if value is not None})
-    except ValidationError as error:
-        fail("invalid settings: " + "; ".join(_problem(detail) for detail in error.errors()))
-
-
-def _problem(detail: Any) -> str:
-    where = ".".join(map(str, detail["loc"]))
-    return f"{where}: {detail['msg']}" if where else str(detail["msg"])
+    settings = Settings(**{name: value for name, value in overrides.items() if value is not None})
+    _command_settings.set(settings)
+    return settings
 
 
 @contextmanager
-def service_for(database_url: str | None, broker_url: str | None = None) -> Iterator[SessionService]:
-    """Open the ledger for one command; bad URLs and bad arguments become exit status 2.
+def service_for(
+    database_url: str | None, broker_url: str | None = None, *, create: bool = False
+) -> Iterator[SessionService]:
+    """Open the ledger for one command: read-only unless it `create`s (or migrates) one, so that a
+    reading command run in the wrong place says there is no ledger instead of making an empty one.
 
     These commands read whole sessions at once, hundreds of thousands of acyclic objects that
     the cyclic garbage collector would rescan again and again as they pile up (more than half of
     a 100,000-event `verify`), so it is paused while the command runs; reference counting still
     frees everything as it goes.
     """
-    settings = settings_for(database_url, broker_url)
-    try:
-        service = open_storage(settings).service
-    except (ValueError, ImportError) as error:
-        fail(f"cannot open {settings.database_url}: {error}")
-    with service, _collector_paused():
-        try:
-            yield service
-        except ValueError as error:
-            fail(str(error))
+    with open_storage(settings_for(database_url, broker_url), create=create) as storage, _collector_paused():
+        yield storage.service
 
 
 @contextmanager

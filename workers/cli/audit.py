@@ -242,7 +242,7 @@ def import_(
         stream = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
     except OSError as error:
         fail(f"cannot read {path}: {error.strerror}")
-    with stream, service_for(database_url, broker_url) as service:
+    with stream, service_for(database_url, broker_url, create=True) as service:
         try:
             imported = audit.import_lines(service, stream)
         except TamperedExport as error:

@@ -27,6 +27,7 @@ from rich.table import Table
 from sessionledger.domain import EventFilter, SessionEvent, format_event
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import open_storage
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.infrastructure.tokens import count_chat_tokens
@@ -82,7 +83,7 @@ def demo(
     if broker_url:
         errors.print("note: the demo runs its own in-process pipeline; --broker-url is not used")
     settings = settings_for(database_url)
-    url = settings.database_url
+    url = hide_passwords(settings.database_url)  # shown, never used to connect
     summarizer = summarizer_from_settings(settings)
     policies = load_policies(lambda: summarizer, inline=DEMO_POLICY, model=settings.model)
     run = uuid4().hex[:8]

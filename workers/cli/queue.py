@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import check_broker, required_broker
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -33,6 +34,14 @@ def _queue_settings(database_url: str | None, broker_url: str | None) -> Setting
     if settings.broker_url is None:
         fail("no broker: pass --broker-url or set SESSIONLEDGER_BROKER_URL (amqp://... or redis://...)")
     return settings
+
+
+def _answering_broker(settings: Settings) -> str:
+    """The settings' broker URL, once that broker took a connection (an operator asking about a
+    broker that does not answer or refuses the login is told so, exit status 2)."""
+    broker_url = required_broker(settings)
+    check_broker(broker_url)
+    return broker_url
 
 
 @command
@@ -74,9 +83,10 @@ def dlq_list(
 ) -> None:
     """Show dead letters (oldest first) with the reason each was dead-lettered; they stay queued."""
     settings = _queue_settings(database_url, broker_url)
+    broker = _answering_broker(settings)
     from sessionledger.workers.dlq import list_dead
 
-    letters = [letter.summary() for letter in list_dead(settings.broker_url, settings.queue_names, limit)]
+    letters = [letter.summary() for letter in list_dead(broker, settings.queue_names, limit)]
     if as_json:
         emit_json(letters)
         return
@@ -102,9 +112,10 @@ def dlq_replay(
 ) -> None:
     """Send dead letters back to their queues (each removed only once the broker confirmed it)."""
     settings = _queue_settings(database_url, broker_url)
+    broker = _answering_broker(settings)
     from sessionledger.workers.dlq import replay_dead
 
-    replayed = replay_dead(settings.broker_url, settings.queue_names, limit)
+    replayed = replay_dead(broker, settings.queue_names, limit)
     if as_json:
         emit_json({"replayed": replayed})
     else:
@@ -120,10 +131,11 @@ def stats(
 ) -> None:
     """Counters (events ingested, compactions, conflicts, dead letters), queue depths, relay lag."""
     settings = _queue_settings(database_url, broker_url)
+    _answering_broker(settings)
     from sessionledger.infrastructure.bootstrap import open_storage
     from sessionledger.workers.stats import collect_stats
 
-    with open_storage(settings) as storage:
+    with open_storage(settings, create=False) as storage:
         collected = collect_stats(settings, storage)
     if prometheus:
         typer.echo(collected.prometheus(), nl=False)
