@@ -19,7 +19,15 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, event_draft, replay
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import AppendOutcome, Ledger, Strategy, TokenCounter, Trigger, WindowStats
+from sessionledger.domain.ports import (
+    AppendOutcome,
+    Ledger,
+    Strategy,
+    Tally,
+    TokenCounter,
+    Trigger,
+    WindowStats,
+)
 from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, strip_temp
 from sessionledger.infrastructure.settings import Settings
 
@@ -195,14 +203,15 @@ class SessionService:
             raise SessionNotFound(f"session {session_id!r} not found")
         return draft.event  # type: ignore[return-value]  # an event's draft always carries the event
 
-    def ingest(self, events: Iterable[SessionEvent]) -> list[AppendOutcome]:
+    def ingest(self, events: Iterable[SessionEvent], *, tally: Tally | None = None) -> list[AppendOutcome]:
         """Append a batch (any sessions) in one transaction: the workers' ingest path.
 
         Idempotent per event id; per-session order is the batch order. Every event is validated
         first (`ValueError` and nothing stored when one is invalid); an unknown session is the
         `NO_SESSION` outcome for its events, not an exception, so one bad event cannot block a batch.
+        The outcomes are added to `tally`'s counters in the batch's transaction.
         """
-        return self._append([self._draft(event) for event in events])
+        return self._append([self._draft(event) for event in events], tally)
 
     def _draft(self, event: SessionEvent) -> Draft:
         if not isinstance(event, SessionEvent):
@@ -220,9 +229,9 @@ class SessionService:
             )
         return draft
 
-    def _append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+    def _append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """The workers hear of appends from the relay, which tails the ledger: nothing to announce here."""
-        return self._ledger.append(drafts)
+        return self._ledger.append(drafts, tally)
 
     def get_events(
         self, session_id: str, filter: EventFilter | None = None, *, user_id: str | None = None
@@ -268,12 +277,15 @@ class SessionService:
             _require_id(session_id, "session_id"), counter or self._token_counter
         )
 
-    def compact(self, session_id: str, trigger: Trigger, strategy: Strategy) -> CompactionResult:
+    def compact(
+        self, session_id: str, trigger: Trigger, strategy: Strategy, *, tally: Tally | None = None
+    ) -> CompactionResult:
         """Evaluate `trigger` on the active window and, when it fires, apply `strategy`'s result.
 
         The write is checked against the window epoch read: events appended meanwhile simply
         follow the new window; a concurrent compaction makes this one re-read and re-evaluate,
-        up to `settings.compaction_attempts` times, then `ConcurrencyConflict`.
+        up to `settings.compaction_attempts` times, then `ConcurrencyConflict`. A written
+        compaction is added to `tally`'s counters in its transaction.
         """
         _require_id(session_id, "session_id")
         if trigger is None or strategy is None:
@@ -297,7 +309,7 @@ class SessionService:
             if not result.archived:
                 return result
             if (
-                self._ledger.apply_compaction(read, result, _source(result, read.events, strategy))
+                self._ledger.apply_compaction(read, result, _source(result, read.events, strategy), tally)
                 is not None
             ):
                 return result

@@ -1,9 +1,11 @@
 """What the queue did, where an operator looks: counters, structured logs, Prometheus text.
 
-Counters are kept per process and added, as deltas, to the deployment's `CounterStore` (a table
-beside the ledger), so the work of every worker process and container adds up in one place that
-`sessionledger stats` (and `/metrics`) read. Logs are one JSON object per line, with the
-session id as a field, so they can be filtered per session.
+Counters live in the deployment's `CounterStore` (a table beside the ledger), so the work of
+every worker process and container adds up in one place that `sessionledger stats` (and
+`/metrics`) read, live. What a ledger write does is counted by that write, in its transaction
+(`INGEST_TALLY`, `COMPACTION_TALLY`): a worker killed at any moment leaves the figures equal to
+what was stored. The rest is added as it happens (`Metrics`). Logs are one JSON object per line,
+with the session id as a field, so they can be filtered per session.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.domain.ports import CounterStore
+from sessionledger.domain.ports import CounterStore, Tally
 
 EVENTS_INGESTED = "events_ingested"
 DUPLICATES_SKIPPED = "duplicates_skipped"
@@ -46,41 +47,42 @@ _HELP = {
     CONFLICTS_RETRIED: "Compaction write-backs that lost a version race and re-read.",
     DEAD_LETTERED: "Messages or events sent to the dead-letter queue.",
 }
+INGEST_TALLY = Tally(stored=EVENTS_INGESTED, duplicate=DUPLICATES_SKIPPED)
+"""What an ingest batch adds to the counters, in its own transaction."""
+COMPACTION_TALLY = Tally(compaction=COMPACTIONS_RUN)
+"""What a compaction's write adds to the counters, in its own transaction."""
 
 
 class Metrics:
-    """Process-local counters; `flush` adds what accumulated to the shared store.
+    """The counters no ledger write records (evaluations, failures, dead letters): each `add`
+    goes to the shared store at once, so the figures are live and a killed process has lost
+    nothing it counted, but for what the store refused while the database was down (kept and
+    added with the next count, or at shutdown by `flush`).
 
-    `store` is called on the first flush that has something to add, so a process that never
-    counts anything never opens the store.
+    `store` is called on the first count, so a process that never counts anything never opens
+    the store.
     """
 
-    def __init__(self, store: Callable[[], CounterStore], flush_every: float = 1.0) -> None:
+    def __init__(self, store: Callable[[], CounterStore]) -> None:
         self._pending: Counter[str] = Counter()
         self._totals: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._store = store
-        self._flush_every = flush_every
-        self._flushed_at = time.monotonic()
 
     def add(self, name: str, amount: int = 1) -> None:
         if amount:
             with self._lock:
                 self._pending[name] += amount
                 self._totals[name] += amount
+            self.flush()
 
     def totals(self) -> dict[str, int]:
         """What this process counted since it started."""
         with self._lock:
             return {name: self._totals[name] for name in COUNTERS}
 
-    def maybe_flush(self) -> None:
-        if time.monotonic() - self._flushed_at >= self._flush_every:
-            self.flush()
-
     def flush(self) -> None:
         """Add the pending deltas to the store (kept for the next flush if that fails)."""
-        self._flushed_at = time.monotonic()
         with self._lock:
             deltas, self._pending = dict(self._pending), Counter()
         if not deltas:

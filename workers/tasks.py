@@ -183,9 +183,6 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     for start in range(0, len(decoded), settings.ingest_chunk):
         store_with_patience(runtime.service, decoded[start : start + settings.ingest_chunk], report, deadline)
     send_poison(self, report)
-    runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
-    runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
-    runtime.metrics.maybe_flush()
     if redelivered:
         runtime.storage.redeliveries.forget(self.request.id)
     rejected_count = sum(len(r) for r in report.poison.values())
@@ -265,12 +262,13 @@ def store(service: SessionService, items: list[tuple[str, SessionEvent]], report
     """Store a run of events in one transaction; an invalid event is found by halving, and rejected alone.
 
     The service validates every event before storing any, so a run with an invalid event stores
-    nothing and its halves are tried in order: per-session order is kept.
+    nothing and its halves are tried in order: per-session order is kept. The transaction counts
+    what it stored (`metrics.INGEST_TALLY`).
     """
     if not items:
         return
     try:
-        outcomes = service.ingest([event for _, event in items])
+        outcomes = service.ingest([event for _, event in items], tally=metrics.INGEST_TALLY)
     except ValueError as error:
         if len(items) == 1:
             line, event = items[0]
@@ -320,7 +318,6 @@ def evaluate(self: LedgerTask, session_id: str) -> Outcome:
     except Exception as error:
         self.retry_later(error)
     runtime.metrics.add(metrics.EVALUATIONS)
-    runtime.metrics.maybe_flush()
     if decision is Outcome.COMPACT:
         compact.apply_async(args=[session_id])
     log_event(log, "evaluated", logging.DEBUG, session_id=session_id, decision=decision)
@@ -371,10 +368,8 @@ def compact(self: LedgerTask, session_id: str) -> Outcome:
         runtime.metrics.add(metrics.COMPACTIONS_FAILED)
         if isinstance(error, ConcurrencyConflict):
             runtime.metrics.add(metrics.CONFLICTS_RETRIED)
-        runtime.metrics.flush()
         log_event(log, "compaction failed", logging.WARNING, session_id=session_id, error=repr(error))
         self.retry_later(error)
-    runtime.metrics.maybe_flush()
     if outcome is Outcome.COMPACTED:
         # appends made during the summarizer call were evaluated while the lease was held
         evaluate.apply_async(args=[session_id])
@@ -391,12 +386,11 @@ def run_compaction(runtime: WorkerRuntime, session_id: str) -> Outcome:
         service.fill_token_counts(session_id, runtime.token_counter)
     started = time.monotonic()
     try:
-        result = service.compact(session_id, policy.trigger, policy.strategy)
+        result = service.compact(session_id, policy.trigger, policy.strategy, tally=metrics.COMPACTION_TALLY)
     except SessionNotFound:
         return Outcome.GONE
     if not result.archived:
         return Outcome.NOTHING_TO_COMPACT
-    runtime.metrics.add(metrics.COMPACTIONS_RUN)
     log_event(
         log,
         "compacted",
