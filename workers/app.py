@@ -125,7 +125,9 @@ def worker_arguments(
     """
     names = settings.queue_names
     process_id = os.getpid() if process_id is None else process_id
-    common = ["worker", f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
+    # JSON logs: no banner either (the "worker started" line says where it connected and what it consumes)
+    quiet = ["--quiet"] if settings.log_format == "json" else []
+    common = [*quiet, "worker", f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
     if role == "ingest":
         chosen = list(range(names.partitions)) if partitions is None else partitions
         queues = ",".join(q.name for q in names.ingest_queues(chosen))
@@ -136,6 +138,24 @@ def worker_arguments(
         queues = f"{names.evaluate},{names.compact}"
         return [*common, "--pool=prefork", *extra, f"--queues={queues}", f"--hostname=tasks-{process_id}@%h"]
     raise ValueError(f"unknown worker role {role!r}: use ingest or tasks")
+
+
+@signals.worker_ready.connect
+def _log_start(sender: Any = None, **_: Any) -> None:
+    """Say in the worker's log that it started, where it connected (no password) and what it consumes."""
+    settings = getattr(sender.app, "sessionledger_settings", None)
+    if settings is None:
+        return
+    from sessionledger.workers.metrics import log_event, mask_passwords
+
+    log_event(
+        logging.getLogger(__name__),
+        "worker started",
+        node=sender.hostname,
+        broker=mask_passwords(settings.broker_url or ""),
+        database=mask_passwords(settings.database_url),
+        queues=sorted(sender.app.amqp.queues.consume_from),
+    )
 
 
 @signals.after_setup_logger.connect

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -136,8 +137,22 @@ def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> Threadin
     return server
 
 
+_URL_PASSWORD = re.compile(r"""([A-Za-z][A-Za-z0-9+.-]*://[^\s:@/"']*:)[^\s@/"']*@""")
+
+
+def mask_passwords(text: str) -> str:
+    """`text` with the password of every URL in it shown as `**`, as kombu shows broker URLs."""
+    return _URL_PASSWORD.sub(r"\1**@", text)
+
+
+def describe_error(error: BaseException) -> str:
+    """What went wrong, for a log line: the error's type and message, passwords masked."""
+    return mask_passwords(f"{type(error).__name__}: {error}")
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and the record's `fields`."""
+    """One JSON object per line: time, level, logger, message and the record's `fields`; no
+    password of any URL in it."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -149,12 +164,36 @@ class JsonFormatter(logging.Formatter):
         entry.update(getattr(record, "fields", {}))
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return mask_passwords(json.dumps(entry, default=str, ensure_ascii=False))
+
+
+class TextFormatter(logging.Formatter):
+    """`[time: LEVEL/logger] message key=value ...`, passwords masked: the opt-out of JSON."""
+
+    def __init__(self) -> None:
+        super().__init__("[%(asctime)s: %(levelname)s/%(name)s] %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", {})
+        return " ".join([super().formatMessage(record), *(f"{k}={v}" for k, v in fields.items())])
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_passwords(super().format(record))
 
 
 def use_json_logs(handlers: Iterable[logging.Handler]) -> None:
     for handler in handlers:
         handler.setFormatter(JsonFormatter())
+
+
+def log_to_stderr(log_format: str, level: int | str = logging.INFO) -> None:
+    """Log `level` and above to stderr, one record per line, JSON unless `log_format` is `text`:
+    for a process Celery does not set up (the relay)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)
 
 
 def log_event(logger: logging.Logger, message: str, level: int = logging.INFO, **fields: Any) -> None:

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NoReturn
 
-import sqlalchemy as sa
 from celery import Task, shared_task, signals
 from celery.exceptions import Ignore, Reject
-from celery.utils.time import get_exponential_backoff_interval
 from celery.worker import state as worker_state
 from sessionledger.domain.compaction import CompactionRequest
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
@@ -36,6 +35,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.ledger.driver import DATABASE_UNAVAILABLE
 from sessionledger.infrastructure.publisher import UndecodableEvent, decode_event, session_of_line
 from sessionledger.infrastructure.queue_names import (
     COMPACT_TASK,
@@ -44,6 +44,7 @@ from sessionledger.infrastructure.queue_names import (
     SWEEP_TASK,
     partition_of,
 )
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers import metrics
 from sessionledger.workers.app import settings_of
 from sessionledger.workers.dlq import DeadLetter, dead_letters, route_of
@@ -51,9 +52,6 @@ from sessionledger.workers.metrics import log_event
 from sessionledger.workers.runtime import WorkerRuntime, close_runtimes, runtime_of
 
 log = logging.getLogger(__name__)
-
-_TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError)
-"""Database errors that mean "not now" (connection lost, server restarting), not "never"."""
 
 
 class Redelivered(RuntimeError):
@@ -64,7 +62,9 @@ class LedgerTask(Task):
     """Late ack; failures retried with exponential backoff up to `max_retries`, then dead-lettered.
 
     A message the broker redelivers (its worker died, the connection dropped) counts as a
-    retry too, so a message that kills its worker cannot loop forever.
+    retry too, so a message that kills its worker cannot loop forever. A database that cannot be
+    reached is not the work's fault: it is retried until the retries have surely waited
+    `database_retry_window` seconds (a failover), however many retries that takes.
     """
 
     acks_late = True
@@ -84,15 +84,12 @@ class LedgerTask(Task):
     def retry_later(self, error: Exception) -> NoReturn:
         settings = settings_of(self.app)
         retries = self.request.retries or 0
-        if retries >= settings.max_retries:
+        outage = isinstance(error, DATABASE_UNAVAILABLE)
+        outlasted = not outage or waited_at_least(settings, retries) >= settings.database_retry_window
+        if retries >= settings.max_retries and outlasted:
             self.give_up(f"{type(error).__name__}: {error} (gave up after {retries} retries)")
-        countdown = get_exponential_backoff_interval(
-            factor=settings.retry_backoff,
-            retries=retries,
-            maximum=settings.retry_backoff_max,
-            full_jitter=True,
-        )
-        raise self.retry(exc=error, countdown=countdown, max_retries=settings.max_retries)
+        # the decision is made above: Celery's own retry limit must not make it again
+        raise self.retry(exc=error, countdown=retry_delay(settings, retries, outage), max_retries=retries + 1)
 
     def give_up(self, reason: str) -> NoReturn:
         """Dead-letter the work and ack it; if even that fails, requeue it for later."""
@@ -106,6 +103,24 @@ class LedgerTask(Task):
 
     def dead_letter(self, reason: str) -> DeadLetter:
         return dead_letter_of(self, list(self.request.args or ()), dict(self.request.kwargs or {}), reason)
+
+
+def backoff(settings: Settings, retries: int) -> float:
+    """The longest wait before the retry that follows `retries` retries: doubling from
+    `retry_backoff`, capped at `retry_backoff_max`."""
+    return float(min(settings.retry_backoff * 2**retries, settings.retry_backoff_max))
+
+
+def retry_delay(settings: Settings, retries: int, outage: bool) -> float:
+    """Full jitter (anything up to the backoff) for the work's own failures; at least half the
+    backoff while the database is unreachable, so that the retries surely span the window."""
+    longest = backoff(settings, retries)
+    return random.uniform(longest / 2 if outage else 0.0, longest)
+
+
+def waited_at_least(settings: Settings, retries: int) -> float:
+    """How long `retries` retries of an unreachable database have surely waited, in seconds."""
+    return sum(backoff(settings, done) / 2 for done in range(retries))
 
 
 def dead_letter_of(task: Task, args: list[Any], kwargs: dict[str, Any], reason: str) -> DeadLetter:
@@ -203,7 +218,7 @@ def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     counter = runtime.storage.redeliveries
     try:
         deliveries = counter.count(task.request.id)
-    except _TRANSIENT:
+    except DATABASE_UNAVAILABLE:
         return  # the database is down: not the batch's fault (storing it waits for the database)
     limit = runtime.settings.max_retries
     if deliveries > limit:
@@ -248,7 +263,7 @@ def store_with_patience(
             store(service, items, attempt)
             report.add(attempt)
             return
-        except _TRANSIENT as error:
+        except DATABASE_UNAVAILABLE as error:
             stopping = worker_state.should_stop is not None or worker_state.should_terminate is not None
             if stopping or time.monotonic() + pause > deadline:
                 log_event(log, "database unavailable, batch requeued", logging.WARNING, error=str(error))
@@ -320,7 +335,7 @@ def evaluate(self: LedgerTask, session_id: str) -> Outcome:
     runtime.metrics.add(metrics.EVALUATIONS)
     if decision is Outcome.COMPACT:
         compact.apply_async(args=[session_id])
-    log_event(log, "evaluated", logging.DEBUG, session_id=session_id, decision=decision)
+    log_event(log, "evaluated", session_id=session_id, decision=decision)
     return decision
 
 

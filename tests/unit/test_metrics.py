@@ -12,7 +12,10 @@ from sessionledger.workers import metrics
 from sessionledger.workers.metrics import (
     JsonFormatter,
     Metrics,
+    TextFormatter,
+    describe_error,
     log_event,
+    mask_passwords,
     prometheus_text,
     read_counters,
     serve_prometheus,
@@ -96,3 +99,25 @@ def test_log_event_attaches_fields(caplog):
     with caplog.at_level(logging.INFO, logger="t"):
         log_event(logging.getLogger("t"), "ingested", stored=3)
     assert caplog.records[0].fields == {"stored": 3}
+
+
+def test_no_log_line_shows_a_password_json_or_text():
+    assert mask_passwords("cannot reach postgresql+psycopg://u:PW@h:notaport/db") == (
+        "cannot reach postgresql+psycopg://u:**@h:notaport/db"
+    )
+    assert (
+        mask_passwords("mysql://u:PW@h/db, then mysql://u:PW@h/db")
+        == "mysql://u:**@h/db, then mysql://u:**@h/db"
+    )
+    assert mask_passwords("redis://:PW@h:6379/0 user@example.com http://h:80/x@y") == (
+        "redis://:**@h:6379/0 user@example.com http://h:80/x@y"
+    )
+    error = ConnectionError("connection to amqp://guest:PW@broker:5672// refused")
+    assert describe_error(error) == "ConnectionError: connection to amqp://guest:**@broker:5672// refused"
+    record = logging.LogRecord("relay", logging.WARNING, __file__, 1, "round failed", None, None)
+    record.fields = {"error": str(error), "wait": 0.5}
+    assert "PW" not in JsonFormatter().format(record)
+    text = TextFormatter().format(record)
+    assert "PW" not in text and text.endswith(
+        "round failed error=connection to amqp://guest:**@broker:5672// refused wait=0.5"
+    )
