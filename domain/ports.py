@@ -97,6 +97,36 @@ class AppendOutcome(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Tally:
+    """The counters (`CounterStore` names) a ledger write adds to, in the write's own transaction.
+
+    An operator's figures then move exactly when what they count commits: a worker killed just
+    after a commit has counted it, one killed just before has neither written nor counted it.
+    """
+
+    stored: str | None = None
+    """+1 per event an append stored."""
+    duplicate: str | None = None
+    """+1 per event an append found already stored (same session and event id)."""
+    compaction: str | None = None
+    """+1 per compaction written."""
+
+    def of_append(self, outcomes: Iterable[AppendOutcome]) -> dict[str, int]:
+        """What an append with these outcomes adds to each named counter (only the non-zero ones)."""
+        names = {AppendOutcome.STORED: self.stored, AppendOutcome.DUPLICATE: self.duplicate}
+        deltas: dict[str, int] = {}
+        for outcome in outcomes:
+            name = names.get(outcome)
+            if name:
+                deltas[name] = deltas.get(name, 0) + 1
+        return deltas
+
+    def of_compaction(self) -> dict[str, int]:
+        """What a written compaction adds."""
+        return {self.compaction: 1} if self.compaction else {}
+
+
+@dataclass(frozen=True, slots=True)
 class TailRow:
     """One ledger row as the relay sees it (global order across sessions)."""
 
@@ -134,12 +164,13 @@ class Ledger(Protocol):
         """Live sessions with `expires_at < now`."""
 
     # events
-    def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+    def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """Append event drafts (any sessions, in order) in one transaction: the batch ingest path.
 
         Idempotent per `(session, event id)`, including within the batch; each session's events
         keep their order and get dense positions. One outcome per draft, in order; an unknown
         or deleted session is an outcome, never an exception, so one bad event cannot block a batch.
+        The outcomes are added to `tally`'s counters in the same transaction.
         """
 
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
@@ -157,11 +188,13 @@ class Ledger(Protocol):
         """Count and store the tokens of window events not yet counted; returns how many."""
 
     # window changes (compare-and-swap on the window epoch)
-    def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
+    def apply_compaction(
+        self, read: Window, result: CompactionResult, source: str, tally: Tally | None = None
+    ) -> int | None:
         """Write a compaction if the window epoch is still `read.head.epoch`; the new version or None.
 
         Events appended since the read keep following the new window. `SessionNotFound` when the
-        session is gone.
+        session is gone. A written compaction is added to `tally`'s counters in the same transaction.
         """
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
@@ -242,8 +275,9 @@ class RelayPositions(Protocol):
 class CounterStore(Protocol):
     """Named totals that every worker process adds to (events ingested, compactions run, ...).
 
-    Each process counts locally and adds its deltas here, so the work of every process and
-    container adds up in one place that an operator reads.
+    The work of every process and container adds up in one place that an operator reads. What a
+    ledger write does is counted by that write, in its transaction (`Tally`); the rest (an
+    evaluation, a failure, a dead letter) is added here by the process as it happens.
     """
 
     def add(self, deltas: Mapping[str, int]) -> None:

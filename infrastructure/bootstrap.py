@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.ports import CounterStore, LeaseStore, RedeliveryCounts, RelayPositions
-from sessionledger.infrastructure.ledger.counters import MemoryCounterStore, SqlCounterStore
+from sessionledger.infrastructure.ledger.counters import SqlCounterStore
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
 from sessionledger.infrastructure.ledger.memory import MemoryLedger
@@ -80,7 +80,7 @@ def open_storage(settings: Settings, *, create: bool = True) -> Storage:
             SessionService(memory, settings, counter),
             MemoryLeaseStore(memory),
             MemoryRelayPositions(memory),
-            MemoryCounterStore(),
+            memory.counters,
             MemoryRedeliveryCounts(),
         )
     engine = open_engine(settings, create=create)

@@ -21,7 +21,15 @@ from sessionledger.domain.ids import check_id, check_new_id
 from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, created_draft, event_draft, replay
 from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import AppendOutcome, Ledger, Strategy, TokenCounter, Trigger, WindowStats
+from sessionledger.domain.ports import (
+    AppendOutcome,
+    Ledger,
+    Strategy,
+    Tally,
+    TokenCounter,
+    Trigger,
+    WindowStats,
+)
 from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, expiry, strip_temp
 from sessionledger.infrastructure.settings import Settings
 
@@ -272,7 +280,12 @@ class SessionService:
         return draft.event  # type: ignore[return-value]  # an event's draft always carries the event
 
     def ingest(
-        self, events: Iterable[SessionEvent], *, user_id: str | None = None, app_name: str | None = None
+        self,
+        events: Iterable[SessionEvent],
+        *,
+        user_id: str | None = None,
+        app_name: str | None = None,
+        tally: Tally | None = None,
     ) -> list[AppendOutcome]:
         """Append a batch (any sessions) in one transaction: the workers' ingest path.
 
@@ -281,11 +294,12 @@ class SessionService:
         `NO_SESSION` outcome for its events, not an exception, so one bad event cannot block a batch.
         With `user_id` and/or `app_name` (the identity a publisher was bound to), the events of a
         session that is not that user's (or app's) are the `REFUSED` outcome, and stored nowhere.
+        The outcomes are added to `tally`'s counters in the batch's transaction.
         """
         events = list(events)
         drafts = [self._draft(event) for event in events]
         if user_id is None and app_name is None:
-            return self._append(drafts)
+            return self._append(drafts, tally)
         for value, name in ((user_id, "user_id"), (app_name, "app_name")):
             if value is not None:
                 _require_id(value, name)
@@ -293,7 +307,7 @@ class SessionService:
         kept = [
             draft for event, draft in zip(events, drafts, strict=True) if refusals[event.session_id] is None
         ]
-        stored = iter(self._append(kept))
+        stored = iter(self._append(kept, tally))
         return [next(stored) if (r := refusals[e.session_id]) is None else r for e in events]
 
     def _refusal(self, session_id: str, user_id: str | None, app_name: str | None) -> AppendOutcome | None:
@@ -307,9 +321,9 @@ class SessionService:
     def _draft(self, event: SessionEvent) -> Draft:
         return append_draft(event, self._settings.max_payload_bytes)
 
-    def _append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+    def _append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """The workers hear of appends from the relay, which tails the ledger: nothing to announce here."""
-        return self._ledger.append(drafts)
+        return self._ledger.append(drafts, tally)
 
     def get_events(
         self, session_id: str, filter: EventFilter | None = None, *, user_id: str | None = None
@@ -364,14 +378,21 @@ class SessionService:
         return self._ledger.fill_token_counts(session_id, counter or self._token_counter)
 
     def compact(
-        self, session_id: str, trigger: Trigger, strategy: Strategy, *, user_id: str | None = None
+        self,
+        session_id: str,
+        trigger: Trigger,
+        strategy: Strategy,
+        *,
+        user_id: str | None = None,
+        tally: Tally | None = None,
     ) -> CompactionResult:
         """Evaluate `trigger` on the active window and, when it fires, apply `strategy`'s result.
 
         The write is checked against the window epoch read: events appended meanwhile simply
         follow the new window; a concurrent compaction makes this one re-read and re-evaluate,
         up to `settings.compaction_attempts` times, then `ConcurrencyConflict`. With `user_id`,
-        the session must belong to that user (`ValueError` otherwise).
+        the session must belong to that user (`ValueError` otherwise). A written compaction is
+        added to `tally`'s counters in its transaction.
         """
         _require_id(session_id, "session_id")
         if trigger is None or strategy is None:
@@ -396,7 +417,7 @@ class SessionService:
             if not result.archived:
                 return result
             if (
-                self._ledger.apply_compaction(read, result, _source(result, read.events, strategy))
+                self._ledger.apply_compaction(read, result, _source(result, read.events, strategy), tally)
                 is not None
             ):
                 return result

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     """Seconds before the broker redelivers an unacked message: RabbitMQ's consumer_timeout, and Redis'
     visibility_timeout, which workers set to it (how long a crashed worker's batch stays invisible)."""
     max_retries: int = Field(default=5, ge=0)
+    database_retry_window: int = Field(default=180, gt=0)
+    """Seconds a task keeps retrying while the database is unreachable (a failover, a restart)
+    before it is dead-lettered, whatever `max_retries` says."""
     retry_backoff: int = Field(default=5, gt=0)
     """First retry delay in seconds; doubles per retry, capped by `retry_backoff_max`, jittered."""
     retry_backoff_max: int = Field(default=600, gt=0)

@@ -25,6 +25,7 @@ from celery.worker.consumer import Consumer
 from kombu import Connection
 from sessionledger.infrastructure.publisher import checked_broker_url
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, SWEEP_TASK
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,9 @@ def worker_arguments(
     """
     names = settings.queue_names
     process_id = os.getpid() if process_id is None else process_id
-    common = ["worker", f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
+    # JSON logs: no banner either (the "worker started" line says where it connected and what it consumes)
+    quiet = ["--quiet"] if settings.log_format == "json" else []
+    common = [*quiet, "worker", f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
     if role == "ingest":
         chosen = list(range(names.partitions)) if partitions is None else partitions
         queues = ",".join(q.name for q in names.ingest_queues(chosen))
@@ -178,6 +181,24 @@ def worker_arguments(
         queues = f"{names.evaluate},{names.compact}"
         return [*common, "--pool=prefork", *extra, f"--queues={queues}", f"--hostname=tasks-{process_id}@%h"]
     raise ValueError(f"unknown worker role {role!r}: use ingest or tasks")
+
+
+@signals.worker_ready.connect
+def _log_start(sender: Any = None, **_: Any) -> None:
+    """Say in the worker's log that it started, where it connected (no password) and what it consumes."""
+    settings = getattr(sender.app, "sessionledger_settings", None)
+    if settings is None:
+        return
+    from sessionledger.workers.metrics import log_event
+
+    log_event(
+        logging.getLogger(__name__),
+        "worker started",
+        node=sender.hostname,
+        broker=hide_passwords(settings.broker_url or ""),
+        database=hide_passwords(settings.database_url),
+        queues=sorted(sender.app.amqp.queues.consume_from),
+    )
 
 
 @signals.after_setup_logger.connect

@@ -48,8 +48,12 @@ def run_worker(
         raise ValueError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
     check_start(settings)
     if role == "relay":
+        from sessionledger.workers.metrics import log_to_stderr
         from sessionledger.workers.relay import run_relay
 
+        log_to_stderr(
+            settings.log_format, loglevel.upper()
+        )  # Celery sets up the workers' logging, not the relay's
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())

@@ -1,9 +1,11 @@
 """What the queue did, where an operator looks: counters, structured logs, Prometheus text.
 
-Counters are kept per process and added, as deltas, to the deployment's `CounterStore` (a table
-beside the ledger), so the work of every worker process and container adds up in one place that
-`sessionledger stats` (and `/metrics`) read. Logs are one JSON object per line, with the
-session id as a field, so they can be filtered per session.
+Counters live in the deployment's `CounterStore` (a table beside the ledger), so the work of
+every worker process and container adds up in one place that `sessionledger stats` (and
+`/metrics`) read, live. What a ledger write does is counted by that write, in its transaction
+(`INGEST_TALLY`, `COMPACTION_TALLY`): a worker killed at any moment leaves the figures equal to
+what was stored. The rest is added as it happens (`Metrics`). Logs are one JSON object per line,
+with the session id as a field, so they can be filtered per session.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.domain.ports import CounterStore
+from sessionledger.domain.ports import CounterStore, Tally
 from sessionledger.infrastructure.redaction import hide_passwords
 
 EVENTS_INGESTED = "events_ingested"
@@ -47,41 +48,42 @@ _HELP = {
     CONFLICTS_RETRIED: "Compaction write-backs that lost a version race and re-read.",
     DEAD_LETTERED: "Messages or events sent to the dead-letter queue.",
 }
+INGEST_TALLY = Tally(stored=EVENTS_INGESTED, duplicate=DUPLICATES_SKIPPED)
+"""What an ingest batch adds to the counters, in its own transaction."""
+COMPACTION_TALLY = Tally(compaction=COMPACTIONS_RUN)
+"""What a compaction's write adds to the counters, in its own transaction."""
 
 
 class Metrics:
-    """Process-local counters; `flush` adds what accumulated to the shared store.
+    """The counters no ledger write records (evaluations, failures, dead letters): each `add`
+    goes to the shared store at once, so the figures are live and a killed process has lost
+    nothing it counted, but for what the store refused while the database was down (kept and
+    added with the next count, or at shutdown by `flush`).
 
-    `store` is called on the first flush that has something to add, so a process that never
-    counts anything never opens the store.
+    `store` is called on the first count, so a process that never counts anything never opens
+    the store.
     """
 
-    def __init__(self, store: Callable[[], CounterStore], flush_every: float = 1.0) -> None:
+    def __init__(self, store: Callable[[], CounterStore]) -> None:
         self._pending: Counter[str] = Counter()
         self._totals: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._store = store
-        self._flush_every = flush_every
-        self._flushed_at = time.monotonic()
 
     def add(self, name: str, amount: int = 1) -> None:
         if amount:
             with self._lock:
                 self._pending[name] += amount
                 self._totals[name] += amount
+            self.flush()
 
     def totals(self) -> dict[str, int]:
         """What this process counted since it started."""
         with self._lock:
             return {name: self._totals[name] for name in COUNTERS}
 
-    def maybe_flush(self) -> None:
-        if time.monotonic() - self._flushed_at >= self._flush_every:
-            self.flush()
-
     def flush(self) -> None:
         """Add the pending deltas to the store (kept for the next flush if that fails)."""
-        self._flushed_at = time.monotonic()
         with self._lock:
             deltas, self._pending = dict(self._pending), Counter()
         if not deltas:
@@ -135,6 +137,11 @@ def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> Threadin
     return server
 
 
+def describe_error(error: BaseException) -> str:
+    """What went wrong, for a log line: the error's type and message, passwords masked."""
+    return hide_passwords(f"{type(error).__name__}: {error}")
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message and the record's `fields`; no URL's
     password shows (a driver's error may quote one)."""
@@ -152,9 +159,33 @@ class JsonFormatter(logging.Formatter):
         return hide_passwords(json.dumps(entry, default=str, ensure_ascii=False))
 
 
+class TextFormatter(logging.Formatter):
+    """`[time: LEVEL/logger] message key=value ...`, passwords masked: the opt-out of JSON."""
+
+    def __init__(self) -> None:
+        super().__init__("[%(asctime)s: %(levelname)s/%(name)s] %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", {})
+        return " ".join([super().formatMessage(record), *(f"{k}={v}" for k, v in fields.items())])
+
+    def format(self, record: logging.LogRecord) -> str:
+        return hide_passwords(super().format(record))
+
+
 def use_json_logs(handlers: Iterable[logging.Handler]) -> None:
     for handler in handlers:
         handler.setFormatter(JsonFormatter())
+
+
+def log_to_stderr(log_format: str, level: int | str = logging.INFO) -> None:
+    """Log `level` and above to stderr, one record per line, JSON unless `log_format` is `text`:
+    for a process Celery does not set up (the relay)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)
 
 
 def log_event(logger: logging.Logger, message: str, level: int = logging.INFO, **fields: Any) -> None:

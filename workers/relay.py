@@ -26,9 +26,10 @@ from sessionledger.domain.ledger import Kind
 from sessionledger.domain.ports import Ledger, RelayPositions
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.app import settings_of
-from sessionledger.workers.metrics import log_event, serve_prometheus
+from sessionledger.workers.metrics import describe_error, log_event, serve_prometheus
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,13 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
     sender = EvaluateSender(celery)
     with open_storage(settings) as storage:
         server = _serve_metrics(settings, storage) if settings.metrics_port else None
+        log_event(
+            log,
+            "relay started",
+            broker=hide_passwords(settings.broker_url or ""),
+            database=hide_passwords(settings.database_url),
+            metrics_port=settings.metrics_port,
+        )
         try:
             with storage.relay_positions.leadership(RELAY_NAME, stop) as leading:
                 if not leading:
@@ -130,7 +138,7 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
                     batch=settings.relay_batch,
                     gap_timeout=settings.relay_gap_timeout,
                 )
-                log_event(log, "relay started", offset=relay.offset)
+                log_event(log, "relay leading", offset=relay.offset)
                 relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop)
         finally:
             if server is not None:
@@ -156,7 +164,13 @@ def relay_forever(
                 sender.sweep()
                 next_sweep = time.monotonic() + sweep_every
         except Exception as error:
-            log_event(log, "relay round failed, retrying", logging.WARNING, error=repr(error), wait=backoff)
+            log_event(
+                log,
+                "relay round failed, retrying",
+                logging.WARNING,
+                error=describe_error(error),
+                wait=backoff,
+            )
             stop.wait(backoff)
             backoff = min(backoff * 2, 10.0)
             continue

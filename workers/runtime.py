@@ -51,8 +51,8 @@ class WorkerRuntime:
 
     @cached_property
     def metrics(self) -> Metrics:
-        """Counters stored on the first flush: a worker's main process counts dead letters, and
-        must not open the database before its pool's processes are forked."""
+        """Counters whose store opens with the first count: a worker's main process counts dead
+        letters, and must not open the database before its pool's processes are forked."""
         return Metrics(lambda: self.storage.counters)
 
     @cached_property

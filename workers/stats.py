@@ -13,6 +13,7 @@ from kombu.exceptions import KombuError
 from sessionledger.infrastructure.bootstrap import Storage
 from sessionledger.infrastructure.queue_names import QueueNames
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.workers.app import required_broker
 from sessionledger.workers.metrics import prometheus_text, read_counters
 from sessionledger.workers.relay import RELAY_NAME
 
@@ -40,7 +41,7 @@ class Stats:
 def collect_stats(settings: Settings, storage: Storage) -> Stats:
     return Stats(
         read_counters(storage.counters),
-        queue_depths(settings.broker_url, settings.queue_names),
+        queue_depths(required_broker(settings), settings.queue_names),
         storage.relay_positions.lag(RELAY_NAME),
     )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,10 +30,8 @@ from enum import StrEnum
 from itertools import groupby
 from typing import Any, NoReturn, TypeVar
 
-import sqlalchemy as sa
 from celery import Task, shared_task, signals
 from celery.exceptions import Ignore, Reject
-from celery.utils.time import get_exponential_backoff_interval
 from celery.worker import state as worker_state
 from sessionledger.domain.compaction import CompactionRequest
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
@@ -40,6 +39,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.ledger.driver import DATABASE_UNAVAILABLE
 from sessionledger.infrastructure.publisher import (
     PublisherIdentity,
     UndecodableEvent,
@@ -53,6 +53,7 @@ from sessionledger.infrastructure.queue_names import (
     SWEEP_TASK,
     partition_of,
 )
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers import metrics
 from sessionledger.workers.app import settings_of
 from sessionledger.workers.dlq import REPLAY_HEADER, DeadLetter, dead_letters, replay_refusal, route_of
@@ -63,9 +64,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError)
-"""Database errors that mean "not now" (connection lost, server restarting), not "never"."""
-
 
 class Redelivered(RuntimeError):
     """The broker delivered a message again because the worker running it was lost."""
@@ -75,7 +73,9 @@ class LedgerTask(Task):
     """Late ack; failures retried with exponential backoff up to `max_retries`, then dead-lettered.
 
     A message the broker redelivers (its worker died, the connection dropped) counts as a
-    retry too, so a message that kills its worker cannot loop forever.
+    retry too, so a message that kills its worker cannot loop forever. A database that cannot be
+    reached is not the work's fault: it is retried until the retries have surely waited
+    `database_retry_window` seconds (a failover), however many retries that takes.
     """
 
     acks_late = True
@@ -95,15 +95,12 @@ class LedgerTask(Task):
     def retry_later(self, error: Exception) -> NoReturn:
         settings = settings_of(self.app)
         retries = self.request.retries or 0
-        if retries >= settings.max_retries:
+        outage = isinstance(error, DATABASE_UNAVAILABLE)
+        outlasted = not outage or waited_at_least(settings, retries) >= settings.database_retry_window
+        if retries >= settings.max_retries and outlasted:
             self.give_up(f"{type(error).__name__}: {error} (gave up after {retries} retries)")
-        countdown = get_exponential_backoff_interval(
-            factor=settings.retry_backoff,
-            retries=retries,
-            maximum=settings.retry_backoff_max,
-            full_jitter=True,
-        )
-        raise self.retry(exc=error, countdown=countdown, max_retries=settings.max_retries)
+        # the decision is made above: Celery's own retry limit must not make it again
+        raise self.retry(exc=error, countdown=retry_delay(settings, retries, outage), max_retries=retries + 1)
 
     def give_up(self, reason: str) -> NoReturn:
         """Dead-letter the work and ack it; if even that fails, requeue it for later."""
@@ -117,6 +114,24 @@ class LedgerTask(Task):
 
     def dead_letter(self, reason: str) -> DeadLetter:
         return dead_letter_of(self, list(self.request.args or ()), dict(self.request.kwargs or {}), reason)
+
+
+def backoff(settings: Settings, retries: int) -> float:
+    """The longest wait before the retry that follows `retries` retries: doubling from
+    `retry_backoff`, capped at `retry_backoff_max`."""
+    return float(min(settings.retry_backoff * 2**retries, settings.retry_backoff_max))
+
+
+def retry_delay(settings: Settings, retries: int, outage: bool) -> float:
+    """Full jitter (anything up to the backoff) for the work's own failures; at least half the
+    backoff while the database is unreachable, so that the retries surely span the window."""
+    longest = backoff(settings, retries)
+    return random.uniform(longest / 2 if outage else 0.0, longest)
+
+
+def waited_at_least(settings: Settings, retries: int) -> float:
+    """How long `retries` retries of an unreachable database have surely waited, in seconds."""
+    return sum(backoff(settings, done) / 2 for done in range(retries))
 
 
 def dead_letter_of(task: Task, args: list[Any], kwargs: dict[str, Any], reason: str) -> DeadLetter:
@@ -197,9 +212,6 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
         chunk = decoded[start : start + settings.ingest_chunk]
         store_with_patience(service, chunk, report, deadline, replayed=replayed)
     send_poison(self, report)
-    runtime.metrics.add(metrics.EVENTS_INGESTED, report.stored)
-    runtime.metrics.add(metrics.DUPLICATES_SKIPPED, report.duplicates)
-    runtime.metrics.maybe_flush()
     if redelivered:
         runtime.storage.redeliveries.forget(self.request.id)
     rejected_count = sum(len(r) for r in report.poison.values())
@@ -220,7 +232,7 @@ def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     try:
         counter = runtime.storage.redeliveries
         deliveries = counter.count(task.request.id)
-    except _TRANSIENT:
+    except DATABASE_UNAVAILABLE:
         return  # the database is down: not the batch's fault (storing it waits for the database)
     limit = runtime.settings.max_retries
     if deliveries > limit:
@@ -284,7 +296,7 @@ def patiently(attempt: Callable[[], T], deadline: float) -> T:
     while True:
         try:
             return attempt()
-        except _TRANSIENT as error:
+        except DATABASE_UNAVAILABLE as error:
             stopping = worker_state.should_stop is not None or worker_state.should_terminate is not None
             if stopping or time.monotonic() + pause > deadline:
                 log_event(log, "database unavailable, batch requeued", logging.WARNING, error=str(error))
@@ -313,7 +325,8 @@ def store(service: SessionService, items: list[Decoded], report: IngestReport) -
     The service validates every event before storing any, so a run with an invalid event stores
     nothing and its halves are tried in order: per-session order is kept. Events sent by
     publishers of different identities (a replay of dead letters mixes them) are stored run by
-    run, in order, each run on behalf of its publisher's identity.
+    run, in order, each run on behalf of its publisher's identity. The transaction counts what it
+    stored (`metrics.INGEST_TALLY`).
     """
     if not items:
         return
@@ -324,7 +337,9 @@ def store(service: SessionService, items: list[Decoded], report: IngestReport) -
         return
     identity = items[0][2]
     try:
-        outcomes = service.ingest([event for _, event, _ in items], **identity.as_dict())
+        outcomes = service.ingest(
+            [event for _, event, _ in items], tally=metrics.INGEST_TALLY, **identity.as_dict()
+        )
     except ValueError as error:
         if len(items) == 1:
             line, event, _ = items[0]
@@ -378,10 +393,9 @@ def evaluate(self: LedgerTask, session_id: str) -> Outcome:
     except Exception as error:
         self.retry_later(error)
     runtime.metrics.add(metrics.EVALUATIONS)
-    runtime.metrics.maybe_flush()
     if decision is Outcome.COMPACT:
         compact.apply_async(args=[session_id])
-    log_event(log, "evaluated", logging.DEBUG, session_id=session_id, decision=decision)
+    log_event(log, "evaluated", session_id=session_id, decision=decision)
     return decision
 
 
@@ -429,10 +443,8 @@ def compact(self: LedgerTask, session_id: str) -> Outcome:
         runtime.metrics.add(metrics.COMPACTIONS_FAILED)
         if isinstance(error, ConcurrencyConflict):
             runtime.metrics.add(metrics.CONFLICTS_RETRIED)
-        runtime.metrics.flush()
         log_event(log, "compaction failed", logging.WARNING, session_id=session_id, error=repr(error))
         self.retry_later(error)
-    runtime.metrics.maybe_flush()
     if outcome is Outcome.COMPACTED:
         # appends made during the summarizer call were evaluated while the lease was held
         evaluate.apply_async(args=[session_id])
@@ -449,12 +461,11 @@ def run_compaction(runtime: WorkerRuntime, session_id: str) -> Outcome:
         service.fill_token_counts(session_id, runtime.token_counter)
     started = time.monotonic()
     try:
-        result = service.compact(session_id, policy.trigger, policy.strategy)
+        result = service.compact(session_id, policy.trigger, policy.strategy, tally=metrics.COMPACTION_TALLY)
     except SessionNotFound:
         return Outcome.GONE
     if not result.archived:
         return Outcome.NOTHING_TO_COMPACT
-    runtime.metrics.add(metrics.COMPACTIONS_RUN)
     log_event(
         log,
         "compacted",

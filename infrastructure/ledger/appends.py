@@ -18,11 +18,12 @@ from typing import Any
 import sqlalchemy as sa
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.ledger import Draft, event_bytes
-from sessionledger.domain.ports import AppendOutcome
+from sessionledger.domain.ports import AppendOutcome, Tally
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
 from sessionledger.domain.write_plans import BatchSession, LedgerHead, appended_event, batch_keys, plan_batch
 from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.counters import add_counts
 from sessionledger.infrastructure.ledger.driver import (
     DriverStatement,
     autocommit,
@@ -55,13 +56,14 @@ class Appends:
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._integrity_errors = integrity_errors(engine.dialect)
 
-    def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
-        """See `domain.ports.Ledger.append`: one transaction per call."""
-        if len(drafts) == 1:
+    def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
+        """See `domain.ports.Ledger.append`: one transaction per call (a counted event takes the
+        batch path, whose transaction also holds the counters)."""
+        if len(drafts) == 1 and tally is None:
             return [self._append_one(drafts[0])]
         if not drafts:
             return []
-        return self._append_batch(drafts)
+        return self._append_batch(drafts, tally)
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
         """Move the cached head and insert the row, atomically.
@@ -125,10 +127,11 @@ class Appends:
         with self._engine.connect() as conn:
             return conn.execute(statements.taken_event_ids([session_id], [event_id])).first() is not None
 
-    def _append_batch(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+    def _append_batch(self, drafts: Sequence[Draft], tally: Tally | None) -> list[AppendOutcome]:
         """Under the batch's session row locks (taken in id order: no deadlock between batches),
         the plan's rows in one multi-row INSERT, the heads in one executemany UPDATE, then the
-        app and user state merges."""
+        app and user state merges and, last (the counter rows are locked until the commit), the
+        tally's counters."""
         keys = batch_keys(drafts)
         with self._writer.begin() as conn:
             if self._postgres:
@@ -169,6 +172,8 @@ class Appends:
                     ],
                 )
                 self._state.merge_shared(conn, plan.app_states, plan.user_states)
+            if tally is not None:
+                add_counts(conn, tally.of_append(plan.outcomes))
         for sid, session in plan.sessions.items():
             self._heads.keep(sid, session.head)
         return plan.outcomes

@@ -11,22 +11,33 @@ from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
 from sessionledger.infrastructure.ledger.schema import worker_counters
 
 
+def add_counts(conn: sa.Connection, deltas: Mapping[str, int]) -> None:
+    """Add each non-zero delta to its total inside `conn`'s transaction: an upsert (no
+    read-modify-write race), in name order (two transactions never wait on each other's rows)."""
+    rows = [{"name": name, "value": delta} for name, delta in sorted(deltas.items()) if delta]
+    if not rows:
+        return
+    insert = upsert_insert(conn.engine, worker_counters)
+    conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=["name"], set_={"value": worker_counters.c.value + insert.excluded.value}
+        ),
+        rows,
+    )
+
+
 class SqlCounterStore:
-    """Totals in `worker_counters`, each delta added by an upsert (no read-modify-write race)."""
+    """Totals in `worker_counters`; the ledger adds to them too, in its own writes (`add_counts`)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
 
     def add(self, deltas: Mapping[str, int]) -> None:
-        if not deltas:
+        if not any(deltas.values()):
             return
-        insert = upsert_insert(self._engine, worker_counters)
-        statement = insert.on_conflict_do_update(
-            index_elements=["name"], set_={"value": worker_counters.c.value + insert.excluded.value}
-        )
         with self._writer.begin() as conn:
-            conn.execute(statement, [{"name": k, "value": v} for k, v in sorted(deltas.items())])
+            add_counts(conn, deltas)
 
     def totals(self) -> dict[str, int]:
         with self._engine.connect() as conn:
@@ -35,7 +46,8 @@ class SqlCounterStore:
 
 
 class MemoryCounterStore:
-    """Totals of the processes sharing one in-memory ledger (one process, then)."""
+    """Totals of the processes sharing one in-memory ledger (one process, then); that ledger adds
+    to them too, under its own lock."""
 
     def __init__(self) -> None:
         self._lock = Lock()

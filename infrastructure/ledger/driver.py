@@ -10,14 +10,26 @@ SQLAlchemy's own rows would (`row.position`), built once per row.
 
 from __future__ import annotations
 
+import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.compiler import SQLCompiler
+
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
+    sa.exc.OperationalError,
+    sa.exc.InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    sqlite3.OperationalError,
+)
+"""Errors that mean "not now" (connection refused or lost, server restarting or failing over,
+database locked), not "never": raised by SQLAlchemy or, for statements run on the driver, by the driver."""
 
 
 def integrity_errors(dialect: sa.Dialect) -> tuple[type[Exception], ...]:

@@ -28,7 +28,15 @@ from sessionledger.domain.ledger import (
     erasure_draft,
     window_stats,
 )
-from sessionledger.domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowHead, WindowStats
+from sessionledger.domain.ports import (
+    AppendOutcome,
+    TailRow,
+    Tally,
+    TokenCounter,
+    Window,
+    WindowHead,
+    WindowStats,
+)
 from sessionledger.domain.rewind import plan_rewind
 from sessionledger.domain.sessions import Session, merge_state, split_state_delta
 from sessionledger.domain.turns import format_event
@@ -39,6 +47,7 @@ from sessionledger.domain.write_plans import (
     plan_batch,
     plan_compaction,
 )
+from sessionledger.infrastructure.ledger.counters import MemoryCounterStore
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
@@ -85,9 +94,11 @@ class _SessionLog:
 
 
 class MemoryLedger:
-    """A fresh, empty in-memory ledger; thread-safe."""
+    """A fresh, empty in-memory ledger; thread-safe. `counters` are the workers' counters beside
+    it, which its writes add their tallies to under its lock."""
 
     def __init__(self) -> None:
+        self.counters = MemoryCounterStore()
         self._lock = RLock()
         self._sessions: dict[str, _SessionLog] = {}
         self._app_states: dict[str, dict[str, Any]] = {}
@@ -173,7 +184,7 @@ class MemoryLedger:
 
     # --- appends ----------------------------------------------------------------------------
 
-    def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
+    def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """See `domain.ports.Ledger.append`: `domain.write_plans.plan_batch`, under one lock."""
         keys = batch_keys(drafts)
         with self._lock:
@@ -186,6 +197,8 @@ class MemoryLedger:
                 log = logs[sid]
                 log.version, log.stats, log.state = session.head.version, session.stats, session.state
             self._merge_shared(plan.app_states, plan.user_states)
+            if tally is not None:
+                self.counters.add(tally.of_append(plan.outcomes))
         return plan.outcomes
 
     # --- reads ------------------------------------------------------------------------------
@@ -244,7 +257,9 @@ class MemoryLedger:
 
     # --- window changes ---------------------------------------------------------------------
 
-    def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
+    def apply_compaction(
+        self, read: Window, result: CompactionResult, source: str, tally: Tally | None = None
+    ) -> int | None:
         if not read.events:
             return None
         session_id = read.events[0].session_id
@@ -263,6 +278,8 @@ class MemoryLedger:
             log.version = plan.head.version
             log.epoch += 1
             log.stats = self._stats(log)
+            if tally is not None:
+                self.counters.add(tally.of_compaction())
             return log.version
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:

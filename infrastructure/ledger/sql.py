@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Draft, LedgerRecord
-from sessionledger.domain.ports import AppendOutcome, TailRow, TokenCounter, Window, WindowStats
+from sessionledger.domain.ports import AppendOutcome, TailRow, Tally, TokenCounter, Window, WindowStats
 from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure.ledger.appends import Appends
@@ -74,8 +74,8 @@ class SqlLedger:
         return self._sessions.expired_ids(now)
 
     # events
-    def append(self, drafts: Sequence[Draft]) -> list[AppendOutcome]:
-        return self._appends.append(drafts)
+    def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
+        return self._appends.append(drafts, tally)
 
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         return self._events.events(session_id, filter)
@@ -93,8 +93,10 @@ class SqlLedger:
         return self._window.fill_token_counts(session_id, counter)
 
     # window changes
-    def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
-        return self._changes.apply_compaction(read, result, source)
+    def apply_compaction(
+        self, read: Window, result: CompactionResult, source: str, tally: Tally | None = None
+    ) -> int | None:
+        return self._changes.apply_compaction(read, result, source, tally)
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
         return self._changes.apply_rewind(session_id, before_invocation_id)

@@ -18,10 +18,11 @@ import sqlalchemy as sa
 from sessionledger.domain.codec import event_from_payload
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.ledger import window_stats
-from sessionledger.domain.ports import Window, WindowStats
+from sessionledger.domain.ports import Tally, Window, WindowStats
 from sessionledger.domain.rewind import plan_rewind
 from sessionledger.domain.write_plans import LedgerHead, plan_compaction, require_new_event_ids
 from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.counters import add_counts
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of, integrity_errors, pipelined
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
@@ -68,11 +69,13 @@ class WindowChanges:
         self._compacted = DriverStatement(statements.COMPACTED, engine.dialect)
         self._integrity_errors = integrity_errors(engine.dialect)
 
-    def apply_compaction(self, read: Window, result: CompactionResult, source: str) -> int | None:
+    def apply_compaction(
+        self, read: Window, result: CompactionResult, source: str, tally: Tally | None = None
+    ) -> int | None:
         """Under the session row lock, if the window epoch is still the one read: the plan's
         events and record, the new prefix, and the head, base, epoch and stats in one UPDATE.
         The stats come from the plan, plus the window's tail read only when the version moved
-        since the read (something was appended meanwhile)."""
+        since the read (something was appended meanwhile). The tally's counters come last."""
         if not read.events:
             return None
         session_id = read.events[0].session_id
@@ -125,6 +128,8 @@ class WindowChanges:
                     )
                 if stats is None:
                     refresh_window_stats(conn, session_id)
+                if tally is not None:
+                    add_counts(conn, tally.of_compaction())
         except self._integrity_errors:
             self._require_new_event_ids(session_id, plan.new_event_ids)
             raise

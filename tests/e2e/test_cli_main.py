@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,50 @@ def test_demo_on_the_embedded_default_publishes_compacts_and_verifies(tmp_path: 
     verified = run("verify", "--json", "--database-url", f"sqlite:///{tmp_path / 'sessionledger.db'}")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert len(json.loads(verified.stdout)) == 24  # both runs' sessions, every chain and window intact
+
+
+def test_demo_says_what_it_will_do_fits_80_columns_and_ends_with_commands_that_work(tmp_path: Path) -> None:
+    """Started by a relative path, as `make demo` starts `.venv/bin/sessionledger`, in a terminal of 80."""
+    program = os.path.relpath(CLI, tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
+    env["COLUMNS"] = "80"
+    shown = subprocess.run(
+        [program, "demo", "--conversations", "15"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(map(len, lines)) <= 80, [line for line in lines if len(line) > 80]
+    start = next(i for i, line in enumerate(lines) if "publishing fire-and-forget" in line)
+    assert "publishing 15 ShareGPT conversations as user demo-user" in "\n".join(lines[:start])
+    (policy,) = [line for line in lines[:start] if line.startswith("policy: ")]
+    assert "4 turns" in policy and "3,000 tokens" in policy and "last 4 events" in policy
+
+    with open_service(f"sqlite:///{tmp_path / 'sessionledger.db'}") as service:
+        ids = [session.id for session in service.list_sessions("demo-user")]
+    assert len(ids) == 15
+    words = set(shown.stdout.split())
+    assert all(session_id in words for session_id in ids), "every session id printed whole"
+
+    commands = " ".join(
+        lines[next(i for i, line in enumerate(lines) if "Look at what it stored" in line) + 1 :]
+    )
+    commands = [shlex.split(command) for command in commands.replace(" \\ ", " ").split(f"  {program} ")[1:]]
+    assert [command[0] for command in commands] == ["sessions", "events", "timeline", "verify"]
+    for command in commands:  # run as printed, from where the demo ran, with no environment activated
+        assert command[-2:] == ["--database-url", "sqlite:///./sessionledger.db"]
+        ran = subprocess.run(
+            [program, *command, "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 0, (command, ran.stderr)
+    listed = subprocess.run(
+        [program, *commands[0], "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert sorted(s["id"] for s in json.loads(listed.stdout)) == sorted(ids)
 
 
 def test_sessions_and_events_show_a_users_data_only(tmp_path: Path) -> None:

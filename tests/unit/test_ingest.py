@@ -9,8 +9,11 @@ import pytest
 import sqlalchemy as sa
 from celery.exceptions import Reject
 from sessionledger.domain import SessionEvent, UserMessage
-from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure import Settings, open_service
+from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.publisher import encode_event
+from sessionledger.workers import metrics
+from sessionledger.workers.metrics import read_counters
 from sessionledger.workers.tasks import IngestReport, decode_lines, store, store_with_patience
 
 
@@ -43,6 +46,16 @@ def test_a_batch_is_stored_in_order_and_a_second_delivery_stores_nothing(service
     assert (again.stored, again.duplicates) == (0, 4)
     assert texts(service, a) == ["a1", "a2", "a3"] and texts(service, b) == ["b1"]
     assert service.event_version(a) == 3
+
+
+def test_the_ledger_write_of_a_batch_counts_what_it_stored_and_skipped():
+    with open_storage(Settings(database_url="memory://")) as storage:
+        session = storage.service.create_session("u").id
+        batch = lines_for(session, ["a1", "a2", "a3"])
+        ingest(storage.service, batch[:2])
+        ingest(storage.service, batch)
+        counted = read_counters(storage.counters)
+    assert (counted[metrics.EVENTS_INGESTED], counted[metrics.DUPLICATES_SKIPPED]) == (3, 2)
 
 
 def test_poison_events_are_rejected_alone_with_their_reason_and_the_rest_is_stored(service):
@@ -86,9 +99,9 @@ def test_an_invalid_event_costs_a_few_transactions_not_one_per_event(service):
     calls = []
     ingest_batch = service.ingest
 
-    def counting(events):
+    def counting(events, **options):
         calls.append(len(events))
-        return ingest_batch(events)
+        return ingest_batch(events, **options)
 
     service.ingest = counting
     batch = lines_for(session, [f"m{i}" for i in range(500)])
@@ -104,11 +117,11 @@ class Outage:
     def __init__(self, service, failing) -> None:
         self.service, self.failing, self.calls = service, failing, 0
 
-    def ingest(self, events):
+    def ingest(self, events, **options):
         self.calls += 1
         if self.calls in self.failing:
             raise sa.exc.OperationalError("INSERT", {}, ConnectionRefusedError("database restarting"))
-        return self.service.ingest(events)
+        return self.service.ingest(events, **options)
 
 
 def test_a_database_outage_is_waited_out_in_place_and_what_it_found_is_counted_once(service, monkeypatch):

@@ -8,10 +8,13 @@ import urllib.request
 
 import sqlalchemy as sa
 from sessionledger.infrastructure.ledger.counters import MemoryCounterStore
+from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import (
     JsonFormatter,
     Metrics,
+    TextFormatter,
+    describe_error,
     log_event,
     prometheus_text,
     read_counters,
@@ -19,18 +22,15 @@ from sessionledger.workers.metrics import (
 )
 
 
-def test_counters_of_several_processes_add_up_in_their_store():
+def test_counters_of_several_processes_add_up_in_their_store_as_they_count():
     store = MemoryCounterStore()
     first, second = Metrics(lambda: store), Metrics(lambda: store)
     first.add(metrics.EVENTS_INGESTED, 100)
     first.add(metrics.DUPLICATES_SKIPPED, 3)
     second.add(metrics.EVENTS_INGESTED, 50)
     second.add(metrics.COMPACTIONS_RUN)
-    assert read_counters(store)[metrics.EVENTS_INGESTED] == 0  # nothing flushed yet
-    first.flush()
-    second.flush()
+    assert read_counters(store)[metrics.EVENTS_INGESTED] == 150  # live: nothing waits for a flush
     first.add(metrics.EVENTS_INGESTED, 1)
-    first.flush()
     totals = read_counters(store)
     assert totals[metrics.EVENTS_INGESTED] == 151
     assert totals[metrics.DUPLICATES_SKIPPED] == 3 and totals[metrics.COMPACTIONS_RUN] == 1
@@ -38,7 +38,7 @@ def test_counters_of_several_processes_add_up_in_their_store():
     assert first.totals()[metrics.EVENTS_INGESTED] == 101
 
 
-def test_the_store_is_opened_only_to_add_something_and_a_failed_flush_keeps_its_deltas():
+def test_the_store_is_opened_only_to_add_something_and_what_it_refused_is_added_later():
     store, opened, failures = MemoryCounterStore(), [], [sa.exc.OperationalError("INSERT", {}, OSError())]
 
     class Flaky:
@@ -54,11 +54,9 @@ def test_the_store_is_opened_only_to_add_something_and_a_failed_flush_keeps_its_
     counted = Metrics(open_store)
     counted.flush()
     assert opened == []  # nothing to add: the store was never opened
-    counted.add(metrics.EVENTS_INGESTED, 2)
-    counted.flush()  # the store fails: the deltas are kept
+    counted.add(metrics.EVENTS_INGESTED, 2)  # the store fails: the delta is kept
     assert read_counters(store)[metrics.EVENTS_INGESTED] == 0
     counted.add(metrics.EVENTS_INGESTED, 1)
-    counted.flush()
     assert read_counters(store)[metrics.EVENTS_INGESTED] == 3
 
 
@@ -101,3 +99,23 @@ def test_log_event_attaches_fields(caplog):
     with caplog.at_level(logging.INFO, logger="t"):
         log_event(logging.getLogger("t"), "ingested", stored=3)
     assert caplog.records[0].fields == {"stored": 3}
+
+
+def test_no_log_line_shows_a_password_json_or_text():
+    assert hide_passwords("cannot reach postgresql+psycopg://u:PW@h:notaport/db") == (
+        "cannot reach postgresql+psycopg://u:***@h:notaport/db"
+    )
+    assert (
+        hide_passwords("mysql://u:PW@h/db, then mysql://u:PW@h/db")
+        == "mysql://u:***@h/db, then mysql://u:***@h/db"
+    )
+    assert hide_passwords("redis://:PW@h:6379/0 user@example.com") == "redis://:***@h:6379/0 user@example.com"
+    error = ConnectionError("connection to amqp://guest:PW@broker:5672// refused")
+    assert describe_error(error) == "ConnectionError: connection to amqp://guest:***@broker:5672// refused"
+    record = logging.LogRecord("relay", logging.WARNING, __file__, 1, "round failed", None, None)
+    record.fields = {"error": str(error), "wait": 0.5}
+    assert "PW" not in JsonFormatter().format(record)
+    text = TextFormatter().format(record)
+    assert "PW" not in text and text.endswith(
+        "round failed error=connection to amqp://guest:***@broker:5672// refused wait=0.5"
+    )

@@ -6,6 +6,7 @@ import json
 import uuid
 
 import pytest
+import sqlalchemy as sa
 from celery.exceptions import Ignore, Retry
 from kombu import Connection
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
@@ -104,3 +105,40 @@ def test_an_ingest_message_that_is_not_a_batch_is_dead_lettered(celery):
 
 def test_compacting_a_session_that_does_not_exist_does_nothing(celery):
     assert call(celery.tasks[COMPACT_TASK], "no-such-session") == "gone"
+
+
+class Unreachable:
+    """A storage whose database refuses every connection (a failover in progress)."""
+
+    def __getattr__(self, name: str):
+        raise sa.exc.OperationalError("connect", {}, ConnectionRefusedError("the database is failing over"))
+
+
+def test_an_unreachable_database_is_retried_past_max_retries_until_the_window_is_spanned(celery):
+    """max_retries=2 and retry_backoff=3 s: the retries surely wait 1.5, 3, 6, 12, 24, 48, 96 s,
+    so the default 180 s window takes 7 of them before the task is dead-lettered."""
+    runtime_of(celery).__dict__["storage"] = Unreachable()
+    task, names = celery.tasks[COMPACT_TASK], celery.sessionledger_settings.queue_names
+    for retries in (2, 6):
+        with pytest.raises(Retry) as retried:
+            call(task, "session-1", retries=retries)
+        (again,) = queued(celery, names.compact)
+        assert again.headers["retries"] == retries + 1
+        longest = min(3 * 2**retries, 600)
+        assert longest / 2 <= retried.value.when <= longest  # waits at least half the backoff
+    assert list_dead(MEMORY, names) == []
+    with pytest.raises(Ignore):
+        call(task, "session-1", retries=7)
+    (letter,) = list_dead(MEMORY, names)
+    assert letter.reason.startswith("OperationalError") and "gave up after 7 retries" in letter.reason
+
+
+def test_the_work_s_own_failures_still_stop_at_max_retries(celery):
+    task = celery.tasks[COMPACT_TASK]
+    runtime = runtime_of(celery)
+    runtime.__dict__["policies"] = None  # compacting then fails with an AttributeError: a bug, not an outage
+    runtime.service.create_session("u", session_id="session-1")
+    with pytest.raises(Ignore):
+        call(task, "session-1", retries=2)
+    (letter,) = list_dead(MEMORY, celery.sessionledger_settings.queue_names)
+    assert letter.reason.startswith("AttributeError") and "gave up after 2 retries" in letter.reason

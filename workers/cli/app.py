@@ -107,7 +107,7 @@ def emit_json(data: Any) -> None:
 
 def settings_for(database_url: str | None, broker_url: str | None = None) -> Settings:
     """The command's settings: its options over the environment (invalid ones are exit status 2)."""
-    overrides = {"database_url": database_url, "broker_url": broker_url}
+    overrides: dict[str, Any] = {"database_url": database_url, "broker_url": broker_url}
     settings = Settings(**{name: value for name, value in overrides.items() if value is not None})
     _command_settings.set(settings)
     return settings

@@ -2,12 +2,17 @@
 
 Real ShareGPT conversations are published fire-and-forget through the same pipeline production
 runs (publisher -> ingest -> ledger -> relay -> evaluate -> compact), here in one process on
-SQLite; then every session's ledger, window, summaries and tokens are shown.
+SQLite; then every session's ledger, window, summaries and tokens are shown, and the commands
+that look at what it stored. It says first what it will do, and fits an 80-column terminal.
 """
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -28,6 +33,7 @@ from sessionledger.domain import EventFilter, SessionEvent, format_event
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.redaction import hide_passwords
+from sessionledger.infrastructure.settings import MEMORY_URL
 from sessionledger.infrastructure.sharegpt import conversations
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.infrastructure.tokens import count_chat_tokens
@@ -47,13 +53,17 @@ from sessionledger.workers.policy import load_policies
 
 DEMO_APP = "sharegpt-demo"
 DEMO_USER = "demo-user"
+MAX_TURNS, MAX_TOKENS, KEPT = 4, 3000, 4
 DEMO_POLICY = f"""
 [apps.{DEMO_APP}]
-trigger = {{ type = "any_of", triggers = [ {{ type = "turns", max_turns = 4 }},
-                                           {{ type = "tokens", threshold = 3000 }} ] }}
-strategy = {{ type = "recursive", max_events_to_keep = 4, overlap_size = 1 }}
+trigger = {{ type = "any_of", triggers = [ {{ type = "turns", max_turns = {MAX_TURNS} }},
+                                           {{ type = "tokens", threshold = {MAX_TOKENS} }} ] }}
+strategy = {{ type = "recursive", max_events_to_keep = {KEPT}, overlap_size = 1 }}
 """
-"""Compact early so that a short demo shows it: past 4 turns or 3,000 tokens, keep the last 4 events."""
+"""Compact early so that a short demo shows it."""
+POLICY_IN_ONE_LINE = (
+    f"past {MAX_TURNS} turns or {MAX_TOKENS:,} tokens, all but the last {KEPT} events are summarized"
+)
 
 
 @dataclass(frozen=True)
@@ -89,9 +99,10 @@ def demo(
     run = uuid4().hex[:8]
     quiet = as_json
     if not quiet:
-        console.print(
-            f"ledger: [bold]{_describe(url)}[/]   summarizer: [bold]{_describe_summarizer(summarizer)}[/]"
-        )
+        console.print(f"ledger: [bold]{escape(_describe(url))}[/]")
+        console.print(f"summarizer: [bold]{_describe_summarizer(summarizer)}[/]")
+        console.print(f"publishing {count:,} ShareGPT conversations as user {DEMO_USER}, app {DEMO_APP}")
+        console.print(f"policy: {POLICY_IN_ONE_LINE}")
     started = time.perf_counter()
     with open_storage(settings) as storage, EmbeddedPipeline(storage, policies=policies) as pipeline:
         service = pipeline.service
@@ -157,27 +168,7 @@ def _show(
     elapsed: float,
     url: str,
 ) -> None:
-    table = Table(title="sessions (largest 15)", show_footer=True)
-    before = sum(r.tokens_before for r in reports)
-    after = sum(r.tokens_after for r in reports)
-    table.add_column("session", footer=f"{len(reports)} sessions", no_wrap=True)
-    table.add_column("events", justify="right", footer=str(sum(r.events for r in reports)))
-    table.add_column("in window", justify="right", footer=str(sum(r.window for r in reports)))
-    table.add_column("summaries", justify="right", footer=str(sum(r.summaries for r in reports)))
-    table.add_column("tokens before", justify="right", footer=f"{before:,}")
-    table.add_column("tokens after", justify="right", footer=f"{after:,}")
-    table.add_column("saved", justify="right", footer=f"{1 - after / before:.0%}" if before else "-")
-    for report in sorted(reports, key=lambda r: r.tokens_before, reverse=True)[:15]:
-        table.add_row(
-            report.session_id,
-            str(report.events),
-            str(report.window),
-            str(report.summaries),
-            f"{report.tokens_before:,}",
-            f"{report.tokens_after:,}",
-            f"{report.saved:.0%}",
-        )
-    console.print(table)
+    console.print(_sessions_table(reports, console.width))
     compacted = max(reports, key=lambda r: (r.summaries, r.tokens_before))
     window = Table(
         "#", "", "event", title=f"active window of {compacted.session_id} (what the model sees next)"
@@ -193,9 +184,90 @@ def _show(
     console.print(
         f"{total:,} events published in {published_in * 1000:.0f} ms "
         f"({total / published_in:,.0f} events/s, without waiting for the ledger); all stored and "
-        f"compacted {elapsed:.1f} s after the start. Audit it: "
-        f"[bold]sessionledger verify --database-url {url}[/]"
+        f"compacted {elapsed:.1f} s after the start."
     )
+    _show_next_steps(url, compacted.session_id)
+
+
+def _sessions_table(reports: list[SessionReport], width: int) -> Table:
+    """The largest sessions, each column exactly as wide as its widest value and header (or, when
+    that is wider than `width`, its widest value and header word), so rich never has to shorten
+    a session id to make the table fit."""
+    before = sum(r.tokens_before for r in reports)
+    after = sum(r.tokens_after for r in reports)
+    largest = sorted(reports, key=lambda r: r.tokens_before, reverse=True)[:15]
+    columns = {
+        "session": ([r.session_id for r in largest], f"{len(reports)} sessions"),
+        "events": ([str(r.events) for r in largest], str(sum(r.events for r in reports))),
+        "in window": ([str(r.window) for r in largest], str(sum(r.window for r in reports))),
+        "summaries": ([str(r.summaries) for r in largest], str(sum(r.summaries for r in reports))),
+        "tokens before": ([f"{r.tokens_before:,}" for r in largest], f"{before:,}"),
+        "tokens after": ([f"{r.tokens_after:,}" for r in largest], f"{after:,}"),
+        "saved": ([f"{r.saved:.0%}" for r in largest], f"{1 - after / before:.0%}" if before else "-"),
+    }
+    values = {header: max(len(footer), *map(len, cells)) for header, (cells, footer) in columns.items()}
+    widths = {header: max(value, len(header)) for header, value in values.items()}
+    between = 3 * (len(columns) - 1)  # the table below: no edges, a space on each side of a separator
+    if sum(widths.values()) + between > width:
+        widths = {header: max(value, *map(len, header.split())) for header, value in values.items()}
+    table = Table(title="sessions (largest 15)", show_footer=True, show_edge=False, pad_edge=False)
+    for header, (_, footer) in columns.items():
+        session = header == "session"
+        table.add_column(
+            header,
+            footer=footer,
+            width=widths[header],
+            no_wrap=session,
+            justify="left" if session else "right",
+        )
+    for row in zip(*(cells for cells, _ in columns.values()), strict=True):
+        table.add_row(*row)
+    return table
+
+
+def _show_next_steps(url: str, session_id: str) -> None:
+    """The commands that look at what the demo stored, ready to paste (no activated environment needed)."""
+    if url == MEMORY_URL:
+        console.print("The ledger was in memory: nothing of it is left to look at.")
+        return
+    database = "--database-url " + shlex.quote(hide_passwords(url))
+    commands = [
+        ["sessions", "--user", DEMO_USER, database],
+        ["events", session_id, "--all", database],
+        ["timeline", session_id, database],
+        ["verify", database],
+    ]
+    console.print(f"\nLook at what it stored (user {DEMO_USER}):")
+    for words in commands:
+        for line in shell_lines([*program(), *words], console.width):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def program() -> list[str]:
+    """How to run this command again from here: its name when that is what the PATH finds, else
+    the path it was started with (`.venv/bin/sessionledger` after `make demo`), else this
+    interpreter's `-m sessionledger`."""
+    started = Path(sys.argv[0])
+    if started.name != "sessionledger" or not started.exists():
+        return [shlex.quote(sys.executable), "-m", "sessionledger"]
+    found = shutil.which(started.name)
+    if found is not None and Path(found).resolve() == started.resolve():
+        return [started.name]
+    return [shlex.quote(str(started))]
+
+
+def shell_lines(words: Sequence[str], width: int, indent: str = "  ") -> list[str]:
+    """`words` (each already quoted for the shell) as a command of lines no wider than `width`,
+    each but the last continued with a backslash; a word is never cut, even when wider."""
+    lines: list[str] = []
+    line = indent + words[0]
+    for word in words[1:]:
+        if len(line) + 1 + len(word) + len(" \\") <= width:
+            line += " " + word
+        else:
+            lines.append(line + " \\")
+            line = indent * 3 + word
+    return [*lines, line]
 
 
 def _as_json(
@@ -228,5 +300,5 @@ def _describe(url: str) -> str:
 def _describe_summarizer(summarizer: object) -> str:
     name = type(summarizer).__name__
     if name == "ExtractiveSummarizer":
-        return "offline extractive (set OPENAI_BASE_URL or OPENAI_API_KEY for an LLM)"
+        return "offline extractive (an LLM with OPENAI_BASE_URL or OPENAI_API_KEY)"
     return f"{name} ({getattr(summarizer, 'model', '?')} at {getattr(summarizer, 'base_url', '?')})"
