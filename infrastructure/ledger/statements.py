@@ -181,17 +181,23 @@ APPEND_ROW = (
 """`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
 
-BATCH_HEADS = (
-    sessions.update()
-    .where(sessions.c.id == SID)
-    .values(
-        version=sa.bindparam("new_version", type_=sa.BigInteger),
-        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
-        head_hash=sa.bindparam("new_hash", type_=sa.Text),
-        state=sa.bindparam("new_state", type_=sessions.c.state.type),
-        **{name: sa.bindparam(f"new_{name}", type_=sessions.c[name].type) for name in STATS},
+
+def _moved_head(**values: Any) -> sa.Update:
+    """The session row's new head (version, position, hash) and window stats, with `values`."""
+    return (
+        sessions.update()
+        .where(sessions.c.id == SID)
+        .values(
+            version=sa.bindparam("new_version", type_=sa.BigInteger),
+            head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+            head_hash=sa.bindparam("new_hash", type_=sa.Text),
+            **{name: sa.bindparam(f"new_{name}", type_=sessions.c[name].type) for name in STATS},
+            **values,
+        )
     )
-)
+
+
+BATCH_HEADS = _moved_head(state=sa.bindparam("new_state", type_=sessions.c.state.type))
 """A batch's new head, session state and window stats of one session (run as an executemany)."""
 
 
@@ -258,17 +264,8 @@ TAIL_AFTER = (
 
 CLEAR_PREFIX = window_slots.delete().where(window_slots.c.session_id == SID, IN_PREFIX)
 INSERT_SLOT = window_slots.insert()
-COMPACTED = (
-    sessions.update()
-    .where(sessions.c.id == SID)
-    .values(
-        version=sa.bindparam("new_version", type_=sa.BigInteger),
-        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
-        head_hash=sa.bindparam("new_hash", type_=sa.Text),
-        window_base=sa.bindparam("new_base", type_=sa.BigInteger),
-        window_epoch=sessions.c.window_epoch + ONE,
-        **{name: sa.bindparam(f"new_{name}", type_=sessions.c[name].type) for name in STATS},
-    )
+COMPACTED = _moved_head(
+    window_base=sa.bindparam("new_base", type_=sa.BigInteger), window_epoch=sessions.c.window_epoch + ONE
 )
 """A compaction's new head, window base, epoch and window stats."""
 
