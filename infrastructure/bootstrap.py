@@ -84,7 +84,10 @@ def open_storage(settings: Settings) -> Storage:
 def open_engine(settings: Settings) -> sa.Engine:
     """An engine on the database the settings name, its schema brought up to date."""
     engine = create_ledger_engine(
-        settings.database_url, pool_size=settings.pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+        settings.database_url,
+        pool_size=settings.pool_size,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        statement_timeout=settings.statement_timeout,
     )
     try:
         upgrade(engine)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
 from sessionledger.infrastructure.ledger.schema import loads
+from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -32,25 +34,35 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def create_ledger_engine(url: str, *, pool_size: int = 5, busy_timeout_ms: int = 30_000) -> sa.Engine:
+def create_ledger_engine(
+    url: str, *, pool_size: int = 5, busy_timeout_ms: int = 30_000, statement_timeout: float = 30.0
+) -> sa.Engine:
+    """An engine whose every statement is cancelled after `statement_timeout` seconds, so that no
+    single request (a search over huge payloads, say) can exhaust the database server or the process."""
     url = normalize_url(url)
     backend = sa.make_url(url).get_backend_name()
     if backend == "postgresql":
         engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
         _check_idle_connections(engine)
-        event.listen(engine, "connect", _configure_postgres)
+        event.listen(engine, "connect", partial(_configure_postgres, statement_timeout))
         return engine
     if backend == "sqlite":
-        return _sqlite_engine(url, busy_timeout_ms)
+        return _sqlite_engine(url, busy_timeout_ms, statement_timeout)
     raise ValueError(f"unsupported database URL {url!r}: use postgresql+psycopg://, sqlite:/// or memory://")
 
 
-def _configure_postgres(connection: Any, _record: Any) -> None:
-    """orjson for `json` values, and UTC as the session time zone: timestamps then arrive in
-    the zone the ledger keeps (no per-value conversion from the server's zone on big reads)."""
+def _configure_postgres(statement_timeout: float, connection: Any, _record: Any) -> None:
+    """orjson for `json` values, UTC as the session time zone (timestamps then arrive in the zone
+    the ledger keeps: no per-value conversion from the server's zone on big reads), and the
+    statement timeout (a session setting: a URL's own `options` stay as they are)."""
     set_json_loads(loads, connection)
-    connection.execute("SET TIME ZONE 'UTC'")
+    connection.execute(f"SET TIME ZONE 'UTC'; SET statement_timeout = {_milliseconds(statement_timeout)}")
     connection.commit()
+
+
+def _milliseconds(seconds: float) -> int:
+    """PostgreSQL's unit for `statement_timeout`; at least 1 (0 would mean no timeout at all)."""
+    return max(1, round(seconds * 1000))
 
 
 PING_AFTER_IDLE_SECONDS = 1.0
@@ -82,22 +94,29 @@ def _check_idle_connections(engine: sa.Engine) -> None:
             raise sa.exc.DisconnectionError("connection lost while idle in the pool")
 
 
-def _sqlite_engine(url: str, busy_timeout_ms: int) -> sa.Engine:
-    """WAL (readers never block the writer), a busy timeout, and BEGIN IMMEDIATE for writes.
+def _sqlite_engine(url: str, busy_timeout_ms: int, statement_timeout: float) -> sa.Engine:
+    """WAL (readers never block the writer), a busy timeout, BEGIN IMMEDIATE for writes, and a
+    statement timeout (`sqlite_timeout.py`).
 
     IMMEDIATE takes the write lock when the transaction starts, so two writers queue on the busy
     timeout instead of both reading and then failing to upgrade ("database is locked").
     """
     engine = sa.create_engine(
-        url, connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
+        url,
+        connect_args={
+            "check_same_thread": False,
+            "timeout": busy_timeout_ms / 1000,
+            "factory": TimedConnection,
+        },
     )
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+    def _on_connect(dbapi_connection: TimedConnection, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         dbapi_connection.create_function("lower", 1, _lower, deterministic=True)
         dbapi_connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         _use_wal(dbapi_connection, busy_timeout_ms)
+        dbapi_connection.limit_statements(statement_timeout)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
