@@ -1,5 +1,7 @@
-"""`python -m bench [MODULE ...]`: the `bench_*` modules of this package (all by default), one
-table each; a whole run is also written to results/latest.md, a chosen module to results/<module>.md."""
+"""`python -m bench [MODULE ...]`: the benchmarks of this package (all by default), a table each.
+
+A whole run is also written to results/latest.md, a module chosen by name to results/<module>.md.
+"""
 
 from __future__ import annotations
 

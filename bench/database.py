@@ -1,5 +1,4 @@
-"""A fresh PostgreSQL database per benchmark run, dropped however the run ends (an error, Ctrl-C
-or SIGTERM), as tests/conftest.py drops its own."""
+"""A fresh PostgreSQL database per benchmark run, dropped however the run ends (error, Ctrl-C, SIGTERM)."""
 
 from __future__ import annotations
 

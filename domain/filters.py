@@ -21,7 +21,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import MessageType
 
 MAX_KEYWORDS = 20
-"""The most terms one `keywords` filter takes (as many as an agent's recall search does)."""
+"""The most terms one `keywords` filter takes: plenty for a search, few enough to bound its cost."""
 MAX_KEYWORD_LENGTH = 200
 """The longest `keyword`, or term of `keywords`, in characters."""
 PATTERN_TIMEOUT = 1.0

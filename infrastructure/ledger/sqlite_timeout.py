@@ -1,10 +1,10 @@
-"""SQLite has no statement timeout: a connection class gives it one, so that no single statement
-holds an embedded ledger's process longer than PostgreSQL's `statement_timeout` would.
+"""SQLite has no statement timeout: this connection class gives it one, like PostgreSQL's.
 
-Each statement starts a clock when it is executed; a progress handler, called every few thousand
+Each statement starts a clock when it is executed; a progress handler, called every thousand
 virtual-machine steps, interrupts the statement once its clock passes the timeout (SQLite then
-rolls the statement back). The interruption is raised as `sqlite3.OperationalError`, the class
-PostgreSQL's cancelled statement also has, with a message that names the timeout.
+rolls the statement back). SQLite runs a statement as its rows are read, so the clock runs until
+the last one is. The interruption is an `sqlite3.OperationalError`, as a cancelled PostgreSQL
+statement is a psycopg `OperationalError`, with a message that names the timeout.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 PROGRESS_STEPS = 1000
-"""Virtual-machine steps between two looks at the clock (a few microseconds of work each)."""
+"""Virtual-machine steps between two looks at the clock (some microseconds of work)."""
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -54,7 +54,7 @@ class TimedCursor(sqlite3.Cursor):
         self.connection.start_clock()  # type: ignore[attr-defined]  # always a TimedConnection's
         return super().executemany(sql, parameters)
 
-    # SQLite runs a statement as its rows are read, so reading them can be interrupted too
+    # reading rows runs the statement further, so it can be interrupted too
     fetchone = _explained(sqlite3.Cursor.fetchone)
     fetchmany = _explained(sqlite3.Cursor.fetchmany)
     fetchall = _explained(sqlite3.Cursor.fetchall)
