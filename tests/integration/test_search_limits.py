@@ -4,6 +4,7 @@ regular expression is searched under a time limit, and every statement under a t
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 
@@ -17,6 +18,7 @@ from sessionledger.infrastructure.bootstrap import open_engine
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.driver import DriverStatement
 from sessionledger.infrastructure.ledger.events import EventReads
+from sessionledger.infrastructure.ledger.migrate import ADVISORY_LOCK_KEY
 from sessionledger.infrastructure.ledger.schema import ledger
 from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
 
@@ -152,6 +154,26 @@ def test_a_postgresql_statement_past_the_timeout_is_cancelled_and_the_service_st
         assert time.monotonic() - started < 5
         locker.rollback()
         assert texts(service.get_events(session_id, EventFilter(keyword="hello"))) == ["hello"]
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(120)
+def test_a_schema_upgrade_is_exempt_from_the_statement_timeout(pg_url: str) -> None:
+    """Opening waits for another process's upgrade (its advisory lock) however long it takes."""
+    plain_url = pg_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(plain_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
+        release = threading.Timer(
+            1.5, holder.execute, ("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+        )
+        release.start()
+        try:
+            started = time.monotonic()
+            with open_service(pg_url, statement_timeout=0.2) as service:
+                assert time.monotonic() - started > 1
+                assert service.create_session("u").user_id == "u"
+        finally:
+            release.join()
 
 
 @pytest.mark.timeout(120)
