@@ -34,7 +34,7 @@ from sessionledger.infrastructure.publisher import task_message
 from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
 
 from bench import payloads, raw, report
-from bench.database import fresh_postgres
+from bench.database import fresh_postgres, uninterrupted
 from bench.report import Row
 
 BROKER_URL = os.environ.get("SESSIONLEDGER_BENCH_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
@@ -101,15 +101,16 @@ def deployment(url: str) -> Iterator[tuple[QueueNames, object]]:
     try:
         yield names, start_ingest
     finally:
-        for process in started:
-            _stop(process)
-        with Connection(BROKER_URL) as connection:
-            channel = connection.channel()
-            for queue in names.all_queues():
-                channel.queue_delete(queue.name)
-            for exchange in (names.prefix, names.dead):
-                channel.exchange_delete(exchange)
-        logs.cleanup()
+        with uninterrupted():
+            for process in started:
+                _stop(process)
+            with Connection(BROKER_URL) as connection:
+                channel = connection.channel()
+                for queue in names.all_queues():
+                    channel.queue_delete(queue.name)
+                for exchange in (names.prefix, names.dead):
+                    channel.exchange_delete(exchange)
+            logs.cleanup()
 
 
 def _publish_cost(names: QueueNames) -> Row:

@@ -1,11 +1,14 @@
-"""A fresh PostgreSQL database per benchmark run, dropped afterwards (as tests/conftest.py does)."""
+"""A fresh PostgreSQL database per benchmark run, dropped however the run ends (error, Ctrl-C, SIGTERM)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 import psycopg
 
@@ -16,10 +19,44 @@ ADMIN_URL = os.environ.get("SESSIONLEDGER_BENCH_PG", "postgresql://postgres@127.
 def fresh_postgres(prefix: str = "sl_bench") -> Iterator[str]:
     """Yields the new database's libpq URL (`postgresql://...`; `open_service` accepts it as is)."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    with terminate_as_exit():
+        try:
+            with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            yield f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+        finally:
+            with uninterrupted(), psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """SIGTERM raises `SystemExit` in the main thread, as Ctrl-C raises `KeyboardInterrupt`, so the
+    run's `finally` blocks (its database, bench_queue's workers and queues) still run; by default
+    SIGTERM ends the process at once and leaves them behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit)
     try:
-        yield f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+        yield
     finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Neither Ctrl-C nor SIGTERM stops a cleanup halfway (a second Ctrl-C is a common reflex)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _exit(number: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + number)

@@ -2,6 +2,8 @@
 
 Per-event criteria (`matches`) come first, then `last_n`, then paging (`apply_window`). Every
 backend must give the same answer; `select` is the reference implementation the memory backend uses.
+Search is bounded so that no filter can exhaust a database or the calling process: a few terms of
+a bounded length, and a regular expression searched under a time limit.
 """
 
 from __future__ import annotations
@@ -11,11 +13,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, ClassVar
 
+import regex
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ids import check_id
 from sessionledger.domain.messages import MessageType
+
+MAX_KEYWORDS = 20
+"""The most terms one `keywords` filter takes: plenty for a search, few enough to bound its cost."""
+MAX_KEYWORD_LENGTH = 200
+"""The longest `keyword`, or term of `keywords`, in characters."""
+PATTERN_TIMEOUT = 1.0
+"""Seconds one `pattern` search of one event's text may take; longer is a `ValueError`."""
 
 
 class MatchMode(StrEnum):
@@ -85,7 +96,11 @@ class EventFilter:
         if keyword is not None:
             if not isinstance(keyword, str):
                 raise ValueError("keyword must be a string")
-            keyword = None if _blank(keyword) else _without_nul(keyword, "keyword").lower()
+            keyword = (
+                None
+                if _blank(keyword)
+                else _bounded_term(_without_nul(keyword, "keyword"), "keyword").lower()
+            )
         set_(self, "keyword", keyword)
 
         keywords = _terms(self.keywords)
@@ -209,7 +224,7 @@ class EventFilter:
             found = (term in lowered for term in self.keywords)
             if not (all(found) if self.match_mode is MatchMode.ALL else any(found)):
                 return False
-        if self.pattern is not None and (text is None or self.pattern.search(text) is None):
+        if self.pattern is not None and (text is None or not _found(self.pattern, text)):
             return False
         return self.branch is None or branch_visible(event.branch, self.branch)
 
@@ -251,8 +266,16 @@ def _terms(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
         if term is not None and not isinstance(term, str):
             raise ValueError("keywords must be strings")
         if term is not None and not _blank(term):
-            terms.append(_without_nul(term, "keywords").lower())
+            terms.append(_bounded_term(_without_nul(term, "keywords"), "a keyword").lower())
+    if len(terms) > MAX_KEYWORDS:
+        raise ValueError(f"keywords takes at most {MAX_KEYWORDS} terms, got {len(terms)}")
     return tuple(terms) or None
+
+
+def _bounded_term(term: str, name: str) -> str:
+    if len(term) > MAX_KEYWORD_LENGTH:
+        raise ValueError(f"{name} is at most {MAX_KEYWORD_LENGTH} characters long, got {len(term)}")
+    return term
 
 
 def _compiled(value: str | re.Pattern[str]) -> re.Pattern[str]:
@@ -264,3 +287,34 @@ def _compiled(value: str | re.Pattern[str]) -> re.Pattern[str]:
     if not isinstance(value, re.Pattern):
         raise ValueError("pattern must be a string or a compiled re.Pattern")
     return value
+
+
+_REGEX_FLAGS = {
+    re.IGNORECASE: regex.IGNORECASE,
+    re.MULTILINE: regex.MULTILINE,
+    re.DOTALL: regex.DOTALL,
+    re.VERBOSE: regex.VERBOSE,
+    re.ASCII: regex.ASCII,
+}
+"""The `re` flags a pattern can carry, as the `regex` package spells them (two differ in value)."""
+
+
+@lru_cache(maxsize=64)
+def _timed(source: str, flags: int) -> regex.Pattern[str]:
+    """The `re` pattern compiled by the `regex` package, the same syntax, which can stop a search."""
+    try:
+        return regex.compile(source, sum(ours for theirs, ours in _REGEX_FLAGS.items() if flags & theirs))
+    except regex.error as error:
+        raise ValueError(f"pattern {source!r} is not a valid regular expression: {error}") from None
+
+
+def _found(pattern: re.Pattern[str], text: str) -> bool:
+    """`pattern.search(text)` within `PATTERN_TIMEOUT`: a pattern that backtracks catastrophically
+    (`(a|aa)+$` on a long run of a's) would otherwise hold the calling process at full CPU for hours."""
+    try:
+        return _timed(pattern.pattern, pattern.flags).search(text, timeout=PATTERN_TIMEOUT) is not None
+    except TimeoutError:
+        raise ValueError(
+            f"pattern {pattern.pattern!r} took longer than {PATTERN_TIMEOUT:g} s on one event's text "
+            "(it backtracks catastrophically); write it without nested repetition"
+        ) from None

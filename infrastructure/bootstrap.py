@@ -101,6 +101,7 @@ def open_engine(settings: Settings, *, create: bool = True) -> sa.Engine:
         pool_size=settings.pool_size,
         busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         read_only=not create,
+        statement_timeout=settings.statement_timeout,
     )
     try:
         if create:

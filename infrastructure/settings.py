@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     """How often `compact()` re-reads after losing a window race before `ConcurrencyConflict`."""
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     pool_size: int = Field(default=5, gt=0)
+    statement_timeout: float = Field(default=30.0, gt=0)
+    """Seconds any one database statement may run before it is cancelled (PostgreSQL's
+    `statement_timeout`; a progress handler on SQLite), so no single request exhausts the database."""
 
     # --- tokens, summaries and policies ---------------------------------------------------------
     model: str = DEFAULT_MODEL

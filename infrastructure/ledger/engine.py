@@ -13,6 +13,7 @@ from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
 from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.schema import loads
+from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
 from sessionledger.infrastructure.redaction import hide_passwords
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
@@ -60,30 +61,43 @@ def ledger_url(url: str) -> sa.URL:
 
 
 def create_ledger_engine(
-    url: str, *, pool_size: int = 5, busy_timeout_ms: int = 30_000, read_only: bool = False
+    url: str,
+    *,
+    pool_size: int = 5,
+    busy_timeout_ms: int = 30_000,
+    statement_timeout: float = 30.0,
+    read_only: bool = False,
 ) -> sa.Engine:
     """An engine on the ledger's database; `ValueError` naming what is wrong with the URL.
 
-    `read_only`: every transaction is read-only, so a reader cannot change the database even by
-    mistake (the caller checks that there is a database to read: connecting creates a SQLite file).
+    Every statement is cancelled after `statement_timeout` seconds, so that no single request (a
+    search over huge payloads, say) can exhaust the database server or the process. `read_only`:
+    every transaction is read-only, so a reader cannot change the database even by mistake (the
+    caller checks that there is a database to read: connecting creates a SQLite file).
     """
     parsed = ledger_url(url)
     if parsed.get_backend_name() == "postgresql":
         engine = sa.create_engine(parsed, pool_size=pool_size, max_overflow=pool_size * 2)
         _check_idle_connections(engine)
-        event.listen(engine, "connect", partial(_configure_postgres, read_only))
+        event.listen(engine, "connect", partial(_configure_postgres, statement_timeout, read_only))
         return engine
-    return _sqlite_engine(parsed, busy_timeout_ms, read_only)
+    return _sqlite_engine(parsed, busy_timeout_ms, statement_timeout, read_only)
 
 
-def _configure_postgres(read_only: bool, connection: Any, _record: Any) -> None:
-    """orjson for `json` values, and UTC as the session time zone: timestamps then arrive in
-    the zone the ledger keeps (no per-value conversion from the server's zone on big reads)."""
+def _configure_postgres(statement_timeout: float, read_only: bool, connection: Any, _record: Any) -> None:
+    """orjson for `json` values, UTC as the session time zone (timestamps then arrive in the zone
+    the ledger keeps: no per-value conversion from the server's zone on big reads), and the
+    statement timeout (a session setting: a URL's own `options` stay as they are)."""
     set_json_loads(loads, connection)
-    connection.execute("SET TIME ZONE 'UTC'")
+    connection.execute(f"SET TIME ZONE 'UTC'; SET statement_timeout = {_milliseconds(statement_timeout)}")
     if read_only:
         connection.execute("SET default_transaction_read_only = on")
     connection.commit()
+
+
+def _milliseconds(seconds: float) -> int:
+    """PostgreSQL's unit for `statement_timeout`; at least 1 (0 would mean no timeout at all)."""
+    return max(1, round(seconds * 1000))
 
 
 PING_AFTER_IDLE_SECONDS = 1.0
@@ -115,8 +129,9 @@ def _check_idle_connections(engine: sa.Engine) -> None:
             raise sa.exc.DisconnectionError("connection lost while idle in the pool")
 
 
-def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, read_only: bool) -> sa.Engine:
-    """WAL (readers never block the writer), a busy timeout, and BEGIN IMMEDIATE for writes.
+def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, statement_timeout: float, read_only: bool) -> sa.Engine:
+    """WAL (readers never block the writer), a busy timeout, BEGIN IMMEDIATE for writes, and a
+    statement timeout (`sqlite_timeout.py`).
 
     IMMEDIATE takes the write lock when the transaction starts, so two writers queue on the busy
     timeout instead of both reading and then failing to upgrade ("database is locked"). A reader
@@ -126,11 +141,16 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, read_only: bool) -> sa.Eng
     if not read_only and not folder.is_dir():
         raise ValueError(f"cannot create the SQLite ledger {url.database}: no directory {folder}")
     engine = sa.create_engine(
-        url, connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
+        url,
+        connect_args={
+            "check_same_thread": False,
+            "timeout": busy_timeout_ms / 1000,
+            "factory": TimedConnection,
+        },
     )
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+    def _on_connect(dbapi_connection: TimedConnection, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         dbapi_connection.create_function("lower", 1, _lower, deterministic=True)
         dbapi_connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
@@ -138,6 +158,7 @@ def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, read_only: bool) -> sa.Eng
             dbapi_connection.execute("PRAGMA query_only = ON")
         else:
             _use_wal(dbapi_connection, busy_timeout_ms)
+        dbapi_connection.limit_statements(statement_timeout)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:

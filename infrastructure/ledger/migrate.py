@@ -45,6 +45,8 @@ def upgrade(engine: sa.Engine) -> None:
             return
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
+            # a schema change is no request: neither it nor the wait for another process's may time out
+            connection.execute(sa.text("SET LOCAL statement_timeout = 0"))
             connection.execute(sa.select(sa.func.pg_advisory_lock(ADVISORY_LOCK_KEY)))
             try:
                 _upgrade_on(connection)

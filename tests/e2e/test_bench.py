@@ -1,0 +1,93 @@
+"""`python -m bench`: help without a run, one module by name, and an interrupted run that leaves no
+database behind (bench/__main__.py, bench/database.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import PG_ADMIN_URL
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench_databases() -> set[str]:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'sl\\_bench\\_%'").fetchall()
+    return {name for (name,) in rows}
+
+
+def drop(names: set[str]) -> None:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def bench(*arguments: str, **options) -> subprocess.Popen:
+    env = {**os.environ, "SESSIONLEDGER_BENCH_PG": PG_ADMIN_URL}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench", *arguments],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,
+    )
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen]]:
+    """The benchmark processes a test starts: never left running, nor their databases."""
+    before = bench_databases()
+    processes: list[subprocess.Popen] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    drop(bench_databases() - before)
+
+
+def test_help_prints_usage_and_runs_nothing(started) -> None:
+    before = bench_databases()
+    started.append(process := bench("--help"))
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert out.startswith("usage: python -m bench") and "bench_ledger" in out and "bench_queue" in out
+    assert bench_databases() == before
+
+
+def test_an_unknown_module_is_a_usage_error(started) -> None:
+    started.append(process := bench("bench_nothing"))
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "no benchmark named bench_nothing; there are bench_audit" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_benchmark_drops_its_database(started, number) -> None:
+    before = bench_databases()
+    started.append(process := bench("bench_ledger"))
+    deadline = time.monotonic() + 120
+    while not (created := bench_databases() - before):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the benchmark never created its database"
+        time.sleep(0.2)
+    time.sleep(2)  # well into the run: the service open, appends under way
+    assert process.poll() is None
+    process.send_signal(number)
+    process.communicate(timeout=120)
+    assert process.returncode != 0
+    assert bench_databases() & created == set()
