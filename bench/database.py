@@ -13,10 +13,12 @@ from types import FrameType
 import psycopg
 
 ADMIN_URL = os.environ.get("SESSIONLEDGER_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PREFIX = os.environ.get("SESSIONLEDGER_BENCH_DB_PREFIX", "sl_bench")
+"""The names of the databases a run creates start with it (a test gives its runs their own)."""
 
 
 @contextmanager
-def fresh_postgres(prefix: str = "sl_bench") -> Iterator[str]:
+def fresh_postgres(prefix: str = PREFIX) -> Iterator[str]:
     """Yields the new database's libpq URL (`postgresql://...`; `open_service` accepts it as is)."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with terminate_as_exit():

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +20,15 @@ from tests.conftest import PG_ADMIN_URL
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
+PREFIX = f"sl_bench_test_{uuid.uuid4().hex[:8]}"
+"""This test's benchmark runs name their databases with it, so it never touches another run's."""
 
 
 def bench_databases() -> set[str]:
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'sl\\_bench\\_%'").fetchall()
+        rows = conn.execute(
+            "SELECT datname FROM pg_database WHERE starts_with(datname, %s)", [f"{PREFIX}_"]
+        ).fetchall()
     return {name for (name,) in rows}
 
 
@@ -34,7 +39,7 @@ def drop(names: set[str]) -> None:
 
 
 def bench(*arguments: str, **options) -> subprocess.Popen:
-    env = {**os.environ, "SESSIONLEDGER_BENCH_PG": PG_ADMIN_URL}
+    env = {**os.environ, "SESSIONLEDGER_BENCH_PG": PG_ADMIN_URL, "SESSIONLEDGER_BENCH_DB_PREFIX": PREFIX}
     return subprocess.Popen(
         [sys.executable, "-m", "bench", *arguments],
         cwd=ROOT,
