@@ -134,15 +134,17 @@ class EmbeddedPipeline:
 
     def busy(self) -> bool:
         """Whether anything is still on its way: buffered, queued, running, or not yet relayed."""
+        if self.publisher is None or self._relay is None:
+            raise RuntimeError("the pipeline is not started")
         names = self.settings.queue_names
         queued = sum(
             MemoryChannel.queues[q].qsize()
             for q in [*(q.name for q in names.ingest_queues()), names.evaluate, names.compact]
             if q in MemoryChannel.queues
         )
-        relay_behind = bool(self.service.ledger.tail(self._relay.offset, 1))  # type: ignore[union-attr]
+        relay_behind = bool(self.service.ledger.tail(self._relay.offset, 1))
         return bool(
-            self.publisher.pending  # type: ignore[union-attr]
+            self.publisher.pending
             or queued
             or worker_state.active_requests
             or worker_state.reserved_requests

@@ -62,8 +62,8 @@ class DriverStatement:
             processor = bind.type._cached_bind_processor(dialect)
             if processor is not None:
                 self._processors[name] = processor
-        # a type made at run time, one per statement: mypy cannot follow it (hence the ignore)
-        self.row_type = namedtuple("Row", [column.keyname for column in result_columns])  # type: ignore[misc]
+        # a type made at run time, one per statement, which mypy cannot follow
+        self.row_type = namedtuple("Row", [column.keyname for column in result_columns])  # type: ignore[misc]  # see above
         self._converters = [
             (index, processor)
             for index, column in enumerate(result_columns)
