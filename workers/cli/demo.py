@@ -34,8 +34,6 @@ from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import MEMORY_URL
-from sessionledger.infrastructure.sharegpt import conversations
-from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.infrastructure.tokens import count_chat_tokens
 from sessionledger.workers.cli.app import (
     AsJson,
@@ -48,7 +46,6 @@ from sessionledger.workers.cli.app import (
     fail,
     settings_for,
 )
-from sessionledger.workers.embedded import EmbeddedPipeline
 from sessionledger.workers.policy import load_policies
 
 DEMO_APP = "sharegpt-demo"
@@ -88,6 +85,12 @@ def demo(
     as_json: AsJson = False,
 ) -> None:
     """Publish real conversations, compact them in the background, and show the result."""
+    # imported here, not with the module: every command registers this one, and the openai
+    # client, Celery's worker and the data set would add a second to each command's start
+    from sessionledger.infrastructure.sharegpt import conversations
+    from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
+    from sessionledger.workers.embedded import EmbeddedPipeline
+
     if count <= 0:
         fail("--conversations must be greater than 0")
     if broker_url:
