@@ -46,8 +46,8 @@ def test_workers_and_relay_log_their_start_where_they_connected_and_each_batch(d
         assert publisher.flush(timeout=30)
     wait_for(lambda: said(deployment, "tasks", "evaluated"), 60, "the session evaluated")
 
-    broker = "amqp://guest:**@127.0.0.1:5672//"
-    database = deployment.database_url.replace(PASSWORD, "**")
+    broker = "amqp://guest:***@127.0.0.1:5672//"
+    database = deployment.database_url.replace(PASSWORD, "***")
     for name in ("ingest", "tasks"):
         (started,) = said(deployment, name, "worker started")
         assert (started["broker"], started["database"]) == (broker, database)
