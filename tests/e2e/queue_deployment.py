@@ -124,6 +124,8 @@ def remove_queues(broker_url: str, names: QueueNames) -> None:
         keys = [key for pattern in patterns for key in client.scan_iter(pattern)]
         if keys:
             client.delete(*keys)
+        if not any(client.scan_iter("_kombu.binding.*")):  # kombu's expiry book of bindings, all gone now
+            client.delete("_kombu.binding_deadlines")
         return
     with Connection(broker_url) as connection:
         channel = connection.channel()

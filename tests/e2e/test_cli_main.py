@@ -7,11 +7,14 @@ import os
 import shlex
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from kombu import Connection
 from sessionledger.domain import AssistantMessage, UserMessage
 from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.queue_names import QueueNames
 
 from tests.e2e.queue_deployment import RABBITMQ_URL
 
@@ -19,9 +22,12 @@ CLI = str(Path(sys.executable).with_name("sessionledger"))
 RABBITMQ = RABBITMQ_URL
 
 
-def run(*args: str, cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path | None = None, timeout: float = 240, **settings: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
     env["COLUMNS"] = "200"
+    env.update({f"SESSIONLEDGER_{name.upper()}": value for name, value in settings.items()})
     return subprocess.run([CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -127,9 +133,16 @@ def test_stats_and_dead_letter_listing_answer_for_a_deployment(tmp_path: Path) -
     prometheus = run("stats", "--prometheus", "--database-url", url, "--broker-url", RABBITMQ)
     assert "# TYPE sessionledger_" in prometheus.stdout
 
-    letters = run("dlq", "list", "--json", "--database-url", url, "--broker-url", RABBITMQ)
-    assert letters.returncode == 0, letters.stderr
-    assert isinstance(json.loads(letters.stdout), list)
+    prefix = f"sl-cli-{uuid.uuid4().hex[:8]}"  # listing declares the dead-letter queue: a queue of its own
+    try:
+        letters = run(
+            "dlq", "list", "--json", "--database-url", url, "--broker-url", RABBITMQ, queue_prefix=prefix
+        )
+        assert letters.returncode == 0, letters.stderr
+        assert isinstance(json.loads(letters.stdout), list)
+    finally:
+        with Connection(RABBITMQ) as connection:
+            QueueNames(prefix, 1).dead_queue(connection.channel()).delete()
 
     bad_role = run("worker", "--role", "nope", "--database-url", url, "--broker-url", RABBITMQ)
     assert bad_role.returncode == 2 and "unknown role" in bad_role.stderr
