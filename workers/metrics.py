@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import sqlalchemy as sa
 from sessionledger.domain.ports import CounterStore, Tally
+from sessionledger.infrastructure.ledger.driver import DATABASE_UNAVAILABLE
 from sessionledger.infrastructure.redaction import hide_passwords
 
 EVENTS_INGESTED = "events_ingested"
@@ -90,7 +90,7 @@ class Metrics:
             return
         try:
             self._store().add(deltas)
-        except sa.exc.SQLAlchemyError:
+        except DATABASE_UNAVAILABLE:
             logging.getLogger(__name__).warning("could not store counters, keeping them", exc_info=True)
             with self._lock:
                 self._pending.update(deltas)
