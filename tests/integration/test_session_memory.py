@@ -150,10 +150,10 @@ def test_another_users_session_is_refused_and_nothing_changes(service):
 )
 def test_bad_input_is_a_value_error_and_stores_nothing(service, call, message):
     service.create_session("someone", session_id=(cid := unique("c")))
-    memory = SessionMemory(service)
+    memory = SessionMemory(service, default_user_id=(nobody := unique("nobody")))
     with pytest.raises(ValueError, match=message):
         call(memory)
-    assert service.list_sessions("default-user") == []
+    assert service.list_sessions(nobody) == []
     assert service.get_events(cid) == []
 
 
