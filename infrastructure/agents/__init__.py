@@ -1,0 +1,19 @@
+"""What an agent's code touches: chat memory, its repositories and advisors around one model call."""
+
+from sessionledger.infrastructure.agents.chat_memory import (
+    ChatMemory,
+    ChatMemoryRepository,
+    MessageWindowChatMemory,
+)
+from sessionledger.infrastructure.agents.chat_repositories import (
+    InMemoryChatMemoryRepository,
+    LedgerChatMemoryRepository,
+)
+
+__all__ = [
+    "ChatMemory",
+    "ChatMemoryRepository",
+    "InMemoryChatMemoryRepository",
+    "LedgerChatMemoryRepository",
+    "MessageWindowChatMemory",
+]
