@@ -197,16 +197,17 @@ class LedgerSessionService(BaseSessionService):
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
             return event
-        self._apply_temp_state(session, event)
-        event = self._trim_temp_delta_state(event)
         key = ledger_session_id(session.app_name, session.user_id, session.id)
         rewind_to = event.actions.rewind_before_invocation_id if event.actions else None
-        record = to_ledger(event, key)
+        record = to_ledger(_without_temp(event), key)
         if rewind_to is not None:  # the ledger's rewind sets the state; the event only marks it
             record = replace(record, state_delta={})
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             marker = await self._service.run(lambda service: _write(service, session, key, record, rewind_to))
+        # as google-adk's services: the caller's objects change only once the event is stored
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
         if marker is None:  # this very event was stored before: an idempotent redelivery
             return event
         self._commit_event_to_session(session, event)
@@ -223,6 +224,15 @@ class LedgerSessionService(BaseSessionService):
         if stored is not None:
             temp = {k: v for k, v in session.state.items() if k.startswith(State.TEMP_PREFIX)}
             session.state = {**thaw(stored.state), **temp}
+
+
+def _without_temp(event: Event) -> Event:
+    """The event as stored: without its `temp:` keys (the caller's event is trimmed once stored)."""
+    delta = event.actions.state_delta if event.actions else None
+    if not delta or not any(key.startswith(State.TEMP_PREFIX) for key in delta):
+        return event
+    kept = {k: v for k, v in delta.items() if not k.startswith(State.TEMP_PREFIX)}
+    return event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": kept})})
 
 
 def _write(
