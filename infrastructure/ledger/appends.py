@@ -6,7 +6,8 @@ statement (`statements.APPEND_ROW`), on SQLite two in one transaction; an append
 delta also updates state rows, in a Core transaction around the same driver statements. A batch
 runs on a Core `Connection`: one transaction per hundreds of events, with lists of ids expanded
 into `IN`, so SQLAlchemy's cost is paid once per batch, and its rows are planned by
-`domain.write_plans.plan_batch` as the memory ledger's are.
+`domain.write_plans.plan_batch` as the memory ledger's are; the rows go in through the driver in
+one round trip (`driver.BulkInsert`: COPY on PostgreSQL, executemany on SQLite).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sessionledger.domain.write_plans import BatchSession, LedgerHead, appended_
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.counters import add_counts
 from sessionledger.infrastructure.ledger.driver import (
+    BulkInsert,
     DriverStatement,
     autocommit,
     driver_of,
@@ -34,7 +36,7 @@ from sessionledger.infrastructure.ledger.driver import (
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
-from sessionledger.infrastructure.ledger.schema import sessions
+from sessionledger.infrastructure.ledger.schema import ledger, sessions
 from sessionledger.infrastructure.ledger.state import StateScopes
 
 MAX_HEAD_RACES = 1000
@@ -52,6 +54,7 @@ class Appends:
         self._state = state
         self._move_head = DriverStatement(statements.MOVE_HEAD, engine.dialect)
         self._insert_row = DriverStatement(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
+        self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._integrity_errors = integrity_errors(engine.dialect)
@@ -129,7 +132,7 @@ class Appends:
 
     def _append_batch(self, drafts: Sequence[Draft], tally: Tally | None) -> list[AppendOutcome]:
         """Under the batch's session row locks (taken in id order: no deadlock between batches),
-        the plan's rows in one multi-row INSERT, the heads in one executemany UPDATE, then the
+        the plan's rows in one COPY (SQLite: executemany), the heads in one executemany UPDATE, then the
         app and user state merges and, last (the counter rows are locked until the commit), the
         tally's counters."""
         keys = batch_keys(drafts)
@@ -153,8 +156,8 @@ class Appends:
             taken = conn.execute(statements.taken_event_ids(list(live), sorted({eid for _, eid in keys})))
             plan = plan_batch(drafts, live, {(row.session_id, row.event_id) for row in taken})
             if plan.appended:
-                conn.execute(
-                    statements.INSERT_ROW,
+                self._bulk_rows.write(
+                    driver_of(conn.connection),
                     [ledger_row(record, draft.text, now) for record, draft in plan.appended],
                 )
                 conn.execute(

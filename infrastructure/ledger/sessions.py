@@ -1,7 +1,8 @@
 """Sessions: their creation (new, or restored from records made elsewhere), reads, deletion and
 expiry. SQLAlchemy Core on a `Connection` (one statement or one short transaction per call),
 but for `get_session` on the driver (`driver.py`): the service reads the session at every
-compaction attempt and every owner check, one row where SQLAlchemy's layer is most of the cost.
+compaction attempt and every owner check, one row where SQLAlchemy's layer is most of the cost;
+and a restored session's records go in as a batch's do (`driver.BulkInsert`: COPY on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session, split_state_delta
 from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import DriverStatement, autocommit, driver_of
+from sessionledger.infrastructure.ledger.driver import BulkInsert, DriverStatement, autocommit, driver_of
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
@@ -35,6 +36,7 @@ class Sessions:
         self._heads = heads
         self._state = state
         self._prefix = prefix
+        self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
         self._session = DriverStatement(
             statements.SESSIONS.where(sessions.c.id == statements.SID), engine.dialect
         )
@@ -73,7 +75,7 @@ class Sessions:
                         }
                     )
                 )
-                conn.execute(statements.INSERT_ROW, rows)
+                self._bulk_rows.write(driver_of(conn.connection), rows)
                 self._prefix.replace(
                     driver_of(conn.connection),
                     session.id,
