@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, cast
 
+import orjson
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
@@ -142,7 +143,7 @@ class LedgerSession:
             return []
         window = EventFilter(exclude_archived=True, last_n=limit if limit is not None and limit > 0 else None)
         events = await self._service.get_events(self.session_id, window, user_id=self.user_id)
-        return cast("list[TResponseInputItem]", [event_item(event) for event in events])
+        return cast("list[TResponseInputItem]", [event_item(event, orjson.loads) for event in events])
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order, in one ledger transaction (creating the session first)."""
@@ -166,7 +167,7 @@ class LedgerSession:
         result = await self._window_change(PopItem())
         if result is None or not result.archived:
             return None
-        return cast(TResponseInputItem, event_item(result.archived[-1]))
+        return cast(TResponseInputItem, event_item(result.archived[-1], orjson.loads))
 
     async def clear_session(self) -> None:
         """Empty the window (the ledger keeps the items, and the record that they were cleared)."""
