@@ -50,14 +50,21 @@ class SessionMemory:
         strategy: Strategy | None = None,
         history: Literal["messages", "facts"] = "messages",
         idempotent_ids: bool = False,
+        branch: str | None = None,
+        history_selector: MessageFilter | None = None,
     ) -> None:
+        """`branch` puts the events it stores on that branch (a sub-agent's), and reads that branch's
+        view unless `event_filter` names another; Spring's advisor writes no branch (its PR #33).
+        `history_selector` is applied to the history read (Sentinel's read selectors, such as
+        `domain.memory.remove_unpaired_tool_calls`); by default the history is used as read."""
         if service is None:
             raise ValueError("service must not be None")
         _require_text(default_user_id, "default_user_id")
         if event_filter is not None and not isinstance(event_filter, EventFilter):
             raise ValueError("event_filter must be an EventFilter")
-        if message_filter is not None and not callable(message_filter):
-            raise ValueError("message_filter must be callable")
+        for name, function in (("message_filter", message_filter), ("history_selector", history_selector)):
+            if function is not None and not callable(function):
+                raise ValueError(f"{name} must be callable")
         if (trigger is None) != (strategy is None):
             raise ValueError("trigger and strategy must be set together: set both or neither")
         if history not in ("messages", "facts"):
@@ -65,6 +72,10 @@ class SessionMemory:
         self._service = service
         self._default_user_id = default_user_id
         self._event_filter = EventFilter.all() if event_filter is None else event_filter
+        if branch is not None:
+            self._event_filter = EventFilter.for_branch(branch).merge(self._event_filter)
+        self._branch = branch
+        self._history_selector = history_selector
         self._message_filter = skip_empty_messages if message_filter is None else message_filter
         self._trigger = trigger
         self._strategy = strategy
@@ -97,6 +108,8 @@ class SessionMemory:
         self._session_for(conversation_id, user_id)
         search = self._event_filter if event_filter is None else self._event_filter.merge(event_filter)
         events = self._service.get_events(conversation_id, search.merge(EventFilter.active()))
+        if self._history_selector is not None:
+            events = self._history_selector(events)
         if self._facts:
             history = [event.message for event in events if not event.is_synthetic]
         else:
@@ -145,7 +158,12 @@ class SessionMemory:
         With `user_id`, another user's session refuses the whole batch (`ValueError`, nothing stored).
         """
         events = [
-            SessionEvent(session_id=conversation_id, message=message, **self._id_of(conversation_id, message))
+            SessionEvent(
+                session_id=conversation_id,
+                message=message,
+                branch=self._branch,
+                **self._id_of(conversation_id, message),
+            )
             for message in messages
         ]
         kept = self._message_filter(events)
