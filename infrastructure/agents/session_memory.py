@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import MAX_ID_LENGTH
@@ -155,7 +156,7 @@ class SessionMemory:
     def _store(self, conversation_id: str, messages: Sequence[Message], user_id: str | None = None) -> bool:
         """Append what `message_filter` keeps, in one transaction; whether there was anything.
 
-        With `user_id`, another user's session refuses the whole batch (`ValueError`, nothing stored).
+        With `user_id`, another user's session refuses them all (`ValueError`, nothing stored).
         """
         events = [
             SessionEvent(
@@ -169,6 +170,12 @@ class SessionMemory:
         kept = self._message_filter(events)
         if not kept:
             return False
+        if len(kept) == 1:  # the single-event path is the ledger's quickest
+            try:
+                self._service.append_event(kept[0], user_id=user_id)
+            except SessionNotFound:
+                raise ValueError(f"Session '{conversation_id}' not found: before() creates it") from None
+            return True
         outcomes = self._service.ingest(kept, user_id=user_id)
         if AppendOutcome.NO_SESSION in outcomes:
             raise ValueError(f"Session '{conversation_id}' not found: before() creates it")
