@@ -83,10 +83,6 @@ class SessionMemory:
         self._facts = history == "facts"
         self._idempotent = idempotent_ids
 
-    @property
-    def service(self) -> SessionService:
-        return self._service
-
     def before(
         self,
         conversation_id: str,
@@ -137,21 +133,19 @@ class SessionMemory:
         if self._trigger is not None and self._strategy is not None:
             self._service.compact(conversation_id, self._trigger, self._strategy)
 
-    def _session_for(self, conversation_id: str, user_id: str | None) -> Session:
+    def _session_for(self, conversation_id: str, user_id: str | None) -> None:
         """Spring's find-or-create, with the access check when the caller names a user."""
         session = self._service.get_session(conversation_id)
         if session is None:
             try:
-                return self._service.create_session(
-                    user_id or self._default_user_id, session_id=conversation_id
-                )
+                self._service.create_session(user_id or self._default_user_id, session_id=conversation_id)
+                return
             except ValueError:
                 session = self._service.get_session(conversation_id)  # created meanwhile?
                 if session is None:
                     raise
         if user_id is not None:
             _check_owner(session, user_id)
-        return session
 
     def _store(self, conversation_id: str, messages: Sequence[Message], user_id: str | None = None) -> bool:
         """Append what `message_filter` keeps, in one transaction; whether there was anything.
