@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import MAX_ID_LENGTH
@@ -50,14 +51,21 @@ class SessionMemory:
         strategy: Strategy | None = None,
         history: Literal["messages", "facts"] = "messages",
         idempotent_ids: bool = False,
+        branch: str | None = None,
+        history_selector: MessageFilter | None = None,
     ) -> None:
+        """`branch` puts the events it stores on that branch (a sub-agent's), and reads that branch's
+        view unless `event_filter` names another; Spring's advisor writes no branch (its PR #33).
+        `history_selector` is applied to the history read (Sentinel's read selectors, such as
+        `domain.memory.remove_unpaired_tool_calls`); by default the history is used as read."""
         if service is None:
             raise ValueError("service must not be None")
         _require_text(default_user_id, "default_user_id")
         if event_filter is not None and not isinstance(event_filter, EventFilter):
             raise ValueError("event_filter must be an EventFilter")
-        if message_filter is not None and not callable(message_filter):
-            raise ValueError("message_filter must be callable")
+        for name, function in (("message_filter", message_filter), ("history_selector", history_selector)):
+            if function is not None and not callable(function):
+                raise ValueError(f"{name} must be callable")
         if (trigger is None) != (strategy is None):
             raise ValueError("trigger and strategy must be set together: set both or neither")
         if history not in ("messages", "facts"):
@@ -65,15 +73,15 @@ class SessionMemory:
         self._service = service
         self._default_user_id = default_user_id
         self._event_filter = EventFilter.all() if event_filter is None else event_filter
+        if branch is not None:
+            self._event_filter = EventFilter.for_branch(branch).merge(self._event_filter)
+        self._branch = branch
+        self._history_selector = history_selector
         self._message_filter = skip_empty_messages if message_filter is None else message_filter
         self._trigger = trigger
         self._strategy = strategy
         self._facts = history == "facts"
         self._idempotent = idempotent_ids
-
-    @property
-    def service(self) -> SessionService:
-        return self._service
 
     def before(
         self,
@@ -97,6 +105,8 @@ class SessionMemory:
         self._session_for(conversation_id, user_id)
         search = self._event_filter if event_filter is None else self._event_filter.merge(event_filter)
         events = self._service.get_events(conversation_id, search.merge(EventFilter.active()))
+        if self._history_selector is not None:
+            events = self._history_selector(events)
         if self._facts:
             history = [event.message for event in events if not event.is_synthetic]
         else:
@@ -123,34 +133,43 @@ class SessionMemory:
         if self._trigger is not None and self._strategy is not None:
             self._service.compact(conversation_id, self._trigger, self._strategy)
 
-    def _session_for(self, conversation_id: str, user_id: str | None) -> Session:
+    def _session_for(self, conversation_id: str, user_id: str | None) -> None:
         """Spring's find-or-create, with the access check when the caller names a user."""
         session = self._service.get_session(conversation_id)
         if session is None:
             try:
-                return self._service.create_session(
-                    user_id or self._default_user_id, session_id=conversation_id
-                )
+                self._service.create_session(user_id or self._default_user_id, session_id=conversation_id)
+                return
             except ValueError:
                 session = self._service.get_session(conversation_id)  # created meanwhile?
                 if session is None:
                     raise
         if user_id is not None:
             _check_owner(session, user_id)
-        return session
 
     def _store(self, conversation_id: str, messages: Sequence[Message], user_id: str | None = None) -> bool:
         """Append what `message_filter` keeps, in one transaction; whether there was anything.
 
-        With `user_id`, another user's session refuses the whole batch (`ValueError`, nothing stored).
+        With `user_id`, another user's session refuses them all (`ValueError`, nothing stored).
         """
         events = [
-            SessionEvent(session_id=conversation_id, message=message, **self._id_of(conversation_id, message))
+            SessionEvent(
+                session_id=conversation_id,
+                message=message,
+                branch=self._branch,
+                **self._id_of(conversation_id, message),
+            )
             for message in messages
         ]
         kept = self._message_filter(events)
         if not kept:
             return False
+        if len(kept) == 1:  # the single-event path is the ledger's quickest
+            try:
+                self._service.append_event(kept[0], user_id=user_id)
+            except SessionNotFound:
+                raise ValueError(f"Session '{conversation_id}' not found: before() creates it") from None
+            return True
         outcomes = self._service.ingest(kept, user_id=user_id)
         if AppendOutcome.NO_SESSION in outcomes:
             raise ValueError(f"Session '{conversation_id}' not found: before() creates it")

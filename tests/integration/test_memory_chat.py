@@ -258,3 +258,15 @@ def test_a_stream_the_caller_abandons_stores_nothing_of_it(service, client, fake
     next(chunks)
     chunks.close()
     assert stored(service, cid) == [UserMessage("go")]
+
+
+def test_a_streamed_reply_with_two_calls_is_put_back_together(service, client, fake_openai):
+    cid, user = unique("c"), unique("u")
+    cross = ("call_2", "cross_session_search", json.dumps({"innerThought": "t", "query": "tea, coffee"}))
+    fake_openai.enqueue(Reply.calling(SEARCH_TEA, cross, content="Let me check."), Reply.text("Done."))
+    list(chat(service, client).complete(cid, [UserMessage("tea or coffee?")], user_id=user, stream=True))
+    call = stored(service, cid)[1]
+    assert call.text == "Let me check."
+    assert [(c.id, c.name, c.arguments) for c in call.tool_calls] == [SEARCH_TEA, cross]
+    assert [r.id for r in stored(service, cid)[2].tool_responses] == ["call_1", "call_2"]
+    assert_paired(service, cid)

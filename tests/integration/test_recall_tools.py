@@ -141,8 +141,8 @@ def test_cross_session_bad_arguments_are_value_errors(service, kwargs, message):
         RecallTools(service).cross_session_search("  ", "x")
 
 
-def test_definitions_are_openai_function_tools():
-    definitions = RecallTools.__new__(RecallTools).definitions()
+def test_definitions_are_openai_function_tools(service):
+    definitions = RecallTools(service).definitions()
     by_name = {d["function"]["name"]: d for d in definitions}
     assert set(by_name) == {"conversation_search", "cross_session_search"}
     assert all(d["type"] == "function" for d in definitions)

@@ -18,7 +18,7 @@ from sessionledger.domain import (
     UserMessage,
 )
 from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
-from sessionledger.domain.memory import drop_system_prompts
+from sessionledger.domain.memory import drop_system_prompts, remove_unpaired_tool_calls
 from sessionledger.domain.prompting import FACTS_INTRO
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import Advisor, SessionMemory, idempotent_event_id
@@ -246,3 +246,20 @@ def test_without_trigger_and_strategy_nothing_is_compacted(service):
         memory.before(cid, [UserMessage(f"q{turn}")], user_id=user)
         memory.after(cid, [AssistantMessage(f"a{turn}")], user_id=user)
     assert len(service.get_messages(cid)) == 8
+
+
+def test_a_branch_memory_writes_on_its_branch_and_selects_its_history(service):
+    cid, user = unique("c"), unique("u")
+    orchestrator = SessionMemory(service, branch="orch")
+    orchestrator.before(cid, [UserMessage("brief on tea")], user_id=user)
+    orchestrator.after(cid, [AssistantMessage(None, [ToolCall("r1", "research", "{}")])], user_id=user)
+    researcher = SessionMemory(service, branch="orch.researcher", history_selector=remove_unpaired_tool_calls)
+    prompt = researcher.before(cid, [UserMessage("Research: tea")], user_id=user)
+    assert prompt == [UserMessage("brief on tea"), UserMessage("Research: tea")]  # the pending call left out
+    researcher.after(cid, [AssistantMessage("tea facts")], user_id=user)
+    assert [(e.branch, e.message.text) for e in service.get_events(cid)][-2:] == [
+        ("orch.researcher", "Research: tea"),
+        ("orch.researcher", "tea facts"),
+    ]
+    seen = orchestrator.before(cid, [UserMessage("next")], user_id=user)
+    assert "tea facts" not in [m.text for m in seen] and "Research: tea" not in [m.text for m in seen]
