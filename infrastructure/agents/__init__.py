@@ -1,5 +1,11 @@
 """What an agent's code touches: chat memory, its repositories and advisors around one model call."""
 
+from sessionledger.infrastructure.agents.chat_advisors import (
+    MessageChatMemoryAdvisor,
+    PromptChatMemoryAdvisor,
+    VectorStore,
+    VectorStoreChatMemoryAdvisor,
+)
 from sessionledger.infrastructure.agents.chat_memory import (
     ChatMemory,
     ChatMemoryRepository,
@@ -15,5 +21,9 @@ __all__ = [
     "ChatMemoryRepository",
     "InMemoryChatMemoryRepository",
     "LedgerChatMemoryRepository",
+    "MessageChatMemoryAdvisor",
     "MessageWindowChatMemory",
+    "PromptChatMemoryAdvisor",
+    "VectorStore",
+    "VectorStoreChatMemoryAdvisor",
 ]
