@@ -10,9 +10,10 @@ import psycopg
 from sessionledger.domain.messages import Message, MessageType
 from sessionledger.infrastructure.vectors.entries import Embeddings, embedded, entries, query
 
-_SEARCH = """SELECT message_type, text FROM {table}
-WHERE user_id = %(user)s AND (%(conversation)s::text IS NULL OR conversation_id = %(conversation)s)
+_SEARCH = """SELECT message_type, text FROM {table} WHERE user_id = %(user)s{conversation}
 ORDER BY embedding <=> %(vector)s, id LIMIT %(k)s"""
+_IN_CONVERSATION = " AND conversation_id = %(conversation)s"
+"""Added only when a search names a conversation: one plan per query text, each using the B-tree."""
 
 
 class PgVectorStore:
@@ -109,7 +110,10 @@ class PgVectorStore:
                 "conversation": q.conversation_id,
                 "k": q.top_k,
             }
-            found = self._connection.execute(_SEARCH.format(table=self._table), params).fetchall()
+            sql = _SEARCH.format(
+                table=self._table, conversation=_IN_CONVERSATION if q.conversation_id is not None else ""
+            )
+            found = self._connection.execute(sql, params).fetchall()
         return [Message(MessageType(kind), body) for kind, body in found]
 
     def close(self) -> None:
