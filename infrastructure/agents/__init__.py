@@ -1,6 +1,13 @@
-"""What an agent's code touches: memory advisors, recall tools, chat memory and a chat loop."""
+"""What an agent's code touches: memory advisors, recall tools, a chat loop over the ledger, and
+Spring AI's chat memory with its repositories and advisors."""
 
 from sessionledger.infrastructure.agents.advisor import Advisor
+from sessionledger.infrastructure.agents.chat_advisors import (
+    MessageChatMemoryAdvisor,
+    PromptChatMemoryAdvisor,
+    VectorStore,
+    VectorStoreChatMemoryAdvisor,
+)
 from sessionledger.infrastructure.agents.chat_memory import (
     ChatMemory,
     ChatMemoryRepository,
@@ -25,9 +32,13 @@ __all__ = [
     "InMemoryChatMemoryRepository",
     "LedgerChatMemoryRepository",
     "MemoryChat",
+    "MessageChatMemoryAdvisor",
     "MessageWindowChatMemory",
+    "PromptChatMemoryAdvisor",
     "RecallTools",
     "SessionMemory",
+    "VectorStore",
+    "VectorStoreChatMemoryAdvisor",
     "idempotent_event_id",
     "skip_empty_messages",
 ]

@@ -3,13 +3,18 @@
 `POST /v1/chat/completions` answers with scripted replies (`Reply.text`, `.json`, `.status_code`, `.slow`,
 `.malformed_json`, `.refused`, `.blank`, `.garbage`, `.calling` for tool calls): queued ones first,
 then `fallback`. A request with `"stream": true` gets the reply as server-sent chunks
-(`.cut_stream` breaks the connection part way). Every request is recorded (`requests`). Registered as
-a pytest plugin: the `fake_openai` fixture.
+(`.cut_stream` breaks the connection part way). Every request is recorded (`requests`).
+`POST /v1/embeddings` answers with `fake_embedding(text)`, a hashed bag of words (texts sharing
+words are close), unless a queued `embedding_failures` reply says otherwise; those requests are
+recorded in `embedding_requests`. Registered as a pytest plugin: the `fake_openai` fixture.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import re
 import threading
 import time
 from collections import deque
@@ -21,6 +26,18 @@ from typing import Any
 import pytest
 
 COMPLETIONS_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+EMBEDDING_DIMENSIONS = 64
+
+
+def fake_embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic unit vector: each lowercase word adds +-1 at a slot its hash picks."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[int.from_bytes(digest[:4], "big") % dimensions] += 1.0 if digest[4] % 2 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else vector
 
 
 @dataclass(frozen=True)
@@ -151,6 +168,8 @@ class FakeOpenAI:
         self.replies: deque[Reply] = deque()
         self.fallback = Reply.text("A fake summary.")
         self.requests: list[RecordedRequest] = []
+        self.embedding_failures: deque[Reply] = deque()
+        self.embedding_requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -173,6 +192,27 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(request)
             return self.replies.popleft() if self.replies else self.fallback
+
+    def embeddings_reply(self, request: RecordedRequest) -> tuple[int, bytes, dict[str, str]]:
+        """The next queued failure, else the fake embeddings of the request's input."""
+        with self._lock:
+            self.embedding_requests.append(request)
+            failure = self.embedding_failures.popleft() if self.embedding_failures else None
+        if failure is not None:
+            return failure.status, failure.body(""), failure.headers
+        texts = request.body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        data = [
+            {"object": "embedding", "index": i, "embedding": fake_embedding(str(text))}
+            for i, text in enumerate(texts)
+        ]
+        body = {
+            "object": "list",
+            "data": data,
+            "model": request.body.get("model", ""),
+            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
+        }
+        return 200, json.dumps(body).encode(), {}
 
     def wait(self, seconds: float) -> None:
         """Sleep for a slow reply, but wake up at shutdown."""
@@ -197,6 +237,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             body = json.loads(raw) if raw else {}
+            if self.path == EMBEDDINGS_PATH:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                self._send(*fake.embeddings_reply(RecordedRequest(self.path, headers, body)))
+                return
             if self.path != COMPLETIONS_PATH:
                 self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode(), {})
                 return

@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sessionledger.domain import AssistantMessage, EventFilter, SystemMessage, ToolCall, UserMessage
 from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
 from sessionledger.infrastructure import SessionService, open_service
@@ -207,3 +209,30 @@ def test_constructor_arguments_are_checked(service):
         LedgerChatMemoryRepository(service, user_id=" ")
     with pytest.raises(ValueError, match="app_name"):
         LedgerChatMemoryRepository(service, app_name="")
+
+
+_MESSAGES = st.one_of(
+    st.builds(UserMessage, st.sampled_from(["u1", "u2", "u3"])),
+    st.builds(AssistantMessage, st.sampled_from(["a1", "a2"])),
+    st.builds(SystemMessage, st.sampled_from(["s1", "s2"])),
+    st.just(TURN[2]),
+    st.just(TURN[3]),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(_MESSAGES, max_size=4), max_size=6), st.integers(1, 6))
+def test_the_ledger_window_is_the_in_memory_window_and_the_ledger_forgets_nothing(adds, bound):
+    with open_service("memory://") as service:
+        on_ledger = MessageWindowChatMemory(LedgerChatMemoryRepository(service, user_id="u"), bound)
+        in_memory = MessageWindowChatMemory(InMemoryChatMemoryRepository(), bound)
+        conversation = "c"
+        windowed = []  # every message some window held (one `add` larger than the window saves
+        for messages in adds:  # only its newest messages, as Spring AI's memory does)
+            on_ledger.add(conversation, messages)
+            in_memory.add(conversation, messages)
+            assert on_ledger.get(conversation) == in_memory.get(conversation)
+            windowed.extend(m for m in in_memory.get(conversation) if m not in windowed)
+        # whatever a window held is in the ledger for good, archived or still in the window
+        logged = [e.message for e in service.get_events(conversation)]
+        assert all(m in logged for m in windowed)
