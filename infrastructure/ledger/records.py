@@ -11,9 +11,10 @@ orjson. The other columns still go through SQLAlchemy's own result conversions (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from itertools import groupby
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,7 +22,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from sessionledger.domain.ledger import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
-from sessionledger.infrastructure.ledger.schema import ledger, loads
+from sessionledger.infrastructure.ledger.schema import ledger, loads, sessions
 
 CHUNK = 5_000
 """Rows per round trip: large enough to amortize it, small enough to keep memory flat."""
@@ -43,6 +44,8 @@ _COLUMNS = (
     ledger.c.row_hash,
     ledger.c.global_position,
 )
+_APPENDED_COLUMNS = (*_COLUMNS[:9], sa.cast(ledger.c.payload, sa.Text), *_COLUMNS[10:])
+"""`_COLUMNS` for a SQLAlchemy read: the payload cast to its text in SQL (psycopg would parse it)."""
 _KINDS = {kind.value: kind for kind in Kind}
 
 
@@ -98,6 +101,54 @@ def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerR
             yield from _records(session_id, rows)
     finally:
         cursor.close()
+
+
+def read_appended(conn: sa.Connection, after: int) -> Iterator[tuple[LedgerRecord, bytes | None]]:
+    """Every record written after global position `after`, by session and position, with its
+    payload's stored text: a range read of the primary key, so its cost follows the rows written
+    since, not the ledger (`verify --since`)."""
+    query = (
+        sa.select(ledger.c.session_id, *_APPENDED_COLUMNS)
+        .where(ledger.c.global_position > after)
+        .order_by(ledger.c.session_id, ledger.c.position)
+    )
+    for session_id, rows in groupby(conn.execute(query), key=lambda row: str(row[0])):
+        yield from _records(session_id, [row[1:] for row in rows])
+
+
+def rows_at(conn: sa.Connection, places: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """The row hash at each `(session id, position)` that still has a record (a statement per
+    `CHUNK` places, each an index lookup per place)."""
+    wanted = list(places)
+    found: dict[tuple[str, int], str] = {}
+    for start in range(0, len(wanted), CHUNK):
+        query = sa.select(ledger.c.session_id, ledger.c.position, ledger.c.row_hash).where(
+            sa.tuple_(ledger.c.session_id, ledger.c.position).in_(wanted[start : start + CHUNK])
+        )
+        found.update(((row.session_id, row.position), row.row_hash) for row in conn.execute(query))
+    return found
+
+
+def session_heads(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+    """The head (position, row hash) each session row names, for those that have a row."""
+    wanted = list(session_ids)
+    found: dict[str, tuple[int, str]] = {}
+    for start in range(0, len(wanted), CHUNK):
+        query = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
+            sessions.c.id.in_(wanted[start : start + CHUNK])
+        )
+        found.update((row.id, (row.head_position, row.head_hash)) for row in conn.execute(query))
+    return found
+
+
+def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, int]:
+    """The last position each session still has records up to (none: no records)."""
+    query = (
+        sa.select(ledger.c.session_id, sa.func.max(ledger.c.position))
+        .where(ledger.c.session_id.in_(list(session_ids)))
+        .group_by(ledger.c.session_id)
+    )
+    return {str(sid): int(last) for sid, last in conn.execute(query)}
 
 
 def _ahead(fetch: Callable[[int], list[Any]], chunk: int) -> Iterator[list[Any]]:
