@@ -48,6 +48,7 @@ def first_break(
     digests: Sequence[str | None],
     head: ChainHead | None = None,
     after: ChainHead | None = None,
+    erased: bool | None = None,
 ) -> ChainBreak | None:
     """The first break in a session's records (by position), or `None` when the chain verifies.
 
@@ -55,8 +56,10 @@ def first_break(
     known, catches what the records alone cannot: records missing or added at the end. Erased
     payloads are fine once the session has an erasure record. `after` is the trusted record the
     records follow (`verify --since`: a digest's head), by default none: they start at 1.
+    `erased` says whether the session was deleted when the records are only a range of it (by
+    default: whether they hold the erasure record).
     """
-    erased_ok = any(record.kind is Kind.ERASURE for record in records)
+    erased_ok = any(record.kind is Kind.ERASURE for record in records) if erased is None else erased
     prev = GENESIS_HASH if after is None else after.hash
     first = 1 if after is None else after.position + 1
     for i, record in enumerate(records):

@@ -60,7 +60,11 @@ class _StoredText(Loader):
 
 _CHUNK_QUERY = (
     sa.select(*_COLUMNS)
-    .where(ledger.c.session_id == sa.bindparam("sid"), ledger.c.position > sa.bindparam("after"))
+    .where(
+        ledger.c.session_id == sa.bindparam("sid"),
+        ledger.c.position > sa.bindparam("after"),
+        ledger.c.position <= sa.bindparam("upto"),
+    )
     .order_by(ledger.c.position)
     .limit(sa.bindparam("chunk"))
 )
@@ -76,10 +80,13 @@ def snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
         yield conn
 
 
-def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerRecord, bytes | None]]:
-    """Each record of the session by position, with its payload's stored text in utf-8 (`None`
-    once erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write
-    transaction, so the chunks agree with each other."""
+def read_records(
+    conn: sa.Connection, session_id: str, after: int = 0, upto: int = 2**62
+) -> Iterator[tuple[LedgerRecord, bytes | None]]:
+    """Each record of the session by position (those after `after` up to `upto`: `verify --jobs`
+    reads a long session in ranges), with its payload's stored text in utf-8 (`None` once
+    erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write transaction,
+    so the chunks agree with each other."""
     dialect = conn.dialect
     query = _QUERIES.get(dialect.name)
     if query is None:
@@ -93,11 +100,11 @@ def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerR
 
     chunk = CHUNK
 
-    def fetch(after: int) -> list[Any]:
-        return query.rows(cursor, {"sid": session_id, "after": after, "chunk": chunk})
+    def fetch(start: int) -> list[Any]:
+        return query.rows(cursor, {"sid": session_id, "after": start, "upto": upto, "chunk": chunk})
 
     try:
-        for rows in _ahead(fetch, chunk):
+        for rows in _ahead(fetch, chunk, after):
             yield from _records(session_id, rows)
     finally:
         cursor.close()
@@ -151,11 +158,11 @@ def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str,
     return {str(sid): int(last) for sid, last in conn.execute(query)}
 
 
-def _ahead(fetch: Callable[[int], list[Any]], chunk: int) -> Iterator[list[Any]]:
+def _ahead(fetch: Callable[[int], list[Any]], chunk: int, after: int) -> Iterator[list[Any]]:
     """The chunks in order, the next one already being fetched while the caller has this one
     (a chunk of fewer than `chunk` rows is the last)."""
     with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
-        pending: Future[list[Any]] | None = pool.submit(fetch, 0)
+        pending: Future[list[Any]] | None = pool.submit(fetch, after)
         while pending is not None:
             rows = pending.result()
             pending = pool.submit(fetch, rows[-1].position) if len(rows) == chunk else None

@@ -124,3 +124,11 @@ def test_verify_since_a_digest_and_chain_the_next(url: str, tmp_path: Path) -> N
     failed = run("verify", "--since", str(first), "--database-url", url)
     assert failed.returncode == 1
     assert "edited at position 7" in failed.stderr
+
+
+def test_verify_with_jobs(url: str) -> None:
+    assert run("verify", "--jobs", "2", "--database-url", url).returncode == 0
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute("UPDATE ledger SET payload = '{}' WHERE position = 3")
+    failed = run("verify", "--jobs", "2", "--database-url", url)
+    assert failed.returncode == 1 and "edited at position 3" in failed.stderr, failed.stderr

@@ -28,7 +28,9 @@ from sessionledger.infrastructure.audit import (
 )
 from sessionledger.infrastructure.audit.anchored import verify_against
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, write_digest
+from sessionledger.infrastructure.audit.parallel import verify_parallel
 from sessionledger.infrastructure.audit.since import verify_since
+from sessionledger.infrastructure.service import SessionService
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -173,12 +175,20 @@ def verify(
         Path | None,
         typer.Option("--next-digest", help="With --since: write the digest of the ledger as verified now."),
     ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs", min=1, help="Processes to spread sessions, and long sessions in ranges, over."
+        ),
+    ] = 1,
     public_key: PublicKey = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
 ) -> None:
     """Check the hash chains and that each stored window equals the one replayed from the ledger."""
+    if jobs > 1 and (digest or since):
+        fail("--jobs goes with a plain verify (not --digest or --since)")
     if (digest or since) and (session_id is not None or user is not None):
         fail("--digest and --since check the whole ledger: give no session and no --user")
     if since is not None and digest:
@@ -191,13 +201,12 @@ def verify(
             results = _since(service.ledger, read_digests([since], public_key)[0], next_digest)
         elif digests:
             results = list(verify_against(service, digests))
-        elif session_id is None:
-            results = list(audit.verify_all(service, user_id=user))
+        elif session_id is not None:
+            results = _one(service, session_id, user, jobs)
+        elif user is not None:
+            results = verify_parallel(service, jobs, [s.id for s in service.list_sessions(user)])
         else:
-            try:
-                results = [audit.verify(service, session_id, user_id=user)]
-            except LookupError:
-                fail(f"unknown session {session_id!r}")
+            results = verify_parallel(service, jobs)
         if as_json:
             emit_json(results[0].as_dict() if session_id is not None else [r.as_dict() for r in results])
         else:
@@ -207,6 +216,20 @@ def verify(
             first = broken[0]
             more = f" (and {len(broken) - 1} more sessions)" if len(broken) > 1 else ""
             fail(f"session {first.session_id}: {_problem(first)}{more}", status=1)
+
+
+def _one(service: SessionService, session_id: str, user: str | None, jobs: int) -> list[Verification]:
+    try:
+        if jobs == 1:
+            return [audit.verify(service, session_id, user_id=user)]
+        if user is not None and service.get_session(session_id, user_id=user) is None:
+            raise LookupError(session_id)
+        results = verify_parallel(service, jobs, [session_id])
+        if results[0].records == 0:
+            raise LookupError(session_id)
+    except LookupError:
+        fail(f"unknown session {session_id!r}")
+    return results
 
 
 def _since(ledger: Ledger, trusted: Digest, next_digest: Path | None) -> list[Verification]:
