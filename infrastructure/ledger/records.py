@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,8 +45,6 @@ _COLUMNS = (
     ledger.c.row_hash,
     ledger.c.global_position,
 )
-_APPENDED_COLUMNS = (*_COLUMNS[:9], sa.cast(ledger.c.payload, sa.Text), *_COLUMNS[10:])
-"""`_COLUMNS` for a SQLAlchemy read: the payload cast to its text in SQL (psycopg would parse it)."""
 _KINDS = {kind.value: kind for kind in Kind}
 
 
@@ -68,7 +67,12 @@ _CHUNK_QUERY = (
     .order_by(ledger.c.position)
     .limit(sa.bindparam("chunk"))
 )
-_QUERIES: dict[str, DriverStatement] = {}
+_APPENDED_QUERY = (
+    sa.select(ledger.c.session_id, *_COLUMNS)
+    .where(ledger.c.global_position > sa.bindparam("after"))
+    .order_by(ledger.c.session_id, ledger.c.position)
+)
+_QUERIES: dict[tuple[str, int], DriverStatement] = {}
 
 
 @contextmanager
@@ -87,17 +91,8 @@ def read_records(
     reads a long session in ranges), with its payload's stored text in utf-8 (`None` once
     erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write transaction,
     so the chunks agree with each other."""
-    dialect = conn.dialect
-    query = _QUERIES.get(dialect.name)
-    if query is None:
-        query = _QUERIES[dialect.name] = DriverStatement(_CHUNK_QUERY, dialect)
-    driver = driver_of(conn.connection)
-    if dialect.name == "postgresql":
-        cursor = driver.cursor(binary=True)
-        cursor.adapters.register_loader("json", _StoredText)
-    else:
-        cursor = driver.cursor()
-
+    query = _statement(conn, _CHUNK_QUERY)
+    cursor = _cursor(conn)
     chunk = CHUNK
 
     def fetch(start: int) -> list[Any]:
@@ -113,14 +108,33 @@ def read_records(
 def read_appended(conn: sa.Connection, after: int) -> Iterator[tuple[LedgerRecord, bytes | None]]:
     """Every record written after global position `after`, by session and position, with its
     payload's stored text: a range read of the primary key, so its cost follows the rows written
-    since, not the ledger (`verify --since`)."""
-    query = (
-        sa.select(ledger.c.session_id, *_APPENDED_COLUMNS)
-        .where(ledger.c.global_position > after)
-        .order_by(ledger.c.session_id, ledger.c.position)
-    )
-    for session_id, rows in groupby(conn.execute(query), key=lambda row: str(row[0])):
-        yield from _records(session_id, [row[1:] for row in rows])
+    since, not the ledger (`verify --since`). On the driver, as `read_records`."""
+    cursor = _cursor(conn)
+    try:
+        rows = _statement(conn, _APPENDED_QUERY).rows(cursor, {"after": after})
+    finally:
+        cursor.close()
+    for session_id, group in groupby(rows, key=itemgetter(0)):
+        yield from _records(session_id, [row[1:] for row in group])
+
+
+def _statement(conn: sa.Connection, query: sa.Select) -> DriverStatement:
+    """`query` compiled once per dialect for the driver."""
+    key = (conn.dialect.name, id(query))
+    statement = _QUERIES.get(key)
+    if statement is None:
+        statement = _QUERIES[key] = DriverStatement(query, conn.dialect)
+    return statement
+
+
+def _cursor(conn: sa.Connection) -> Any:
+    """A driver cursor inside `conn`'s transaction; on PostgreSQL binary, `json` read as its bytes."""
+    driver = driver_of(conn.connection)
+    if conn.dialect.name != "postgresql":
+        return driver.cursor()
+    cursor = driver.cursor(binary=True)
+    cursor.adapters.register_loader("json", _StoredText)
+    return cursor
 
 
 def rows_at(conn: sa.Connection, places: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
