@@ -73,6 +73,10 @@ class _Task:
     """The head the session row names (for the session's last range only)."""
     erased: bool
     app_user: tuple[str, str] | None
+    window_base: int = 0
+    prefix: frozenset[int] = frozenset()
+    """The stored window (its base, its prefix): only its events are measured for the stats.
+    Enough, because the stats are compared only once the stored window equals the replayed one."""
 
 
 @dataclass(slots=True)
@@ -144,18 +148,22 @@ def _stored_rows(engine: sa.Engine, session_ids: Sequence[str]) -> dict[str, Sto
 
 
 def _tasks(session_id: str, stored: StoredRows | None) -> Iterator[_Task]:
-    row = None if stored is None else stored.row
-    if row is None:  # records but no session row: one range, to whatever end it has
+    if stored is None or stored.row is None:  # records but no session row: one range, to its end
         yield _Task(session_id, 0, 2**62, None, None, False, None)
         return
+    row = stored.row
     erased = row.deleted_at is not None
     head = ChainHead(row.head_position, row.head_hash)
     app_user = (row.app_name, row.user_id)
     upto_version = None if erased else row.version
+    prefix = frozenset(slot.position for slot in stored.slots if slot.ordinal is not None)
     for after in range(0, max(row.head_position, 1), SPAN):
         last = after + SPAN >= row.head_position
         upto = 2**62 if last else after + SPAN
-        yield _Task(session_id, after, upto, upto_version, head if last else None, erased, app_user)
+        yield _Task(
+            session_id, after, upto, upto_version, head if last else None, erased, app_user,
+            row.window_base, prefix,
+        )  # fmt: skip
 
 
 def _forget(engine: sa.Engine) -> None:
@@ -193,7 +201,7 @@ def _check_range(task: _Task) -> _Range:
         checked.measures = {
             p: event_measure(r.event(), r.token_count)
             for p, r in part.events.items()
-            if r.payload is not None
+            if r.payload is not None and (p > task.window_base or p in task.prefix)
         }
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         checked.replay_error = repr(error)
