@@ -73,6 +73,14 @@ _APPENDED_QUERY = (
     .order_by(ledger.c.session_id, ledger.c.position)
 )
 _QUERIES: dict[tuple[str, int], DriverStatement] = {}
+_HEADS_POSTGRES = sa.text(
+    "SELECT id, head_position, head_hash FROM sessions WHERE id = ANY(CAST(:ids AS text[]))"
+)
+_ROWS_AT_POSTGRES = sa.text(
+    "SELECT l.session_id, l.position, l.row_hash"
+    " FROM unnest(CAST(:sids AS text[]), CAST(:positions AS bigint[])) AS wanted(sid, pos)"
+    " JOIN ledger l ON l.session_id = wanted.sid AND l.position = wanted.pos"
+)
 
 
 @contextmanager
@@ -142,6 +150,10 @@ def rows_at(conn: sa.Connection, places: Iterable[tuple[str, int]]) -> dict[tupl
     `CHUNK` places, each an index lookup per place)."""
     wanted = list(places)
     found: dict[tuple[str, int], str] = {}
+    if conn.dialect.name == "postgresql" and wanted:  # one join of two arrays: no plan per place
+        sids, positions = zip(*wanted, strict=True)
+        rows = conn.execute(_ROWS_AT_POSTGRES, {"sids": list(sids), "positions": list(positions)})
+        return {(row.session_id, row.position): row.row_hash for row in rows}
     for start in range(0, len(wanted), CHUNK):
         query = sa.select(ledger.c.session_id, ledger.c.position, ledger.c.row_hash).where(
             sa.tuple_(ledger.c.session_id, ledger.c.position).in_(wanted[start : start + CHUNK])
@@ -154,6 +166,9 @@ def session_heads(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, 
     """The head (position, row hash) each session row names, for those that have a row."""
     wanted = list(session_ids)
     found: dict[str, tuple[int, str]] = {}
+    if conn.dialect.name == "postgresql":  # one array parameter: no plan per id
+        rows = conn.execute(_HEADS_POSTGRES, {"ids": wanted})
+        return {row.id: (row.head_position, row.head_hash) for row in rows}
     for start in range(0, len(wanted), CHUNK):
         query = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
             sessions.c.id.in_(wanted[start : start + CHUNK])
