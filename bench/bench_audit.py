@@ -50,13 +50,13 @@ def run() -> list[Row]:
         conn.commit()
         records = EVENTS + 1  # the events and the session's created record
         cases = {
-            "raw": lambda: _raw_read(conn, session_id),
+            "raw": lambda: raw_read(conn, session_id),
             "floor": lambda: _floor_read(conn, session_id),
             "verify": lambda: _verified(service, session_id),
             "chain": lambda: _chain(service, session_id),
             "replay": lambda: replay(service, session_id),
         }
-        assert len(_raw_read(conn, session_id)) == records
+        assert len(raw_read(conn, session_id)) == records
         assert len(replay(service, session_id).window) == EVENTS
         medians = interleaved(ROUNDS, cases)
     rates = {name: records / seconds for name, seconds in medians.items()}
@@ -94,7 +94,7 @@ def run() -> list[Row]:
     ]
 
 
-def _raw_read(conn: psycopg.Connection, session_id: str) -> list[tuple[object, ...]]:
+def raw_read(conn: psycopg.Connection, session_id: str) -> list[tuple[object, ...]]:
     rows = conn.execute(_RAW, (session_id,)).fetchall()
     conn.commit()
     return rows

@@ -343,18 +343,33 @@ def event_bytes(event: SessionEvent) -> int:
     return len(format_event(event).encode("utf-8"))
 
 
+EventMeasure = tuple[bool, int, int | None, bool]
+"""What a window stat counts of one event: whether it starts a turn, its bytes, its token count
+(`None`: not counted yet) and whether it is synthetic (a summary)."""
+
+
+def event_measure(event: SessionEvent, token_count: int | None) -> EventMeasure:
+    return starts_turn(event), event_bytes(event), token_count, event.is_synthetic
+
+
 def window_stats(window: Iterable[tuple[SessionEvent, int | None]]) -> WindowStats:
     """The stats of a window given as `(event, token_count or None)` in window order."""
+    return stats_of_measures(event_measure(event, token_count) for event, token_count in window)
+
+
+def stats_of_measures(measures: Iterable[EventMeasure]) -> WindowStats:
+    """The stats of a window given as its events' measures in window order (`verify --jobs`
+    measures events where it reads them and ships only the measures)."""
     events = turns = size = tokens = uncounted = since_summary = 0
-    for event, token_count in window:
+    for turn, event_size, token_count, synthetic in measures:
         events += 1
-        turns += starts_turn(event)
-        size += event_bytes(event)
+        turns += turn
+        size += event_size
         if token_count is None:
             uncounted += 1
         else:
             tokens += token_count
-        since_summary = 0 if event.is_synthetic else since_summary + 1
+        since_summary = 0 if synthetic else since_summary + 1
     return WindowStats(events, turns, size, tokens, uncounted, since_summary)
 
 
@@ -395,6 +410,82 @@ class Projection:
     """The window epoch: how many compactions and rewinds replaced the window."""
 
 
+@dataclass(slots=True)
+class ReplayPart:
+    """What a run of consecutive records adds to a replay: its events (by position), the session
+    state its records set (in order: a later part's keys win), the records that shape the window
+    (compactions and rewinds, in order), its last version, whether it holds the erasure, and
+    whether it met a record past the replay's end (later parts then add nothing).
+
+    `replay` is one part; `verify --jobs` replays a long session as parts read apart and folds
+    them with `fold_parts`."""
+
+    events: dict[int, LedgerRecord] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    shaping: list[tuple[int, Kind, Mapping[str, Any] | None]] = field(default_factory=list)
+    version: int = 0
+    deleted: bool = False
+    ended: bool = False
+
+
+def replay_part(
+    records: Iterable[LedgerRecord], upto_version: int | None = None, at: datetime | None = None
+) -> ReplayPart:
+    """The part of a replay the records (consecutive, by position) make; see `replay`."""
+    part = ReplayPart()
+    state = part.state
+    for record in records:
+        if (upto_version is not None and record.version > upto_version) or (
+            at is not None and (record.recorded_at or record.occurred_at) > at
+        ):
+            part.ended = True
+            break
+        part.version = record.version
+        payload = record.payload
+        if record.kind is Kind.CREATED:
+            if payload is not None:
+                state.update(split_state_delta(payload["state"]).session)
+        elif record.kind is Kind.EVENT:
+            part.events[record.position] = record
+            if payload is not None:
+                state.update(split_state_delta(payload["state_delta"]).session)
+        elif record.kind in (Kind.COMPACTION, Kind.REWIND):
+            part.shaping.append((record.position, record.kind, payload))
+            if record.kind is Kind.REWIND and payload is not None:
+                state.update(payload["state_delta"])
+        elif record.kind is Kind.ERASURE:
+            part.deleted = True
+    return part
+
+
+def fold_parts(parts: Iterable[ReplayPart]) -> ReplayPart:
+    """The parts of consecutive runs of records, in order, as one part."""
+    whole = ReplayPart()
+    for part in parts:
+        whole.events.update(part.events)
+        whole.state.update(part.state)
+        whole.shaping += part.shaping
+        whole.version = part.version if part.version or part.events or part.shaping else whole.version
+        whole.deleted |= part.deleted
+        if part.ended:
+            whole.ended = True
+            break
+    return whole
+
+
+def window_shape(shaping: Iterable[tuple[int, Kind, Mapping[str, Any] | None]]) -> tuple[WindowShape, int]:
+    """The window rule's state after the compactions and rewinds, and the window epoch."""
+    shape = WindowShape()
+    epoch = 0
+    for position, kind, payload in shaping:
+        epoch += 1
+        if kind is Kind.COMPACTION:
+            shape.compact(payload or {})
+        elif payload is not None:  # a rewind erased with its session (the projection is empty then)
+            shape.rewind(payload, position)
+    return shape, epoch
+
+
 def replay(
     records: Iterable[LedgerRecord], upto_version: int | None = None, at: datetime | None = None
 ) -> Projection:
@@ -403,36 +494,10 @@ def replay(
     `upto_version` keeps the records whose version is at most that; `at` those recorded (or,
     without a recording time, that occurred) at or before that moment.
     """
-    shape = WindowShape()
-    events: dict[int, LedgerRecord] = {}
-    state: dict[str, Any] = {}
-    version = epoch = 0
-    deleted = False
-    for record in records:
-        if upto_version is not None and record.version > upto_version:
-            break
-        if at is not None and (record.recorded_at or record.occurred_at) > at:
-            break
-        version = record.version
-        payload = record.payload
-        if record.kind is Kind.CREATED:
-            if payload is not None:
-                state.update(split_state_delta(payload["state"]).session)
-        elif record.kind is Kind.EVENT:
-            events[record.position] = record
-            if payload is not None:
-                state.update(split_state_delta(payload["state_delta"]).session)
-        elif record.kind is Kind.COMPACTION:
-            shape.compact(payload or {})
-            epoch += 1
-        elif record.kind is Kind.REWIND:
-            epoch += 1
-            if payload is not None:  # erased with its session (the projection is empty then)
-                shape.rewind(payload, record.position)
-                state.update(payload["state_delta"])
-        elif record.kind is Kind.ERASURE:
-            deleted = True
-    if deleted:
+    part = replay_part(records, upto_version, at)
+    shape, epoch = window_shape(part.shaping)
+    version, events = part.version, part.events
+    if part.deleted:
         hidden = tuple(sorted(shape.hidden))
         return Projection((), (), hidden, EMPTY, version, (), (), deleted=True, shape=shape, epoch=epoch)
     archived, window = shape.split(events)
@@ -440,7 +505,7 @@ def replay(
         window=_events(events, window, archived=False),
         archived=_events(events, archived, archived=True),
         hidden=tuple(sorted(shape.hidden)),
-        session_state=FrozenDict(state),
+        session_state=FrozenDict(part.state),
         version=version,
         window_positions=tuple(window),
         archived_positions=tuple(archived),

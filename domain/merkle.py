@@ -43,6 +43,22 @@ class MerkleMountainRange:
         self._peaks.append(peak)
         self.size += 1
 
+    @classmethod
+    def resumed(cls, size: int, peaks: Sequence[bytes]) -> MerkleMountainRange:
+        """The range of `size` leaves whose `peaks` were kept (a digest keeps them): appending to it
+        hashes only the new leaves. `ValueError` unless there is one peak per set bit of `size`."""
+        if size < 0 or len(peaks) != size.bit_count():
+            raise ValueError(f"{len(peaks)} peaks cannot be those of {size} leaves")
+        mountains = cls()
+        mountains.size = size
+        mountains._peaks = list(peaks)
+        return mountains
+
+    @property
+    def peaks(self) -> tuple[bytes, ...]:
+        """The perfect subtrees' roots, largest first: all that appending needs of the leaves so far."""
+        return tuple(self._peaks)
+
     def extend(self, leaves: Iterable[bytes]) -> MerkleMountainRange:
         for data in leaves:
             self.append(data)

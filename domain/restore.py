@@ -77,6 +77,8 @@ def shared_writes(records: Iterable[LedgerRecord]) -> Iterable[tuple[LedgerRecor
     for record in records:
         if record.payload is None or record.kind not in (Kind.CREATED, Kind.EVENT):
             continue
-        delta = split_state_delta(record.payload["state" if record.kind is Kind.CREATED else "state_delta"])
+        delta = split_state_delta(
+            record.payload.get("state" if record.kind is Kind.CREATED else "state_delta")
+        )
         if delta.app or delta.user:
             yield record, delta

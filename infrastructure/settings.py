@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     relay_batch: int = Field(default=5000, gt=0)
     relay_gap_timeout: float = Field(default=5.0, gt=0)
     sweep_interval: float = Field(default=3600.0, gt=0)
+    digest_every: float | None = Field(default=None, gt=0)
+    """Seconds between the ledger digests the relay writes (none by default; docs/proofs.md)."""
+    digest_dir: Path | None = None
+    """Where the relay writes its digests (`digest_every` needs it): keep it off the database host."""
     log_format: str = "json"
     metrics_port: int | None = None
 

@@ -20,10 +20,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 from celery import Celery
 from sessionledger.domain.ledger import Kind
 from sessionledger.domain.ports import Ledger, RelayPositions
+from sessionledger.infrastructure.audit.digest import take_digest, write_digest
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
 from sessionledger.infrastructure.redaction import hide_passwords
@@ -139,7 +141,12 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
                     gap_timeout=settings.relay_gap_timeout,
                 )
                 log_event(log, "relay leading", offset=relay.offset)
-                relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop)
+                digests = None
+                if settings.digest_every is not None and settings.digest_dir is not None:
+                    digests = DigestSchedule(
+                        storage.service.ledger, settings.digest_dir, settings.digest_every
+                    )
+                relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop, digests)
         finally:
             if server is not None:
                 server.shutdown()
@@ -152,8 +159,35 @@ def _serve_metrics(settings: Settings, storage: Storage) -> ThreadingHTTPServer:
     return serve_prometheus(settings.metrics_port or 0, lambda: collect_stats(settings, storage).prometheus())
 
 
+class DigestSchedule:
+    """Ledger digests written every `every` seconds into `directory` (`--digest-every`,
+    `--digest-dir`), the first at once: one file per digest, named by the time it was taken, so
+    that a digest is never overwritten and the directory can be shipped elsewhere as it grows."""
+
+    def __init__(self, ledger: Ledger, directory: Path, every: float) -> None:
+        self._ledger = ledger
+        self._directory = directory
+        self._every = every
+        self._next = time.monotonic()
+
+    def due(self) -> None:
+        """Write a digest if it is time to."""
+        if time.monotonic() < self._next:
+            return
+        digest = take_digest(self._ledger)
+        name = digest.taken_at.strftime("digest-%Y%m%dT%H%M%S.%fZ.json")
+        write_digest(digest, self._directory / name)
+        self._next = time.monotonic() + self._every
+        log_event(log, "digest written", file=str(self._directory / name), sessions=len(digest.sessions))
+
+
 def relay_forever(
-    relay: Relay, sender: EvaluateSender, interval: float, sweep_every: float, stop: threading.Event
+    relay: Relay,
+    sender: EvaluateSender,
+    interval: float,
+    sweep_every: float,
+    stop: threading.Event,
+    digests: DigestSchedule | None = None,
 ) -> None:
     backoff = interval
     next_sweep = time.monotonic() + sweep_every
@@ -163,6 +197,8 @@ def relay_forever(
             if time.monotonic() >= next_sweep:
                 sender.sweep()
                 next_sweep = time.monotonic() + sweep_every
+            if digests is not None:
+                digests.due()
         except Exception as error:
             log_event(
                 log,

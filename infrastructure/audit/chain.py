@@ -44,25 +44,33 @@ class ChainHead:
 
 
 def first_break(
-    records: Sequence[LedgerRecord], digests: Sequence[str | None], head: ChainHead | None = None
+    records: Sequence[LedgerRecord],
+    digests: Sequence[str | None],
+    head: ChainHead | None = None,
+    after: ChainHead | None = None,
+    erased: bool | None = None,
 ) -> ChainBreak | None:
     """The first break in a session's records (by position), or `None` when the chain verifies.
 
     `digests[i]` is the sha256 of record i's payload as stored (`None` when erased). `head`, when
     known, catches what the records alone cannot: records missing or added at the end. Erased
-    payloads are fine once the session has an erasure record.
+    payloads are fine once the session has an erasure record. `after` is the trusted record the
+    records follow (`verify --since`: a digest's head), by default none: they start at 1.
+    `erased` says whether the session was deleted when the records are only a range of it (by
+    default: whether they hold the erasure record).
     """
-    erased_ok = any(record.kind is Kind.ERASURE for record in records)
-    prev = GENESIS_HASH
+    erased_ok = any(record.kind is Kind.ERASURE for record in records) if erased is None else erased
+    prev = GENESIS_HASH if after is None else after.hash
+    first = 1 if after is None else after.position + 1
     for i, record in enumerate(records):
-        if record.position != i + 1:
-            return _gap(record, i + 1, head)
+        if record.position != first + i:
+            return _gap(record, first + i, head)
         problem = own_problem(record, digests[i], erased_ok)
         if problem is None and record.prev_hash == prev:
             prev = record.row_hash
             continue
         return _classify(records, i, prev, problem, head)
-    return _tail_break(records, head)
+    return _tail_break(records, head, after)
 
 
 def own_problem(record: LedgerRecord, digest: str | None, erased_ok: bool) -> str | None:
@@ -200,12 +208,17 @@ def _index_of(records: Sequence[LedgerRecord], hash_: str) -> int | None:
     return next((j for j, record in enumerate(records) if record.row_hash == hash_), None)
 
 
-def _tail_break(records: Sequence[LedgerRecord], head: ChainHead | None) -> ChainBreak | None:
+def _tail_break(
+    records: Sequence[LedgerRecord], head: ChainHead | None, after: ChainHead | None
+) -> ChainBreak | None:
     if head is None:
         return None
-    if not records:
+    if records:
+        last = ChainHead(records[-1].position, records[-1].row_hash)
+    elif after is not None:
+        last = after
+    else:
         return ChainBreak(1, BreakKind.DELETED, "the session has no records")
-    last = records[-1]
     if head.position > last.position:
         return ChainBreak(
             last.position + 1,
@@ -218,7 +231,7 @@ def _tail_break(records: Sequence[LedgerRecord], head: ChainHead | None) -> Chai
             BreakKind.INSERTED,
             f"records {head.position + 1}..{last.position} are past the session head",
         )
-    if head.hash != last.row_hash:
+    if head.hash != last.hash:
         return ChainBreak(
             last.position,
             BreakKind.EDITED,

@@ -48,9 +48,19 @@ class SessionHead:
     position: int
     head: str
     root: str
+    peaks: tuple[str, ...] | None = None
+    """The Merkle mountain range's peaks (largest first; none in a digest of an older release):
+    `verify --since` resumes the tree from them and hashes only the records added since."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"position": self.position, "head": self.head, "root": self.root}
+        peaks = {} if self.peaks is None else {"peaks": list(self.peaks)}
+        return {"position": self.position, "head": self.head, "root": self.root, **peaks}
+
+    def mountains(self) -> MerkleMountainRange:
+        """The tree of the digest's records, ready to append to (`ValueError` without peaks)."""
+        if self.peaks is None:
+            raise ValueError("it holds no Merkle peaks (taken by an older release)")
+        return MerkleMountainRange.resumed(self.position, [bytes.fromhex(peak) for peak in self.peaks])
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +140,8 @@ def _heads(chains: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[str, S
         for last in hashes:
             mountains.append(bytes.fromhex(last))
         if mountains.size:
-            yield session_id, SessionHead(mountains.size, last, mountains.root().hex())
+            peaks = tuple(peak.hex() for peak in mountains.peaks)
+            yield session_id, SessionHead(mountains.size, last, mountains.root().hex(), peaks)
 
 
 def write_digest(digest: Digest, path: Path) -> None:
@@ -175,7 +186,16 @@ def parse_digest(text: str, source: str = "") -> Digest:
 
 
 def _session_head(head: Mapping[str, Any]) -> SessionHead:
-    return SessionHead(_count(head["position"]), hex_hash(head["head"]), hex_hash(head["root"]))
+    peaks = head.get("peaks")
+    parsed = SessionHead(
+        _count(head["position"]),
+        hex_hash(head["head"]),
+        hex_hash(head["root"]),
+        None if peaks is None else tuple(hex_hash(peak) for peak in peaks),
+    )
+    if peaks is not None and parsed.mountains().root().hex() != parsed.root:
+        raise ValueError(f"the peaks of a session at position {parsed.position} do not fold to its root")
+    return parsed
 
 
 def _count(value: Any) -> int:

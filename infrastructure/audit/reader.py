@@ -15,9 +15,9 @@ the read; their payloads are hashed through `domain.ledger.canonical`, the rule 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sessionledger.domain.codec import format_timestamp
@@ -97,33 +97,66 @@ def _read_port(ledger: Ledger, session_id: str) -> LedgerSnapshot:
     return LedgerSnapshot(records, digests, None, stored if records else None)
 
 
+class Slot(NamedTuple):
+    """A `window_slots` row of a session."""
+
+    position: int
+    ordinal: int | None
+    rewound: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRows:
+    """A session's row (`None`: it has none) and its window slots, as stored."""
+
+    row: Any
+    slots: list[Slot]
+
+    @property
+    def head(self) -> ChainHead | None:
+        return None if self.row is None else ChainHead(self.row.head_position, self.row.head_hash)
+
+    @property
+    def deleted(self) -> bool:
+        return self.row is not None and self.row.deleted_at is not None
+
+
+def read_stored(conn: sa.Connection, session_id: str) -> StoredRows:
+    """The session row and window slots, inside `conn`'s transaction."""
+    row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
+    slots = conn.execute(
+        sa.select(window_slots.c.position, window_slots.c.ordinal, window_slots.c.rewound).where(
+            window_slots.c.session_id == session_id
+        )
+    ).all()
+    return StoredRows(row, [Slot(*slot) for slot in slots])
+
+
 def _read_sql(engine: sa.Engine, session_id: str) -> LedgerSnapshot:
     sha256 = hashlib.sha256
     with snapshot(engine) as conn:
-        row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
-        slots = conn.execute(
-            sa.select(window_slots.c.position, window_slots.c.ordinal, window_slots.c.rewound).where(
-                window_slots.c.session_id == session_id
-            )
-        ).all()
+        stored = read_stored(conn, session_id)
         records: list[LedgerRecord] = []
         digests: list[str | None] = []
         for record, text in read_records(conn, session_id):
             records.append(record)
             digests.append(None if text is None else sha256(text).hexdigest())
+    events = [record.position for record in records if record.kind is Kind.EVENT]
+    return LedgerSnapshot(records, digests, stored.head, stored_projection(stored, events))
+
+
+def stored_projection(stored: StoredRows, events: Iterable[int]) -> StoredProjection | None:
+    """What the rows store for the session, its window as positions given its event positions."""
+    row, slots = stored.row, stored.slots
     if row is None:
-        return LedgerSnapshot(records, digests, None, None)
-    head = ChainHead(row.head_position, row.head_hash)
+        return None
     if row.deleted_at is not None:
-        return LedgerSnapshot(
-            records, digests, head, StoredProjection(row.version, None, None, None, None, None)
-        )
+        return StoredProjection(row.version, None, None, None, None, None)
     prefix = [position for position, ordinal, _ in sorted(slots, key=lambda s: (s.ordinal is None, s.ordinal))
               if ordinal is not None]  # fmt: skip
     hidden = frozenset(position for position, _, rewound in slots if rewound)
-    events = [record.position for record in records if record.kind is Kind.EVENT]
     _, window = WindowShape(prefix, row.window_base, set(hidden)).split(events)
-    stored = StoredProjection(
+    return StoredProjection(
         version=row.version,
         session={
             "user_id": row.user_id,
@@ -144,4 +177,3 @@ def _read_sql(engine: sa.Engine, session_id: str) -> LedgerSnapshot:
             row.events_since_summary,
         ),
     )
-    return LedgerSnapshot(records, digests, head, stored)

@@ -43,27 +43,40 @@ class SharedStateFold:
     erased_up_to: int = 0
     """The highest global position of an erased record that could have written shared state."""
 
-    def add(self, records: Sequence[LedgerRecord]) -> None:
-        """One session's records (by position)."""
-        app_user: tuple[str, str] | None = None
+    def add(self, records: Sequence[LedgerRecord], app_user: tuple[str, str] | None = None) -> None:
+        """One session's records (by position), or a range of them with the session's app and
+        user (`verify --jobs`: the created record that names them is in another range)."""
         for record in records:
             if record.payload is None:
                 if record.kind in (Kind.CREATED, Kind.EVENT):
                     self.erased_up_to = max(self.erased_up_to, record.global_position or 0)
                 continue
             if record.kind is Kind.CREATED:
-                app_user = (str(record.payload["app_name"]), str(record.payload["user_id"]))
+                app_user = (str(record.payload.get("app_name")), str(record.payload.get("user_id")))
                 for scope in ((app_user[0],), app_user):
                     self.sessions[scope] = record.session_id
         if app_user is None:
             return
-        for record, delta in shared_writes(records):
+        try:
+            writes = list(shared_writes(records))
+        except (TypeError, ValueError, AttributeError):  # a payload that is not the ledger's: the
+            return  # chain check names it
+        for record, delta in writes:
             for scope, values in (((app_user[0],), delta.app), (app_user, delta.user)):
                 for key, value in values.items():
                     write = _Write(record.global_position or 0, record.session_id, record.position, value)
                     known = self.last.get((scope, key))
                     if known is None or known.global_position < write.global_position:
                         self.last[(scope, key)] = write
+
+    def merge(self, other: SharedStateFold) -> None:
+        """Add what another fold saw (of other sessions, or other ranges of a session)."""
+        for key, write in other.last.items():
+            known = self.last.get(key)
+            if known is None or known.global_position < write.global_position:
+                self.last[key] = write
+        self.sessions.update(other.sessions)
+        self.erased_up_to = max(self.erased_up_to, other.erased_up_to)
 
     def findings(self, ledger: Ledger) -> dict[str, list[tuple[int | None, str]]]:
         """By session id, `(position, detail)` where a stored scope differs from the fold, on the

@@ -11,7 +11,7 @@ Two checks (docs/api.md "Audit"; docs/architecture.md "Hash chain"), on one snap
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ledger import Kind, LedgerRecord, Projection, canonical, replay, window_stats
-from sessionledger.domain.ports import Ledger
+from sessionledger.domain.ports import Ledger, WindowStats
 from sessionledger.infrastructure.audit.chain import first_break
 from sessionledger.infrastructure.audit.reader import LedgerSnapshot, StoredProjection, read_snapshot
 from sessionledger.infrastructure.audit.shared_state import SharedStateFold
@@ -140,7 +140,26 @@ def with_shared_state(
 
 
 def _projection_mismatches(stored: StoredProjection, records: Sequence[LedgerRecord]) -> list[Finding]:
-    deleted = any(record.kind is Kind.ERASURE for record in records)
+    by_position = {record.position: record for record in records}
+    return projection_mismatches(
+        stored,
+        deleted=any(record.kind is Kind.ERASURE for record in records),
+        created=records[0],
+        project=lambda: replay(records, upto_version=stored.version),
+        expected_stats=lambda projection: _replayed_stats(projection, by_position),
+    )
+
+
+def projection_mismatches(
+    stored: StoredProjection,
+    *,
+    deleted: bool,
+    created: LedgerRecord,
+    project: Callable[[], Projection],
+    expected_stats: Callable[[Projection], WindowStats],
+) -> list[Finding]:
+    """The stored projection against the replayed one (`project`, at the stored version) and the
+    window stats its window's events give (`expected_stats`); `created` is the first record."""
     if deleted or stored.session is None:
         if deleted and stored.session is None:
             return []
@@ -151,7 +170,7 @@ def _projection_mismatches(stored: StoredProjection, records: Sequence[LedgerRec
         )
         return [Finding(Mismatch.SESSION, None, problem)]
     try:
-        projection = replay(records, upto_version=stored.version)
+        projection = project()
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         return [Finding(Mismatch.REPLAY, None, f"the records cannot be replayed: {error!r}")]
     if projection.version != stored.version:
@@ -162,14 +181,13 @@ def _projection_mismatches(stored: StoredProjection, records: Sequence[LedgerRec
                 f"the session is at version {stored.version} but its ledger reaches {projection.version}",
             )
         ]
-    by_position = {record.position: record for record in records}
     findings = [
         *_window_mismatch(stored, projection),
         *_state_mismatch(stored, projection),
-        *_session_mismatch(stored, records[0]),
+        *_session_mismatch(stored, created),
     ]
     if not findings:
-        findings += _stats_mismatch(stored, projection, by_position)
+        findings += _stats_mismatch(stored, expected_stats(projection))
     return findings
 
 
@@ -233,9 +251,7 @@ def _session_mismatch(stored: StoredProjection, created: LedgerRecord) -> list[F
     ]
 
 
-def _stats_mismatch(
-    stored: StoredProjection, projection: Projection, by_position: Mapping[int, LedgerRecord]
-) -> list[Finding]:
+def _replayed_stats(projection: Projection, by_position: Mapping[int, LedgerRecord]) -> WindowStats:
     readable = [  # the positions replay made events of (a tampered ledger may name others)
         p
         for p in projection.window_positions
@@ -245,7 +261,10 @@ def _stats_mismatch(
         (event, by_position[position].token_count)
         for position, event in zip(readable, projection.window, strict=True)
     ]
-    expected = window_stats(pairs)
+    return window_stats(pairs)
+
+
+def _stats_mismatch(stored: StoredProjection, expected: WindowStats) -> list[Finding]:
     if stored.stats is None or expected == stored.stats:
         return []
     return [

@@ -11,9 +11,11 @@ orjson. The other columns still go through SQLAlchemy's own result conversions (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,7 +23,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from sessionledger.domain.ledger import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
-from sessionledger.infrastructure.ledger.schema import ledger, loads
+from sessionledger.infrastructure.ledger.schema import ledger, loads, sessions
 
 CHUNK = 5_000
 """Rows per round trip: large enough to amortize it, small enough to keep memory flat."""
@@ -57,11 +59,28 @@ class _StoredText(Loader):
 
 _CHUNK_QUERY = (
     sa.select(*_COLUMNS)
-    .where(ledger.c.session_id == sa.bindparam("sid"), ledger.c.position > sa.bindparam("after"))
+    .where(
+        ledger.c.session_id == sa.bindparam("sid"),
+        ledger.c.position > sa.bindparam("after"),
+        ledger.c.position <= sa.bindparam("upto"),
+    )
     .order_by(ledger.c.position)
     .limit(sa.bindparam("chunk"))
 )
-_QUERIES: dict[str, DriverStatement] = {}
+_APPENDED_QUERY = (
+    sa.select(ledger.c.session_id, *_COLUMNS)
+    .where(ledger.c.global_position > sa.bindparam("after"))
+    .order_by(ledger.c.session_id, ledger.c.position)
+)
+_QUERIES: dict[tuple[str, int], DriverStatement] = {}
+_HEADS_POSTGRES = sa.text(
+    "SELECT id, head_position, head_hash FROM sessions WHERE id = ANY(CAST(:ids AS text[]))"
+)
+_ROWS_AT_POSTGRES = sa.text(
+    "SELECT l.session_id, l.position, l.row_hash"
+    " FROM unnest(CAST(:sids AS text[]), CAST(:positions AS bigint[])) AS wanted(sid, pos)"
+    " JOIN ledger l ON l.session_id = wanted.sid AND l.position = wanted.pos"
+)
 
 
 @contextmanager
@@ -73,38 +92,106 @@ def snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
         yield conn
 
 
-def read_records(conn: sa.Connection, session_id: str) -> Iterator[tuple[LedgerRecord, bytes | None]]:
-    """Each record of the session by position, with its payload's stored text in utf-8 (`None`
-    once erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write
-    transaction, so the chunks agree with each other."""
-    dialect = conn.dialect
-    query = _QUERIES.get(dialect.name)
-    if query is None:
-        query = _QUERIES[dialect.name] = DriverStatement(_CHUNK_QUERY, dialect)
-    driver = driver_of(conn.connection)
-    if dialect.name == "postgresql":
-        cursor = driver.cursor(binary=True)
-        cursor.adapters.register_loader("json", _StoredText)
-    else:
-        cursor = driver.cursor()
-
+def read_records(
+    conn: sa.Connection, session_id: str, after: int = 0, upto: int = 2**62
+) -> Iterator[tuple[LedgerRecord, bytes | None]]:
+    """Each record of the session by position (those after `after` up to `upto`: `verify --jobs`
+    reads a long session in ranges), with its payload's stored text in utf-8 (`None` once
+    erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write transaction,
+    so the chunks agree with each other."""
+    query = _statement(conn, _CHUNK_QUERY)
+    cursor = _cursor(conn)
     chunk = CHUNK
 
-    def fetch(after: int) -> list[Any]:
-        return query.rows(cursor, {"sid": session_id, "after": after, "chunk": chunk})
+    def fetch(start: int) -> list[Any]:
+        return query.rows(cursor, {"sid": session_id, "after": start, "upto": upto, "chunk": chunk})
 
     try:
-        for rows in _ahead(fetch, chunk):
+        for rows in _ahead(fetch, chunk, after):
             yield from _records(session_id, rows)
     finally:
         cursor.close()
 
 
-def _ahead(fetch: Callable[[int], list[Any]], chunk: int) -> Iterator[list[Any]]:
+def read_appended(conn: sa.Connection, after: int) -> Iterator[tuple[LedgerRecord, bytes | None]]:
+    """Every record written after global position `after`, by session and position, with its
+    payload's stored text: a range read of the primary key, so its cost follows the rows written
+    since, not the ledger (`verify --since`). On the driver, as `read_records`."""
+    cursor = _cursor(conn)
+    try:
+        rows = _statement(conn, _APPENDED_QUERY).rows(cursor, {"after": after})
+    finally:
+        cursor.close()
+    for session_id, group in groupby(rows, key=itemgetter(0)):
+        yield from _records(session_id, [row[1:] for row in group])
+
+
+def _statement(conn: sa.Connection, query: sa.Select) -> DriverStatement:
+    """`query` compiled once per dialect for the driver."""
+    key = (conn.dialect.name, id(query))
+    statement = _QUERIES.get(key)
+    if statement is None:
+        statement = _QUERIES[key] = DriverStatement(query, conn.dialect)
+    return statement
+
+
+def _cursor(conn: sa.Connection) -> Any:
+    """A driver cursor inside `conn`'s transaction; on PostgreSQL binary, `json` read as its bytes."""
+    driver = driver_of(conn.connection)
+    if conn.dialect.name != "postgresql":
+        return driver.cursor()
+    cursor = driver.cursor(binary=True)
+    cursor.adapters.register_loader("json", _StoredText)
+    return cursor
+
+
+def rows_at(conn: sa.Connection, places: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """The row hash at each `(session id, position)` that still has a record (a statement per
+    `CHUNK` places, each an index lookup per place)."""
+    wanted = list(places)
+    found: dict[tuple[str, int], str] = {}
+    if conn.dialect.name == "postgresql" and wanted:  # one join of two arrays: no plan per place
+        sids, positions = zip(*wanted, strict=True)
+        rows = conn.execute(_ROWS_AT_POSTGRES, {"sids": list(sids), "positions": list(positions)})
+        return {(row.session_id, row.position): row.row_hash for row in rows}
+    for start in range(0, len(wanted), CHUNK):
+        query = sa.select(ledger.c.session_id, ledger.c.position, ledger.c.row_hash).where(
+            sa.tuple_(ledger.c.session_id, ledger.c.position).in_(wanted[start : start + CHUNK])
+        )
+        found.update(((row.session_id, row.position), row.row_hash) for row in conn.execute(query))
+    return found
+
+
+def session_heads(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+    """The head (position, row hash) each session row names, for those that have a row."""
+    wanted = list(session_ids)
+    found: dict[str, tuple[int, str]] = {}
+    if conn.dialect.name == "postgresql":  # one array parameter: no plan per id
+        rows = conn.execute(_HEADS_POSTGRES, {"ids": wanted})
+        return {row.id: (row.head_position, row.head_hash) for row in rows}
+    for start in range(0, len(wanted), CHUNK):
+        query = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
+            sessions.c.id.in_(wanted[start : start + CHUNK])
+        )
+        found.update((row.id, (row.head_position, row.head_hash)) for row in conn.execute(query))
+    return found
+
+
+def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, int]:
+    """The last position each session still has records up to (none: no records)."""
+    query = (
+        sa.select(ledger.c.session_id, sa.func.max(ledger.c.position))
+        .where(ledger.c.session_id.in_(list(session_ids)))
+        .group_by(ledger.c.session_id)
+    )
+    return {str(sid): int(last) for sid, last in conn.execute(query)}
+
+
+def _ahead(fetch: Callable[[int], list[Any]], chunk: int, after: int) -> Iterator[list[Any]]:
     """The chunks in order, the next one already being fetched while the caller has this one
     (a chunk of fewer than `chunk` rows is the last)."""
     with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
-        pending: Future[list[Any]] | None = pool.submit(fetch, 0)
+        pending: Future[list[Any]] | None = pool.submit(fetch, after)
         while pending is not None:
             rows = pending.result()
             pending = pool.submit(fetch, rows[-1].position) if len(rows) == chunk else None

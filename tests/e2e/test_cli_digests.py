@@ -106,3 +106,29 @@ def test_a_proof_checks_without_the_database_and_a_tampered_one_does_not(url: st
     refused = run("check-proof", str(proof), str(digest))
     assert refused.returncode == 1
     assert "record 4: its payload does not match its content hash" in refused.stderr
+
+
+def test_verify_since_a_digest_and_chain_the_next(url: str, tmp_path: Path) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert run("digest", "--output", str(first), "--database-url", url).returncode == 0
+    with open_service(url) as service:
+        [session] = service.list_sessions("alice")
+        service.append_message(session.id, UserMessage("since the digest"))
+    checked = run("verify", "--since", str(first), "--next-digest", str(second), "--database-url", url)
+    assert checked.returncode == 0, checked.stderr
+    assert "0 sessions unchanged" in checked.stderr and "1 checked" in checked.stderr
+    again = run("verify", "--since", str(second), "--database-url", url)
+    assert again.returncode == 0 and "1 sessions unchanged" in again.stderr, again.stderr
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute("UPDATE ledger SET payload = '{}' WHERE position = 7")
+    failed = run("verify", "--since", str(first), "--database-url", url)
+    assert failed.returncode == 1
+    assert "edited at position 7" in failed.stderr
+
+
+def test_verify_with_jobs(url: str) -> None:
+    assert run("verify", "--jobs", "2", "--database-url", url).returncode == 0
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute("UPDATE ledger SET payload = '{}' WHERE position = 3")
+    failed = run("verify", "--jobs", "2", "--database-url", url)
+    assert failed.returncode == 1 and "edited at position 3" in failed.stderr, failed.stderr

@@ -166,3 +166,41 @@ def test_the_launcher_takes_the_settings_it_is_handed_on_standard_input_over_the
         timeout=120,
     )
     assert result.returncode == 2 and "needs a broker" in result.stderr
+
+
+def test_relay_writes_digests_on_a_schedule(command, tmp_path):
+    given = f"sqlite:///{tmp_path / 'given.db'}"
+    digests = tmp_path / "digests"
+    digests.mkdir()
+    with open_service(given) as service:
+        session = service.create_session("agent").id
+        service.append_message(session, UserMessage("before the relay"))
+    command.start(
+        "relay", "--database-url", given, "--broker-url", RABBITMQ_URL,
+        "--digest-every", "0.3", "--digest-dir", str(digests),
+    )  # fmt: skip
+    wait_for(
+        lambda: command.assert_running() and len(list(digests.glob("digest-*.json"))) >= 1, 60, "a digest"
+    )
+    with open_service(given) as service:
+        service.append_message(session, UserMessage("between two digests"))
+    first = sorted(digests.glob("digest-*.json"))[0]
+
+    def covers_the_append() -> bool:
+        newest = sorted(digests.glob("digest-*.json"))[-1]
+        return command.assert_running() and '"position":3' in newest.read_text()
+
+    wait_for(covers_the_append, 60, "a digest holding the second append")
+    command.stop()
+    written = sorted(digests.glob("digest-*.json"))
+    assert not list(digests.glob("*.partial"))
+    every = [arg for path in written for arg in ("--digest", str(path))]
+    checked = subprocess.run(
+        [CLI, "verify", "--database-url", given, *every],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=command.env,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert '"position":2' in first.read_text()

@@ -73,12 +73,12 @@ def session_with_edges(service: SessionService) -> str:
     return session.id
 
 
-def assert_edges_kept(service: SessionService, session_id: str, *, imported: bool = False) -> None:
-    """Every edge value back exactly (an import brings the session, not the app's and user's state)."""
+def assert_edges_kept(service: SessionService, session_id: str) -> None:
+    """Every edge value back exactly (an import merges the app's and user's state too)."""
     session = service.get_session(session_id)
     assert session is not None
     assert_exact(dict(session.metadata), EDGES)
-    shared = {} if imported else {"user:edges": EDGES, "app:edges": EDGES}
+    shared = {"user:edges": EDGES, "app:edges": EDGES}
     assert_exact(dict(session.state), {**EDGES, "delta": EDGES, **shared})
     [event] = service.get_events(session_id)
     assert_exact(dict(event.metadata), EDGES)
@@ -105,12 +105,12 @@ def test_integers_up_to_the_edge_of_64_bits_survive_export_and_import_and_one_pa
     exported = list(export_lines(service, session_with_edges(service)))
     with open_service("memory://") as elsewhere:
         imported = import_lines(elsewhere, exported).session_id
-        assert_edges_kept(elsewhere, imported, imported=True)
+        assert_edges_kept(elsewhere, imported)
         back = list(export_lines(elsewhere, session_with_edges(elsewhere)))
     past = forged(back, _created_state(EDGES["max"] + 1))
     with pytest.raises(ValueError, match="beyond 64 bits"):
         import_lines(service, past)
-    assert_edges_kept(service, import_lines(service, back).session_id, imported=True)
+    assert_edges_kept(service, import_lines(service, back).session_id)
 
 
 @pytest.mark.parametrize("number", BEYOND)

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from sessionledger.domain import format_event
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.domain.ports import Ledger
 from sessionledger.infrastructure import audit
 from sessionledger.infrastructure.audit import (
     ModelView,
@@ -26,6 +27,10 @@ from sessionledger.infrastructure.audit import (
     WindowReplay,
 )
 from sessionledger.infrastructure.audit.anchored import verify_against
+from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, write_digest
+from sessionledger.infrastructure.audit.parallel import verify_parallel
+from sessionledger.infrastructure.audit.since import verify_since
+from sessionledger.infrastructure.service import SessionService
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -160,25 +165,48 @@ def verify(
         list[Path] | None,
         typer.Option("--digest", help="A digest the ledger must extend (repeatable); checks every session."),
     ] = None,
+    since: Annotated[
+        Path | None,
+        typer.Option(
+            "--since", help="A trusted digest: check only what was appended after it, and the link."
+        ),
+    ] = None,
+    next_digest: Annotated[
+        Path | None,
+        typer.Option("--next-digest", help="With --since: write the digest of the ledger as verified now."),
+    ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs", min=1, help="Processes to spread sessions, and long sessions in ranges, over."
+        ),
+    ] = 1,
     public_key: PublicKey = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
 ) -> None:
     """Check the hash chains and that each stored window equals the one replayed from the ledger."""
-    if digest and (session_id is not None or user is not None):
-        fail("--digest checks the whole ledger: give no session and no --user")
+    if jobs > 1 and (digest or since):
+        fail("--jobs goes with a plain verify (not --digest or --since)")
+    if (digest or since) and (session_id is not None or user is not None):
+        fail("--digest and --since check the whole ledger: give no session and no --user")
+    if since is not None and digest:
+        fail("give either --digest or --since")
+    if next_digest is not None and since is None:
+        fail("--next-digest goes with --since")
     digests = read_digests(digest or [], public_key)
     with service_for(database_url, broker_url) as service:
-        if digests:
+        if since is not None:
+            results = _since(service.ledger, read_digests([since], public_key)[0], next_digest)
+        elif digests:
             results = list(verify_against(service, digests))
-        elif session_id is None:
-            results = list(audit.verify_all(service, user_id=user))
+        elif session_id is not None:
+            results = _one(service, session_id, user, jobs)
+        elif user is not None:
+            results = verify_parallel(service, jobs, [s.id for s in service.list_sessions(user)])
         else:
-            try:
-                results = [audit.verify(service, session_id, user_id=user)]
-            except LookupError:
-                fail(f"unknown session {session_id!r}")
+            results = verify_parallel(service, jobs)
         if as_json:
             emit_json(results[0].as_dict() if session_id is not None else [r.as_dict() for r in results])
         else:
@@ -188,6 +216,39 @@ def verify(
             first = broken[0]
             more = f" (and {len(broken) - 1} more sessions)" if len(broken) > 1 else ""
             fail(f"session {first.session_id}: {_problem(first)}{more}", status=1)
+
+
+def _one(service: SessionService, session_id: str, user: str | None, jobs: int) -> list[Verification]:
+    try:
+        if jobs == 1:
+            return [audit.verify(service, session_id, user_id=user)]
+        if user is not None and service.get_session(session_id, user_id=user) is None:
+            raise LookupError(session_id)
+        results = verify_parallel(service, jobs, [session_id])
+        if results[0].records == 0:
+            raise LookupError(session_id)
+    except LookupError:
+        fail(f"unknown session {session_id!r}")
+    return results
+
+
+def _since(ledger: Ledger, trusted: Digest, next_digest: Path | None) -> list[Verification]:
+    """`verify --since`: the sessions written to since the digest (or broken), the rest counted."""
+    try:
+        checked = verify_since(ledger, trusted)
+    except InvalidDigest as error:
+        fail(str(error), status=1)
+    if next_digest is not None and checked.ok:
+        try:
+            write_digest(checked.next_digest, next_digest)
+        except OSError as error:
+            fail(f"cannot write {next_digest}: {error.strerror}")
+    print(
+        f"{checked.unchanged} sessions unchanged since digest {trusted.name}; "
+        f"{len(checked.results)} checked from it",
+        file=sys.stderr,
+    )
+    return list(checked.results)
 
 
 def _problem(result: Verification) -> str:

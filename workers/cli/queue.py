@@ -6,6 +6,7 @@ worker quietly connecting to some local broker would hide a missing `--broker-ur
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -66,9 +67,33 @@ def worker(
 
 
 @command
-def relay(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
+def relay(
+    digest_every: Annotated[
+        float | None,
+        typer.Option(
+            "--digest-every", min=0.001, help="Write a ledger digest every SECONDS (needs --digest-dir)."
+        ),
+    ] = None,
+    digest_dir: Annotated[
+        Path | None,
+        typer.Option("--digest-dir", help="Where to write the digests: keep it off the database host."),
+    ] = None,
+    database_url: DatabaseUrl = None,
+    broker_url: BrokerUrl = None,
+    as_json: AsJson = False,
+) -> None:
     """Tail the ledger and wake the evaluators (one per deployment; a second one waits as standby)."""
     settings = _queue_settings(database_url, broker_url)
+    overrides = {
+        name: value
+        for name, value in (("digest_every", digest_every), ("digest_dir", digest_dir))
+        if value is not None
+    }
+    settings = settings.model_copy(update=overrides)
+    if (settings.digest_every is None) != (settings.digest_dir is None):
+        fail("--digest-every and --digest-dir go together")
+    if settings.digest_dir is not None and not settings.digest_dir.is_dir():
+        fail(f"--digest-dir {settings.digest_dir} is not a directory")
     from sessionledger.workers.launch import run_worker
 
     raise typer.Exit(run_worker(settings, "relay"))

@@ -1,0 +1,286 @@
+"""`verify --jobs N`: sessions, and long sessions in ranges of positions, checked by N processes.
+
+Reading and checking a record is Python work per row (hashes, payload parsing, replay), so one
+process verifies at about two thirds of a raw read's rate; N processes share it out. The parent
+reads, in one snapshot, every session row and window slot (the heads, versions and stored
+windows to check against), then hands out ranges of at most `SPAN` positions. A worker reads its
+range in a snapshot of its own, checks the chain inside it (`chain.first_break` from the range's
+first link), folds it into a `domain.ledger.ReplayPart` and measures its readable events for the
+window stats; only that, not the records, travels back. The parent checks that consecutive
+ranges link (a range's first record names the previous range's last hash) and meet, folds the
+parts in order (`domain.ledger.fold_parts`), and compares the projection with what is stored
+exactly as the one-process `verify` does (`verify.projection_mismatches`).
+
+Ranges stop at the head the parent read, so records appended meanwhile are not read; a session
+deleted while it is being verified can show its erased payloads as a break: verify it again.
+Workers are forked, and forget the parent's connections before opening their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import sqlalchemy as sa
+from sessionledger.domain.ledger import (
+    EventMeasure,
+    LedgerRecord,
+    Projection,
+    ReplayPart,
+    event_measure,
+    fold_parts,
+    replay_part,
+    stats_of_measures,
+    window_shape,
+)
+from sessionledger.domain.mappings import FrozenDict
+from sessionledger.infrastructure.audit.chain import BreakKind, ChainBreak, ChainHead, first_break
+from sessionledger.infrastructure.audit.reader import Slot, StoredRows, stored_projection
+from sessionledger.infrastructure.audit.shared_state import SharedStateFold
+from sessionledger.infrastructure.audit.verify import (
+    Finding,
+    Mismatch,
+    Verification,
+    projection_mismatches,
+    verify,
+    verify_all,
+    with_shared_state,
+)
+from sessionledger.infrastructure.ledger.records import read_records, snapshot
+from sessionledger.infrastructure.ledger.schema import sessions, window_slots
+from sessionledger.infrastructure.ledger.sql import SqlLedger
+from sessionledger.infrastructure.service import SessionService
+
+SPAN = 25_000
+"""Positions per task: small enough to share a long session out, large enough that a task's own
+snapshot and first query cost little against its rows."""
+
+_ENGINE: sa.Engine | None = None
+"""The worker process's engine: the parent's, its inherited connections forgotten."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    session_id: str
+    after: int
+    upto: int
+    upto_version: int | None
+    head: ChainHead | None
+    """The head the session row names (for the session's last range only)."""
+    erased: bool
+    app_user: tuple[str, str] | None
+    window_base: int = 0
+    prefix: frozenset[int] = frozenset()
+    """The stored window (its base, its prefix): only its events are measured for the stats.
+    Enough, because the stats are compared only once the stored window equals the replayed one."""
+
+
+@dataclass(slots=True)
+class _Range:
+    """What a worker sends back for one range."""
+
+    task: _Task
+    first: tuple[int, str] | None = None
+    """The first record's position and the hash it names for its predecessor."""
+    last: tuple[int, str] | None = None
+    """The last record's position and row hash."""
+    broken: ChainBreak | None = None
+    created: LedgerRecord | None = None
+    part: ReplayPart | None = None
+    events: list[int] = field(default_factory=list)
+    measures: dict[int, EventMeasure] = field(default_factory=dict)
+    replay_error: str | None = None
+    fold: SharedStateFold = field(default_factory=SharedStateFold)
+
+
+def verify_parallel(
+    service: SessionService, jobs: int, session_ids: Sequence[str] | None = None
+) -> list[Verification]:
+    """`verify` of the sessions (all of them, and the shared state, by default) in `jobs` processes;
+    on a ledger other processes cannot open (memory), in this one."""
+    ledger = service.ledger
+    if not isinstance(ledger, SqlLedger) or jobs < 2:
+        if session_ids is None:
+            return list(verify_all(service))
+        return [verify(service, sid) for sid in session_ids]
+    wanted = list(ledger.session_ids()) if session_ids is None else list(session_ids)
+    stored = _stored_rows(ledger.engine, wanted)
+    tasks = [task for sid in wanted for task in _tasks(sid, stored.get(sid))]
+    context = multiprocessing.get_context("fork")
+    chunks = max(1, len(tasks) // (jobs * 8))
+    with ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_forget, initargs=(ledger.engine,)
+    ) as pool:
+        ranges = list(pool.map(_check_range, tasks, chunksize=chunks))
+    by_session: dict[str, list[_Range]] = {}
+    for checked in ranges:
+        by_session.setdefault(checked.task.session_id, []).append(checked)
+    fold = SharedStateFold()
+    results = []
+    for session_id in wanted:
+        parts = by_session[session_id]
+        for checked in parts:
+            fold.merge(checked.fold)
+        results.append(_verification(session_id, parts, stored.get(session_id)))
+    if session_ids is None:
+        return list(with_shared_state(results, fold, ledger))
+    return results
+
+
+def _stored_rows(engine: sa.Engine, session_ids: Sequence[str]) -> dict[str, StoredRows]:
+    """Every session row and window slot in one snapshot (rows made plain: they go to workers)."""
+    found: dict[str, StoredRows] = {}
+    with snapshot(engine) as conn:
+        for row in conn.execute(sa.select(sessions)):
+            found[row.id] = StoredRows(SimpleNamespace(**row._mapping), [])
+        slots = conn.execute(
+            sa.select(window_slots.c.session_id, window_slots.c.position, window_slots.c.ordinal,
+                      window_slots.c.rewound)
+        )  # fmt: skip
+        for session_id, position, ordinal, rewound in slots:
+            if session_id in found:
+                found[session_id].slots.append(Slot(position, ordinal, rewound))
+    return {sid: found[sid] for sid in session_ids if sid in found}
+
+
+def _tasks(session_id: str, stored: StoredRows | None) -> Iterator[_Task]:
+    if stored is None or stored.row is None:  # records but no session row: one range, to its end
+        yield _Task(session_id, 0, 2**62, None, None, False, None)
+        return
+    row = stored.row
+    erased = row.deleted_at is not None
+    head = ChainHead(row.head_position, row.head_hash)
+    app_user = (row.app_name, row.user_id)
+    upto_version = None if erased else row.version
+    prefix = frozenset(slot.position for slot in stored.slots if slot.ordinal is not None)
+    for after in range(0, max(row.head_position, 1), SPAN):
+        last = after + SPAN >= row.head_position
+        upto = 2**62 if last else after + SPAN
+        yield _Task(
+            session_id, after, upto, upto_version, head if last else None, erased, app_user,
+            row.window_base, prefix,
+        )  # fmt: skip
+
+
+def _forget(engine: sa.Engine) -> None:
+    """In a forked worker: drop the parent's pooled connections without closing them (they are
+    the parent's), and read through this engine's fresh pool."""
+    global _ENGINE
+    engine.dispose(close=False)
+    _ENGINE = engine
+
+
+def _check_range(task: _Task) -> _Range:
+    """In a worker: read the range, check its chain, fold its replay and measure its events."""
+    if _ENGINE is None:
+        raise RuntimeError("a verify worker runs only in a pool started by verify_parallel")
+    records: list[LedgerRecord] = []
+    digests: list[str | None] = []
+    sha256 = hashlib.sha256
+    with snapshot(_ENGINE) as conn:
+        for record, text in read_records(conn, task.session_id, task.after, task.upto):
+            records.append(record)
+            digests.append(None if text is None else sha256(text).hexdigest())
+    checked = _Range(task)
+    if not records:
+        return checked
+    checked.first = (records[0].position, records[0].prev_hash)
+    checked.last = (records[-1].position, records[-1].row_hash)
+    linked = None if task.after == 0 else ChainHead(task.after, records[0].prev_hash)
+    checked.broken = first_break(records, digests, task.head, linked, erased=task.erased or None)
+    if records[0].position == 1:
+        checked.created = records[0]
+    checked.fold.add(records, task.app_user)
+    try:
+        part = replay_part(records, task.upto_version)
+        checked.events = list(part.events)
+        checked.measures = {
+            p: event_measure(r.event(), r.token_count)
+            for p, r in part.events.items()
+            if r.payload is not None and (p > task.window_base or p in task.prefix)
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        checked.replay_error = repr(error)
+        return checked
+    part.events = {}
+    checked.part = part
+    return checked
+
+
+def _verification(session_id: str, ranges: list[_Range], stored: StoredRows | None) -> Verification:
+    ranges.sort(key=lambda checked: checked.task.after)
+    findings = [Finding(found.kind, found.position, found.detail) for found in _chain(ranges)][:1]
+    last = next((checked.last for checked in reversed(ranges) if checked.last is not None), None)
+    created = ranges[0].created
+    deleted = any(checked.part is not None and checked.part.deleted for checked in ranges)
+    if last is None:
+        return Verification(
+            session_id, 0, 0, "", deleted, (Finding(BreakKind.DELETED, 1, "the session has no records"),)
+        )
+    events = [p for checked in ranges for p in checked.events]
+    projection = None if stored is None else stored_projection(stored, events)
+    if projection is None:
+        findings.append(Finding(Mismatch.SESSION, None, "the ledger has records but no session row"))
+    elif created is None:
+        findings.append(Finding(Mismatch.SESSION, 1, "the ledger does not start with a created record"))
+    else:
+        measures = {p: m for checked in ranges for p, m in checked.measures.items()}
+        findings += projection_mismatches(
+            projection,
+            deleted=deleted,
+            created=created,
+            project=lambda: _projected(ranges),
+            expected_stats=lambda replayed: stats_of_measures(
+                measures[p] for p in replayed.window_positions if p in measures
+            ),
+        )
+    version = max((checked.part.version for checked in ranges if checked.part is not None), default=0)
+    return Verification(session_id, last[0], version, last[1], deleted, tuple(findings))
+
+
+def _chain(ranges: list[_Range]) -> Iterator[ChainBreak]:
+    """Breaks inside the ranges and between them, in position order."""
+    previous: tuple[int, str] | None = None
+    for checked in ranges:
+        task = checked.task
+        if checked.first is not None and task.after > 0:
+            if previous is None or previous[0] != task.after:
+                missing = 1 if previous is None else previous[0] + 1
+                yield ChainBreak(missing, BreakKind.DELETED, f"no record at position {missing}")
+            elif checked.first[0] == task.after + 1 and checked.first[1] != previous[1]:
+                yield ChainBreak(
+                    task.after,
+                    BreakKind.EDITED,
+                    f"record {task.after} was rewritten: record {task.after + 1} names a different hash "
+                    "for its predecessor",
+                )
+        if checked.broken is not None:
+            yield checked.broken
+        if checked.last is not None:
+            previous = checked.last
+
+
+def _projected(ranges: list[_Range]) -> Projection:
+    """The projection the ranges' parts make (window events left out: their measures stand in)."""
+    for checked in ranges:
+        if checked.replay_error is not None:
+            raise ValueError(f"the records cannot be replayed: {checked.replay_error}")
+    part = fold_parts(checked.part for checked in ranges if checked.part is not None)
+    shape, epoch = window_shape(part.shaping)
+    archived, window = shape.split(p for checked in ranges for p in checked.events)
+    return Projection(
+        window=(),
+        archived=(),
+        hidden=tuple(sorted(shape.hidden)),
+        session_state=FrozenDict(part.state),
+        version=part.version,
+        window_positions=tuple(window),
+        archived_positions=tuple(archived),
+        deleted=part.deleted,
+        shape=shape,
+        epoch=epoch,
+    )

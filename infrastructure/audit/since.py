@@ -1,0 +1,204 @@
+"""`verify --since`: with a trusted digest, check only what was appended after it, and its link.
+
+A digest that is trusted (kept out of the administrator's reach, its signature checked) already
+vouches for every record it covers. What is left to check is that the ledger still holds each
+session's head as the digest saw it (same position, same row hash) and that every record written
+since chains from that head, hash by hash, up to the head the session row names; a session
+created since is checked from its first record. The records are read by a range of the global
+position (the primary key) and the heads by index lookups, so the cost follows the records
+written since and the number of sessions, not the ledger's size.
+
+The Merkle root of today's records is then the digest's tree, resumed from the peaks the digest
+keeps, with only the new records hashed: so the digest's tree is a prefix of today's by
+construction, and the result carries the next digest (`verify --since OLD --next-digest NEW`
+chains incremental checks). The stored projection (window, state, stats) is not replayed: that is
+the full `verify`'s job, whose cost follows the sessions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, sha256_hex
+from sessionledger.domain.merkle import MerkleMountainRange
+from sessionledger.domain.ports import Ledger
+from sessionledger.infrastructure.audit.anchored import Anchor
+from sessionledger.infrastructure.audit.chain import ChainHead, first_break
+from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead
+from sessionledger.infrastructure.audit.verify import Finding, Verification
+from sessionledger.infrastructure.ledger.records import (
+    last_positions,
+    read_appended,
+    rows_at,
+    session_heads,
+    snapshot,
+)
+from sessionledger.infrastructure.ledger.sql import SqlLedger
+
+
+@dataclass(frozen=True, slots=True)
+class SinceCheck:
+    """What `verify --since` found: a verification per session written to since (or broken), how
+    many sessions were left as the digest saw them, and the digest of the ledger as it is now."""
+
+    results: tuple[Verification, ...]
+    unchanged: int
+    next_digest: Digest
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+
+@dataclass(slots=True)
+class _Appended:
+    """What the ledger holds of the sessions since a digest: the records written after it (by
+    session, by position, with the sha256 of each stored payload), each digest head's row hash
+    where a record still is, the head each session row names, and the last position of sessions
+    whose digest head is gone."""
+
+    records: dict[str, list[LedgerRecord]]
+    digests: dict[str, list[str | None]]
+    anchors: dict[str, str]
+    heads: dict[str, ChainHead] | None
+    last: dict[str, int]
+
+
+def verify_since(ledger: Ledger, digest: Digest, *, now: datetime | None = None) -> SinceCheck:
+    """Check the records written since `digest` and their link to it (`InvalidDigest` when the
+    digest keeps no Merkle peaks to resume its trees from)."""
+    for session_id, head in digest.sessions.items():
+        try:
+            head.mountains()
+        except ValueError as error:
+            raise InvalidDigest(
+                f"digest {digest.name} cannot anchor --since: session {session_id}: {error}"
+            ) from None
+    appended = _read_sql(ledger, digest) if isinstance(ledger, SqlLedger) else _read_port(ledger, digest)
+    results: list[Verification] = []
+    sessions: dict[str, SessionHead] = dict(digest.sessions)
+    unchanged = 0
+    for session_id in sorted(digest.sessions.keys() | appended.records.keys()):
+        result, today = _check(session_id, digest.sessions.get(session_id), appended, digest)
+        if today is not None:
+            sessions[session_id] = today
+        else:
+            sessions.pop(session_id, None)
+        if result is not None:
+            results.append(result)
+        else:
+            unchanged += 1
+    top = max((r.global_position or 0 for rs in appended.records.values() for r in rs), default=0)
+    next_digest = Digest(now or datetime.now(UTC), max(top, digest.global_position), sessions)
+    return SinceCheck(tuple(results), unchanged, next_digest)
+
+
+def _check(
+    session_id: str, anchor: SessionHead | None, appended: _Appended, digest: Digest
+) -> tuple[Verification | None, SessionHead | None]:
+    """One session's verification (`None`: untouched and intact) and its head today."""
+    records = appended.records.get(session_id, [])
+    findings: list[Finding] = []
+    after: ChainHead | None = None
+    if anchor is not None:
+        after = ChainHead(anchor.position, anchor.head)
+        found = appended.anchors.get(session_id)
+        if found is None:
+            findings.append(_gone(session_id, anchor, appended.last.get(session_id), digest))
+        elif found != anchor.head:
+            findings.append(
+                Finding(
+                    Anchor.REWRITTEN,
+                    anchor.position,
+                    f"record {anchor.position} is not the head digest {digest.name} holds: it, or a record "
+                    "before it, was rewritten and the hashes after it recomputed",
+                )
+            )
+    head = None if appended.heads is None else appended.heads.get(session_id)
+    if not findings:
+        broken = first_break(records, appended.digests.get(session_id, []), head, after)
+        if broken is not None:
+            findings.append(Finding(broken.kind, broken.position, broken.detail))
+    if anchor is not None and not records and not findings:
+        return None, anchor
+    mountains = anchor.mountains() if anchor is not None else MerkleMountainRange()
+    mountains.extend(bytes.fromhex(record.row_hash) for record in records)
+    last = records[-1] if records else None
+    today = (
+        anchor
+        if last is None
+        else SessionHead(
+            mountains.size, last.row_hash, mountains.root().hex(), tuple(p.hex() for p in mountains.peaks)
+        )
+    )
+    result = Verification(
+        session_id=session_id,
+        records=mountains.size,
+        version=0 if last is None else last.version,
+        head_hash="" if today is None else today.head,
+        deleted=any(record.kind is Kind.ERASURE for record in records),
+        findings=tuple(findings),
+    )
+    return result, today
+
+
+def _gone(session_id: str, anchor: SessionHead, last: int | None, digest: Digest) -> Finding:
+    if last is None:
+        return Finding(
+            Anchor.REMOVED,
+            1,
+            f"digest {digest.name} holds {anchor.position} records of the session, the ledger has none: "
+            "the session was removed since",
+        )
+    return Finding(
+        Anchor.TRUNCATED,
+        last + 1,
+        f"digest {digest.name} holds {anchor.position} records of the session, the ledger ends at {last}: "
+        f"records {last + 1}..{anchor.position} were removed since",
+    )
+
+
+def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
+    records: dict[str, list[LedgerRecord]] = {}
+    digests: dict[str, list[str | None]] = {}
+    with snapshot(ledger.engine) as conn:
+        for record, text in read_appended(conn, digest.global_position):
+            records.setdefault(record.session_id, []).append(record)
+            digests.setdefault(record.session_id, []).append(
+                None if text is None else hashlib.sha256(text).hexdigest()
+            )
+        anchors = rows_at(conn, ((sid, head.position) for sid, head in digest.sessions.items()))
+        named = session_heads(conn, digest.sessions.keys() | records.keys())
+        gone = [sid for sid, head in digest.sessions.items() if (sid, head.position) not in anchors]
+        last = last_positions(conn, gone) if gone else {}
+    return _Appended(
+        records,
+        digests,
+        {sid: found for (sid, _), found in anchors.items()},
+        {sid: ChainHead(position, hash_) for sid, (position, hash_) in named.items()},
+        last,
+    )
+
+
+def _read_port(ledger: Ledger, digest: Digest) -> _Appended:
+    """Any other ledger (the in-memory one) through its port: every record is at hand anyway."""
+    records: dict[str, list[LedgerRecord]] = {}
+    anchors: dict[str, str] = {}
+    last: dict[str, int] = {}
+    for session_id in {*ledger.session_ids(), *digest.sessions}:
+        every = list(ledger.records(session_id))
+        anchor = digest.sessions.get(session_id)
+        if anchor is not None and len(every) >= anchor.position:
+            anchors[session_id] = every[anchor.position - 1].row_hash
+        elif every:
+            last[session_id] = every[-1].position
+        new = [r for r in every if (r.global_position or 0) > digest.global_position]
+        if new:
+            records[session_id] = new
+    digests = {
+        sid: [None if r.payload is None else sha256_hex(canonical(r.payload)) for r in rs]
+        for sid, rs in records.items()
+    }
+    return _Appended(records, digests, anchors, None, last)

@@ -1,0 +1,109 @@
+"""`verify --since`: only what was appended after a trusted digest, and its link to it, on
+PostgreSQL, SQLite and memory; each way the link can break is named with its position."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.audit.anchored import Anchor
+from sessionledger.infrastructure.audit.digest import InvalidDigest, parse_digest, take_digest
+from sessionledger.infrastructure.audit.since import verify_since
+
+from tests.integration.test_digests import rewrite
+from tests.integration.test_tamper import Ledger, build_session
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
+    postgres = request.param == "postgres"
+    url = request.getfixturevalue("pg_url" if postgres else "sqlite_url")
+    with open_service(url) as service:
+        yield Ledger(service, build_session(service), postgres)
+
+
+def found(ledger: Ledger, digest: object) -> list[tuple[str, int | None]]:
+    checked = verify_since(ledger.service.ledger, digest)  # type: ignore[arg-type]
+    [result] = [r for r in checked.results if r.session_id == ledger.session_id]
+    return [(str(f.kind), f.position) for f in result.findings]
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_only_sessions_written_to_since_are_checked(url: str, sqlite_url: str) -> None:
+    with open_service(sqlite_url if url == "sqlite" else url) as service:
+        quiet, busy = build_session(service), build_session(service)
+        digest = take_digest(service.ledger)
+        service.append_message(busy, UserMessage("since the digest"))
+        fresh = service.create_session("newcomer").id
+        service.append_message(fresh, UserMessage("hello"))
+        checked = verify_since(service.ledger, digest)
+        assert checked.ok, checked.results
+        assert {r.session_id for r in checked.results} == {busy, fresh}
+        assert checked.unchanged == 1 and quiet in checked.next_digest.sessions
+        today = take_digest(service.ledger)
+        assert checked.next_digest.sessions == today.sessions  # the resumed trees are today's
+        assert checked.next_digest.global_position == today.global_position
+        assert verify_since(service.ledger, checked.next_digest).results == ()
+
+
+def test_a_rewrite_behind_the_digest_breaks_the_link(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    head = digest.sessions[ledger.session_id].position
+    ledger.service.append_message(ledger.session_id, UserMessage("since"))
+    rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    assert found(ledger, digest) == [(Anchor.REWRITTEN, head)]
+
+
+def test_an_edit_since_the_digest_is_named(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    ledger.service.append_message(ledger.session_id, UserMessage("since"))
+    ledger.service.append_message(ledger.session_id, UserMessage("and again"))
+    edited = ledger.last() - 1
+    ledger.sql(
+        f"UPDATE ledger SET payload = {ledger.json('t')} WHERE session_id = :sid AND position = :p",
+        t='{"forged":true}',
+        p=edited,
+    )
+    assert found(ledger, digest) == [("edited", edited)]
+
+
+def test_records_deleted_since_the_digest(ledger: Ledger) -> None:
+    ledger.service.append_message(ledger.session_id, UserMessage("before"))
+    digest = take_digest(ledger.service.ledger)
+    last = ledger.last()
+    ledger.sql("DELETE FROM ledger WHERE session_id = :sid AND position > :p", p=last - 3)
+    assert found(ledger, digest) == [(Anchor.TRUNCATED, last - 2)]
+    for table, column in (("ledger", "session_id"), ("window_slots", "session_id"), ("sessions", "id")):
+        ledger.sql(f"DELETE FROM {table} WHERE {column} = :sid")
+    assert found(ledger, digest) == [(Anchor.REMOVED, 1)]
+
+
+def test_new_rows_the_session_head_does_not_reach(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    ledger.service.append_message(ledger.session_id, UserMessage("since"))
+    last = ledger.last()
+    ledger.sql("UPDATE sessions SET head_position = :p WHERE id = :sid", p=last - 1)
+    assert found(ledger, digest) == [("inserted", last)]
+
+
+def test_a_digest_without_peaks_cannot_anchor_since(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    older = replace(
+        digest, sessions={sid: replace(head, peaks=None) for sid, head in digest.sessions.items()}
+    )
+    assert parse_digest(older.to_json()) == older  # an older release's digest still reads
+    with pytest.raises(InvalidDigest, match="no Merkle peaks"):
+        verify_since(ledger.service.ledger, older)
+
+
+def test_peaks_that_do_not_fold_to_the_root_are_refused(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    head = digest.sessions[ledger.session_id]
+    assert head.peaks
+    forged = replace(head, peaks=("0" * 64, *head.peaks[1:]))
+    text = replace(digest, sessions={ledger.session_id: forged}).to_json()
+    with pytest.raises(InvalidDigest, match="do not fold to its root"):
+        parse_digest(text)
