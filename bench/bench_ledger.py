@@ -6,7 +6,9 @@
   the floor of one autocommitted INSERT per event (a single round trip);
 - the active window of a 1,000-event session (`get_events(active)`, `get_messages`) against a raw
   SELECT of those rows (psycopg decodes the JSON payloads, as the ledger must too);
-- `get_events(last_n=20)` on a 100,000-event session against a 1,000-event one: must not grow.
+- `get_events(last_n=20)` on a 100,000-event session against a 1,000-event one: must not grow;
+- `SessionService.ingest` loading that session, 2,000 events per transaction, against raw COPYs of
+  2,000 ledger rows each (the bulk floor).
 Cases alternate round by round; figures are medians.
 """
 
@@ -22,13 +24,14 @@ from sessionledger.infrastructure import SessionService, open_service
 from bench import payloads, raw, report
 from bench.database import fresh_postgres
 from bench.report import Row
-from bench.timing import interleaved
+from bench.timing import interleaved, timed
 
 APPEND_ROUNDS, APPENDS_PER_ROUND = 16, 100
 READ_ROUNDS = 40
 WINDOW_EVENTS = 1_000
 LONG_EVENTS = 100_000
 LAST_N, LAST_N_ROUNDS = 20, 60
+COPY_ROWS = 20_000
 
 T = TypeVar("T")
 
@@ -122,6 +125,7 @@ def _last_n(service: SessionService, conn: psycopg.Connection) -> list[Row]:
     assert [len(case()) for case in cases.values()] == [LAST_N, LAST_N]
     medians = interleaved(LAST_N_ROUNDS, cases)
     ratio = medians["long"] / medians["short"]
+    ingest, copy = LONG_EVENTS / sum(loading), _copy_rate(conn)
     return [
         Row(
             f"get_events(last_n={LAST_N}), {LONG_EVENTS:,}-event session",
@@ -132,10 +136,23 @@ def _last_n(service: SessionService, conn: psycopg.Connection) -> list[Row]:
             ratio <= 1.5,
         ),
         Row(
-            f"batch ingest (loading that session), {payloads.LOAD_BATCH:,} events per transaction",
-            report.rate(LONG_EVENTS / sum(loading), "events"),
+            f"SessionService.ingest (loading that session), {payloads.LOAD_BATCH:,} events per transaction",
+            report.rate(ingest, "events"),
+            f"raw COPY, {payloads.LOAD_BATCH:,} rows per transaction {report.rate(copy, 'rows')}",
+            ingest / copy,
+            ">= 0.30 of COPY",
+            ingest >= 0.3 * copy,
         ),
     ]
+
+
+def _copy_rate(conn: psycopg.Connection) -> float:
+    """Rows per second of raw COPYs of `payloads.LOAD_BATCH` ledger rows each (a transaction each)."""
+    rows = [raw.row_of(m, n) for n, m in enumerate(payloads.cycled(COPY_ROWS), 1)]
+    size = payloads.LOAD_BATCH
+    batches = [rows[start : start + size] for start in range(0, COPY_ROWS, size)]
+    seconds = sum(timed(lambda batch=batch: raw.copy(conn, batch, "raw-copy")) for batch in batches)
+    return COPY_ROWS / seconds
 
 
 if __name__ == "__main__":
