@@ -65,7 +65,7 @@ def canonical(obj: Any) -> str:
     try:
         if not _holds_float(obj):
             return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
-    except (orjson.JSONEncodeError, RecursionError):
+    except orjson.JSONEncodeError:
         pass
     try:
         return _CANONICAL.encode(obj)
@@ -74,18 +74,28 @@ def canonical(obj: Any) -> str:
 
 
 _NO_FLOAT = {str, int, bool, type(None)}
+FLOAT_SEARCH_LIMIT = 100_000
+"""Values `_holds_float` looks at before it gives up (and says yes: `json` then writes the text)."""
 
 
 def _holds_float(value: Any) -> bool:
-    """Whether a float is anywhere in `value` (dict values and list or tuple items, nested)."""
-    kind = type(value)
-    if kind in _NO_FLOAT:
-        return False
-    if isinstance(value, dict):
-        return any(type(item) not in _NO_FLOAT and _holds_float(item) for item in value.values())
-    if isinstance(value, list | tuple):
-        return any(type(item) not in _NO_FLOAT and _holds_float(item) for item in value)
-    return isinstance(value, float)
+    """Whether a float is anywhere in `value` (dict values and list or tuple items, nested); also
+    yes past `FLOAT_SEARCH_LIMIT` values, which bounds the search of a value that contains itself."""
+    pending = [value]
+    pop, extend = pending.pop, pending.extend
+    for _ in range(FLOAT_SEARCH_LIMIT):
+        if not pending:
+            return False
+        item = pop()
+        if type(item) in _NO_FLOAT:
+            continue
+        if isinstance(item, dict):
+            extend(item.values())
+        elif isinstance(item, list | tuple):
+            extend(item)
+        elif isinstance(item, float):
+            return True
+    return True
 
 
 def sha256_hex(text: str) -> str:

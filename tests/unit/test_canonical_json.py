@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sessionledger.domain.ledger import canonical
+from sessionledger.domain.ledger import FLOAT_SEARCH_LIMIT, canonical
 from sessionledger.domain.mappings import FrozenDict
 
 REFERENCE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -84,3 +84,8 @@ def test_a_value_that_contains_itself_is_refused() -> None:
 def test_other_types_are_refused() -> None:
     with pytest.raises(ValueError, match="not JSON-serializable"):
         canonical({"when": object()})
+
+
+def test_a_value_too_large_to_search_for_floats_is_written_by_json() -> None:
+    value = {"n": [*range(FLOAT_SEARCH_LIMIT), 1e-7]}
+    assert canonical(value) == REFERENCE.encode(value)
