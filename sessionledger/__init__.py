@@ -1,7 +1,8 @@
 """sessionledger: an event-sourced session ledger for LLM agents.
 
 The names users need most, in one place. The domain's are imported at once (pure and light); the
-adapters' (`open_service`, `EventPublisher`, `SessionService`) on first use, so that importing the
+adapters' (`open_service`, `open_async_service`, `EventPublisher`, `SessionService`,
+`AsyncSessionService`) on first use, so that importing the
 domain alone never loads SQLAlchemy, kombu or Celery. This package is imported before any of its
 subpackages, so it is where the domain's fallback token counter (for a `CompactionRequest` built by
 hand) is plugged in: tiktoken's for the default model, loaded on first use.
@@ -49,19 +50,28 @@ from sessionledger.domain.ports import TokenCounter
 from sessionledger.domain.tokens import use_fallback_counter
 
 if TYPE_CHECKING:
-    from sessionledger.infrastructure import EventPublisher, SessionService, open_service
+    from sessionledger.infrastructure import (
+        AsyncSessionService,
+        EventPublisher,
+        SessionService,
+        open_async_service,
+        open_service,
+    )
 
 __version__ = "0.1.0"
 
 _ADAPTERS = {
+    "AsyncSessionService": "sessionledger.infrastructure",
     "EventPublisher": "sessionledger.infrastructure",
     "SessionService": "sessionledger.infrastructure",
+    "open_async_service": "sessionledger.infrastructure",
     "open_service": "sessionledger.infrastructure",
 }
 
 __all__ = [
     "AnyOf",
     "AssistantMessage",
+    "AsyncSessionService",
     "CompactionRequest",
     "CompactionResult",
     "ConcurrencyConflict",
@@ -90,6 +100,7 @@ __all__ = [
     "__version__",
     "format_event",
     "from_openai",
+    "open_async_service",
     "open_service",
     "to_openai",
     "turns",

@@ -12,7 +12,7 @@ one round trip (`driver.BulkInsert`: COPY on PostgreSQL, executemany on SQLite).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -89,15 +89,17 @@ class Appends:
             head = self._heads.get(session_id) or read_head(self._engine, session_id)
             if head is None:
                 return AppendOutcome.NO_SESSION
-            record = head.place(session_id, draft, head.version + 1)
+            record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
             moves.update(cached=head.position, new_position=record.position, new_hash=record.row_hash)
-            values = {**moves, **ledger_row(record, draft.text, datetime.now(UTC))}
+            values = {**moves, **ledger_row(record, draft.text)}
             try:
                 if any(scopes):
                     with self._writer.begin() as conn:
-                        moved = self._move_and_insert(driver_of(conn.connection), values)
-                        if moved:
-                            self._state.merge_delta(conn, session_id, scopes)
+                        moved = self._move_and_insert(
+                            driver_of(conn.connection),
+                            values,
+                            lambda: self._state.merge_delta(conn, session_id, scopes),
+                        )
                 elif self._append_row is not None:
                     with autocommit(self._engine) as driver:
                         cursor = driver.cursor()
@@ -117,12 +119,19 @@ class Appends:
             self._heads.forget(session_id)  # the head moved: re-read it and retry
         raise ConcurrencyConflict(f"append to {session_id!r} lost {MAX_HEAD_RACES} races for the ledger head")
 
-    def _move_and_insert(self, driver: Any, values: dict[str, Any]) -> bool:
-        """Move the head, then insert the row if it moved (inside the caller's transaction)."""
+    def _move_and_insert(
+        self, driver: Any, values: dict[str, Any], merge_state: Callable[[], None] | None = None
+    ) -> bool:
+        """Move the head, then, if it moved, merge the state delta and insert the row (inside the
+        caller's transaction). The state first: the app and user state row locks it takes then
+        order the ledger rows' global positions as they order the merges, so that those scopes
+        are the fold of the ledger's writes by global position (`verify` recomputes it)."""
         move = driver.cursor()
         self._move_head.execute(move, values)
         if move.rowcount != 1:
             return False
+        if merge_state is not None:
+            merge_state()
         self._insert_row.execute(driver.cursor(), values)
         return True
 
@@ -154,11 +163,12 @@ class Appends:
                 for row in locked
             }
             taken = conn.execute(statements.taken_event_ids(list(live), sorted({eid for _, eid in keys})))
-            plan = plan_batch(drafts, live, {(row.session_id, row.event_id) for row in taken})
+            plan = plan_batch(drafts, live, {(row.session_id, row.event_id) for row in taken}, now)
             if plan.appended:
+                self._state.merge_shared(conn, plan.app_states, plan.user_states)  # first: `_move_and_insert`
                 self._bulk_rows.write(
                     driver_of(conn.connection),
-                    [ledger_row(record, draft.text, now) for record, draft in plan.appended],
+                    [ledger_row(record, draft.text) for record, draft in plan.appended],
                 )
                 conn.execute(
                     statements.BATCH_HEADS,
@@ -174,7 +184,6 @@ class Appends:
                         for sid, session in plan.sessions.items()
                     ],
                 )
-                self._state.merge_shared(conn, plan.app_states, plan.user_states)
             if tally is not None:
                 add_counts(conn, tally.of_append(plan.outcomes))
         for sid, session in plan.sessions.items():

@@ -43,16 +43,17 @@ class Sessions:
 
     def create(self, session: Session, state: Mapping[str, Any]) -> None:
         draft = created_draft(session, state)
-        record = draft.place(session.id, 1, 0, GENESIS_HASH)
+        record = draft.place(session.id, 1, 0, GENESIS_HASH, datetime.now(UTC))
         head = LedgerHead.of(record)
         scopes = split_state_delta(state)
         try:
             with self._writer.begin() as conn:
                 conn.execute(sessions.insert().values(session_row(session, scopes.session, head)))
-                conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, datetime.now(UTC))])
+                # shared state first: its row locks then order the ledger rows' global positions
                 self._state.merge_shared(
                     conn, {session.app_name: scopes.app}, {(session.app_name, session.user_id): scopes.user}
                 )
+                conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
         except sa.exc.IntegrityError:
             raise _taken(session.id) from None
         self._heads.keep(session.id, head)
@@ -74,6 +75,11 @@ class Sessions:
                             **stats_columns(restored.stats),
                         }
                     )
+                )
+                self._state.merge_shared(  # first, as `create` does
+                    conn,
+                    {session.app_name: dict(restored.app_state)},
+                    {(session.app_name, session.user_id): dict(restored.user_state)},
                 )
                 self._bulk_rows.write(driver_of(conn.connection), rows)
                 self._prefix.replace(
@@ -119,7 +125,7 @@ class Sessions:
             if head is None:
                 return False
             draft = erasure_draft(at=now, reason=reason)
-            record = head.place(session_id, draft, head.version)
+            record = head.place(session_id, draft, head.version, now)
             if self._postgres:  # the one path ledger_guard lets null a payload
                 conn.execute(sa.select(sa.func.set_config("sessionledger.erasing", session_id, True)))
             conn.execute(
@@ -131,7 +137,7 @@ class Sessions:
                 )
                 .values(payload=None)
             )
-            conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, now)])
+            conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
             conn.execute(
                 sessions.update()

@@ -1,0 +1,129 @@
+"""LedgerSessionService against google-adk's own `DatabaseSessionService` on the same PostgreSQL
+server (each in a fresh database of its own, both through psycopg 3):
+
+- sequential `append_event`, one event per call through one session object as ADK's Runner
+  appends (a text event from ShareGPT with a small state delta): target at least 5x the peer's rate;
+- `get_session` of a 1,000-event session (every event, state merged): not slower than the peer.
+Cases alternate round by round on one event loop; figures are medians.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.database_session_service import DatabaseSessionService
+from google.genai import types
+from sessionledger.domain import MessageType
+from sessionledger.infrastructure.adk import LedgerSessionService
+
+from bench import payloads, report
+from bench.database import fresh_postgres
+from bench.report import Row
+from bench.timing import interleaved
+
+APPEND_ROUNDS, APPENDS_PER_ROUND = 12, 50
+READ_ROUNDS = 15
+WINDOW_EVENTS = 1_000
+APP = "bench"
+
+
+def run() -> list[Row]:
+    loop = asyncio.new_event_loop()
+    try:
+        with fresh_postgres() as ledger_url, fresh_postgres() as peer_url:
+            ours = LedgerSessionService(ledger_url)
+            theirs = DatabaseSessionService(peer_url.replace("postgresql://", "postgresql+psycopg://", 1))
+            try:
+                services: dict[str, BaseSessionService] = {"ledger": ours, "adk": theirs}
+                return [*_appends(loop, services), *_reads(loop, services)]
+            finally:
+                loop.run_until_complete(ours.close())
+                loop.run_until_complete(theirs.close())
+    finally:
+        loop.close()
+
+
+def _events(count: int) -> Iterator[Event]:
+    """ShareGPT texts as the user's and the agent's events, each with a one-key state delta."""
+    for n, message in enumerate(payloads.cycled(count)):
+        by_user = message.type is MessageType.USER
+        yield Event(
+            invocation_id=f"inv{n // 2}",
+            author="user" if by_user else "agent",
+            content=types.Content(role="user" if by_user else "model", parts=[types.Part(text=message.text)]),
+            actions=EventActions(state_delta={"turn": n // 2}),
+        )
+
+
+def _on(loop: asyncio.AbstractEventLoop, work: Callable[[], Awaitable[Any]]) -> Callable[[], Any]:
+    return lambda: loop.run_until_complete(work())
+
+
+def _appends(loop: asyncio.AbstractEventLoop, services: dict[str, BaseSessionService]) -> list[Row]:
+    total = (APPEND_ROUNDS + 1) * APPENDS_PER_ROUND
+
+    def case(service: BaseSessionService) -> Callable[[], Any]:
+        session = loop.run_until_complete(service.create_session(app_name=APP, user_id="appender"))
+        events = _events(total)
+
+        async def one_round() -> None:
+            for _ in range(APPENDS_PER_ROUND):
+                await service.append_event(session, next(events))
+
+        return _on(loop, one_round)
+
+    cases = {name: case(service) for name, service in services.items()}
+    for call in cases.values():  # warm up: connections, prepared statements, caches
+        call()
+    medians = interleaved(APPEND_ROUNDS, cases)
+    rates = {name: APPENDS_PER_ROUND / seconds for name, seconds in medians.items()}
+    ratio = rates["ledger"] / rates["adk"]
+    return [
+        Row(
+            "ADK append_event, sequential (LedgerSessionService)",
+            report.rate(rates["ledger"], "events"),
+            f"google-adk DatabaseSessionService {report.rate(rates['adk'], 'events')}",
+            ratio,
+            ">= 5x its rate",
+            ratio >= 5,
+        )
+    ]
+
+
+def _reads(loop: asyncio.AbstractEventLoop, services: dict[str, BaseSessionService]) -> list[Row]:
+    async def load(service: BaseSessionService) -> str:
+        session = await service.create_session(app_name=APP, user_id="reader", session_id=str(uuid.uuid4()))
+        for event in _events(WINDOW_EVENTS):
+            await service.append_event(session, event)
+        return session.id
+
+    def case(service: BaseSessionService) -> Callable[[], Any]:
+        session_id = loop.run_until_complete(load(service))
+
+        async def read() -> int:
+            got = await service.get_session(app_name=APP, user_id="reader", session_id=session_id)
+            assert got is not None
+            return len(got.events)
+
+        assert loop.run_until_complete(read()) == WINDOW_EVENTS
+        return _on(loop, read)
+
+    cases = {name: case(service) for name, service in services.items()}
+    medians = interleaved(READ_ROUNDS, cases)
+    ratio = medians["ledger"] / medians["adk"]
+    return [
+        Row(
+            f"ADK get_session, {WINDOW_EVENTS:,}-event session (LedgerSessionService)",
+            report.duration(medians["ledger"]),
+            f"google-adk DatabaseSessionService {report.duration(medians['adk'])}",
+            ratio,
+            "<= 1x its time",
+            ratio <= 1,
+        )
+    ]

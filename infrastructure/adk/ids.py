@@ -1,0 +1,26 @@
+"""The ledger's session id for google-adk's `(app_name, user_id, session_id)` key.
+
+google-adk scopes a session id to its app and user (two users may both own a session `s1`), while
+the ledger's ids are unique across the store: the ledger id spells all three, each part
+percent-quoted so that no two keys share an id, and stays readable (`my_app/alice/s1`).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from sessionledger.domain.ids import MAX_ID_LENGTH
+
+
+def ledger_session_id(app_name: str, user_id: str, session_id: str) -> str:
+    """`app/user/session`, each part quoted; `ValueError` when it would not fit the ledger's ids."""
+    for value, name in ((app_name, "app_name"), (user_id, "user_id"), (session_id, "session_id")):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty string")
+    key = "/".join(quote(part, safe="") for part in (app_name, user_id, session_id))
+    if len(key) > MAX_ID_LENGTH:
+        raise ValueError(
+            f"app_name, user_id and session_id together are too long for the ledger "
+            f"({len(key)} > {MAX_ID_LENGTH} characters once quoted)"
+        )
+    return key

@@ -1,0 +1,155 @@
+"""`AsyncSessionService`: every `SessionService` method as a coroutine, run on a bounded thread pool.
+
+Why threads and not a native async driver: a second, async ledger would be a second copy of every
+write rule, hash chain and version check, and the synchronous core is already safe to share between
+threads. Its database calls release the GIL while they wait (psycopg, sqlite3), so a pool of worker
+threads overlaps them as an async driver would, and the event loop only hands work over and picks
+results up (bench/bench_adapters_openai.py measures the loop's largest stall and the throughput of
+many coroutines against one synchronous client). The pool is as large as the engine's connection
+limit (`pool_size` plus its overflow), so no thread waits for a connection another one holds idle.
+
+Opening a durable ledger connects and may migrate its schema, so `open_async_service` only checks its
+arguments; the service itself is opened on the pool by the first call (or `async with`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from sessionledger.infrastructure.bootstrap import check_database_url, open_storage
+from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.settings import Settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+OVERFLOW_FACTOR = 3
+"""Threads per `pool_size`: the engine allows `pool_size` connections plus twice as many overflow."""
+
+
+def open_async_service(
+    database_url: str | None = None, *, broker_url: str | None = None, **options: Any
+) -> AsyncSessionService:
+    """`open_service`'s arguments and meaning, as an `AsyncSessionService`; close it with `aclose()`
+    (or use `async with`). Bad options and malformed URLs are a `ValueError` here, at once; the
+    database is first reached by the first call, off the event loop."""
+    overrides = dict(options)
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    if broker_url is not None:
+        overrides["broker_url"] = broker_url
+    settings = Settings(**overrides)
+    check_database_url(settings)
+    return AsyncSessionService(settings)
+
+
+def _async_twin(
+    method: Callable[Concatenate[SessionService, P], R],
+) -> Callable[Concatenate[AsyncSessionService, P], Coroutine[Any, Any, R]]:
+    """The coroutine that runs `SessionService.<method>` on the service's pool: same arguments,
+    same result, same exceptions."""
+
+    async def twin(self: AsyncSessionService, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.run(lambda service: method(service, *args, **kwargs))
+
+    functools.update_wrapper(twin, method)
+    return twin
+
+
+class AsyncSessionService:
+    """The asynchronous face of one `SessionService`: each method awaits the synchronous one, which
+    runs on this service's own bounded thread pool, so no call blocks the event loop.
+
+    It is not bound to an event loop: one instance may serve several loops, one after the other or
+    at once (it is as thread-safe as the service).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        """Built by `open_async_service`; the synchronous service is opened by the first call."""
+        self._settings = settings
+        self._executor = ThreadPoolExecutor(
+            max_workers=settings.pool_size * OVERFLOW_FACTOR, thread_name_prefix="sessionledger-async"
+        )
+        self._opening = threading.Lock()
+        self._service: SessionService | None = None
+        self._closed = False
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def broker_url(self) -> str | None:
+        """Where appends are announced to the workers (`None`: no queue, compaction on request)."""
+        return self._settings.broker_url
+
+    def _opened(self) -> SessionService:
+        """The synchronous service, opened on first use (on a pool thread: it connects, may migrate)."""
+        service = self._service
+        if service is None:
+            with self._opening:
+                if self._closed:
+                    raise RuntimeError("the async session service is closed")
+                if self._service is None:
+                    self._service = open_storage(self._settings).service
+                service = self._service
+        return service
+
+    async def run(self, call: Callable[[SessionService], R]) -> R:
+        """`call(service)` on the pool, awaited: for work that needs several service calls in one
+        thread hop (an adapter's read-then-write). The caller's context variables go with it."""
+        if self._closed:
+            raise RuntimeError("the async session service is closed")
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, context.run, lambda: call(self._opened()))
+
+    async def aclose(self) -> None:
+        """Wait for the calls in flight, then close the service; later calls raise `RuntimeError`.
+        Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+        with self._opening:
+            if self._service is not None:
+                self._service.close()
+
+    async def __aenter__(self) -> AsyncSessionService:
+        """Opens the service now, so a database that cannot be used fails here, not at first use."""
+        await self.run(lambda service: None)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- the service's methods (docs/api.md "SessionService"), one twin each ----------------------
+
+    create_session = _async_twin(SessionService.create_session)
+    get_session = _async_twin(SessionService.get_session)
+    list_sessions = _async_twin(SessionService.list_sessions)
+    delete_session = _async_twin(SessionService.delete_session)
+    delete_expired_sessions = _async_twin(SessionService.delete_expired_sessions)
+    append_event = _async_twin(SessionService.append_event)
+    append_message = _async_twin(SessionService.append_message)
+    ingest = _async_twin(SessionService.ingest)
+    get_events = _async_twin(SessionService.get_events)
+    get_messages = _async_twin(SessionService.get_messages)
+    event_version = _async_twin(SessionService.event_version)
+    get_app_state = _async_twin(SessionService.get_app_state)
+    get_user_state = _async_twin(SessionService.get_user_state)
+    window_stats = _async_twin(SessionService.window_stats)
+    fill_token_counts = _async_twin(SessionService.fill_token_counts)
+    compact = _async_twin(SessionService.compact)
+    rewind = _async_twin(SessionService.rewind)
+    records = _async_twin(SessionService.records)
+    replay = _async_twin(SessionService.replay)
