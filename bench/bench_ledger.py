@@ -15,11 +15,17 @@ Cases alternate round by round; figures are medians.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import psycopg
+from sessionledger.domain import SessionEvent
 from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.ledger.driver import autocommit
+from sessionledger.infrastructure.ledger.rows import ledger_row
+from sessionledger.infrastructure.service import append_draft
 
 from bench import payloads, raw, report
 from bench.database import fresh_postgres
@@ -38,7 +44,12 @@ T = TypeVar("T")
 
 def run() -> list[Row]:
     with fresh_postgres() as url, open_service(url) as service, psycopg.connect(url) as conn:
-        return [*_appends(service, conn, url), *_window_reads(service, conn), *_last_n(service, conn)]
+        return [
+            *_appends(service, conn, url),
+            _append_layers(service),
+            *_window_reads(service, conn),
+            *_last_n(service, conn),
+        ]
 
 
 def _appends(service: SessionService, conn: psycopg.Connection, url: str) -> list[Row]:
@@ -78,6 +89,40 @@ def _appends(service: SessionService, conn: psycopg.Connection, url: str) -> lis
             "report",
         ),
     ]
+
+
+def _append_layers(service: SessionService) -> Row:
+    """Where one `append_message` spends its time: each layer but the statement timed alone,
+    repeated as many times as appends, and the statement (its round trip and the server's work)
+    as what is left of a whole append. Medians of interleaved rounds, as everywhere here."""
+    session_id = service.create_session("bench", app_name="bench").id
+    messages = payloads.messages(APPENDS_PER_ROUND)
+    engine = service.ledger.engine  # type: ignore[attr-defined]  # the SQL ledger's, on PostgreSQL
+    head = LedgerHead(1, "0" * 64, 0)
+    drafts = [append_draft(SessionEvent(session_id=session_id, message=m), 1 << 30) for m in messages]
+
+    def pooled() -> None:
+        with autocommit(engine):
+            pass
+
+    cases = {
+        "append": lambda: [service.append_message(session_id, m) for m in messages],
+        "draft": lambda: [
+            append_draft(SessionEvent(session_id=session_id, message=m), 1 << 30) for m in messages
+        ],
+        "place": lambda: [
+            ledger_row(head.place(session_id, d, 1), d.text, datetime.now(UTC)) for d in drafts
+        ],
+        "pool": lambda: [pooled() for _ in messages],
+    }
+    medians = {name: seconds / APPENDS_PER_ROUND * 1e6 for name, seconds in interleaved(9, cases).items()}
+    statement = medians["append"] - medians["draft"] - medians["place"] - medians["pool"]
+    return Row(
+        "  of which: event + checks + canonical JSON + content hash / chain place + row / pool "
+        "checkout / the statement (round trip, server)",
+        f"{medians['draft']:.0f} / {medians['place']:.0f} / {medians['pool']:.0f} / {statement:.0f} µs",
+        f"whole append {medians['append']:.0f} µs",
+    )
 
 
 def _rounds(items: Sequence[T]) -> Iterator[Sequence[T]]:
