@@ -6,36 +6,50 @@
   the floor of one autocommitted INSERT per event (a single round trip);
 - the active window of a 1,000-event session (`get_events(active)`, `get_messages`) against a raw
   SELECT of those rows (psycopg decodes the JSON payloads, as the ledger must too);
-- `get_events(last_n=20)` on a 100,000-event session against a 1,000-event one: must not grow.
+- `get_events(last_n=20)` on a 100,000-event session against a 1,000-event one: must not grow;
+- `SessionService.ingest` loading that session, 2,000 events per transaction, against raw COPYs of
+  2,000 ledger rows each (the bulk floor).
 Cases alternate round by round; figures are medians.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import psycopg
+from sessionledger.domain import SessionEvent
 from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.ledger.driver import autocommit
+from sessionledger.infrastructure.ledger.rows import ledger_row
+from sessionledger.infrastructure.service import append_draft
 
 from bench import payloads, raw, report
 from bench.database import fresh_postgres
 from bench.report import Row
-from bench.timing import interleaved
+from bench.timing import interleaved, timed
 
 APPEND_ROUNDS, APPENDS_PER_ROUND = 16, 100
 READ_ROUNDS = 40
 WINDOW_EVENTS = 1_000
 LONG_EVENTS = 100_000
 LAST_N, LAST_N_ROUNDS = 20, 60
+COPY_ROWS = 20_000
 
 T = TypeVar("T")
 
 
 def run() -> list[Row]:
     with fresh_postgres() as url, open_service(url) as service, psycopg.connect(url) as conn:
-        return [*_appends(service, conn, url), *_window_reads(service, conn), *_last_n(service, conn)]
+        return [
+            *_appends(service, conn, url),
+            _append_layers(service),
+            *_window_reads(service, conn),
+            *_last_n(service, conn),
+        ]
 
 
 def _appends(service: SessionService, conn: psycopg.Connection, url: str) -> list[Row]:
@@ -75,6 +89,40 @@ def _appends(service: SessionService, conn: psycopg.Connection, url: str) -> lis
             "report",
         ),
     ]
+
+
+def _append_layers(service: SessionService) -> Row:
+    """Where one `append_message` spends its time: each layer but the statement timed alone,
+    repeated as many times as appends, and the statement (its round trip and the server's work)
+    as what is left of a whole append. Medians of interleaved rounds, as everywhere here."""
+    session_id = service.create_session("bench", app_name="bench").id
+    messages = payloads.messages(APPENDS_PER_ROUND)
+    engine = service.ledger.engine  # type: ignore[attr-defined]  # the SQL ledger's, on PostgreSQL
+    head = LedgerHead(1, "0" * 64, 0)
+    drafts = [append_draft(SessionEvent(session_id=session_id, message=m), 1 << 30) for m in messages]
+
+    def pooled() -> None:
+        with autocommit(engine):
+            pass
+
+    cases = {
+        "append": lambda: [service.append_message(session_id, m) for m in messages],
+        "draft": lambda: [
+            append_draft(SessionEvent(session_id=session_id, message=m), 1 << 30) for m in messages
+        ],
+        "place": lambda: [
+            ledger_row(head.place(session_id, d, 1), d.text, datetime.now(UTC)) for d in drafts
+        ],
+        "pool": lambda: [pooled() for _ in messages],
+    }
+    medians = {name: seconds / APPENDS_PER_ROUND * 1e6 for name, seconds in interleaved(9, cases).items()}
+    statement = medians["append"] - medians["draft"] - medians["place"] - medians["pool"]
+    return Row(
+        "  of which: event + checks + canonical JSON + content hash / chain place + row / pool "
+        "checkout / the statement (round trip, server)",
+        f"{medians['draft']:.0f} / {medians['place']:.0f} / {medians['pool']:.0f} / {statement:.0f} µs",
+        f"whole append {medians['append']:.0f} µs",
+    )
 
 
 def _rounds(items: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -122,6 +170,7 @@ def _last_n(service: SessionService, conn: psycopg.Connection) -> list[Row]:
     assert [len(case()) for case in cases.values()] == [LAST_N, LAST_N]
     medians = interleaved(LAST_N_ROUNDS, cases)
     ratio = medians["long"] / medians["short"]
+    ingest, copy = LONG_EVENTS / sum(loading), _copy_rate(conn)
     return [
         Row(
             f"get_events(last_n={LAST_N}), {LONG_EVENTS:,}-event session",
@@ -132,10 +181,23 @@ def _last_n(service: SessionService, conn: psycopg.Connection) -> list[Row]:
             ratio <= 1.5,
         ),
         Row(
-            f"batch ingest (loading that session), {payloads.LOAD_BATCH:,} events per transaction",
-            report.rate(LONG_EVENTS / sum(loading), "events"),
+            f"SessionService.ingest (loading that session), {payloads.LOAD_BATCH:,} events per transaction",
+            report.rate(ingest, "events"),
+            f"raw COPY, {payloads.LOAD_BATCH:,} rows per transaction {report.rate(copy, 'rows')}",
+            ingest / copy,
+            ">= 0.30 of COPY",
+            ingest >= 0.3 * copy,
         ),
     ]
+
+
+def _copy_rate(conn: psycopg.Connection) -> float:
+    """Rows per second of raw COPYs of `payloads.LOAD_BATCH` ledger rows each (a transaction each)."""
+    rows = [raw.row_of(m, n) for n, m in enumerate(payloads.cycled(COPY_ROWS), 1)]
+    size = payloads.LOAD_BATCH
+    batches = [rows[start : start + size] for start in range(0, COPY_ROWS, size)]
+    seconds = sum(timed(lambda batch=batch: raw.copy(conn, batch, "raw-copy")) for batch in batches)
+    return COPY_ROWS / seconds
 
 
 if __name__ == "__main__":

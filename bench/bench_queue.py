@@ -3,7 +3,8 @@
 - `publish()`: what the call costs in the agent's process, while the publisher's thread sends;
 - end-to-end ingest: ShareGPT events over 200 sessions, from the first `publish()` to the last
   ledger commit (two ingest worker processes, one partition each), against a raw batched INSERT
-  of the same rows, 100 per transaction, into a copy of the ledger table on the same database;
+  of the same rows, 100 per transaction, into a copy of the ledger table on the same database,
+  and, beside it, the COPY floor (the same rows in COPYs of 2,000 rows);
 - latency from `publish()` to the ledger commit under a steady 1,000 events/s: p50 and p99;
 - memory: an ingest worker's RSS while it works through a backlog of 1,000,000 events held by the
   broker (prefetch 1: the backlog stays in RabbitMQ, not in the worker).
@@ -54,11 +55,11 @@ def run() -> list[Row]:
         try:
             sessions = [service.create_session("bench", app_name="bench").id for _ in range(SESSIONS)]
             with psycopg.connect(url) as conn:
-                raw_rate = _raw_rate(conn)
+                raw_rate, copy_rate = _raw_rate(conn), _copy_rate(conn)
             rows = [_publish_cost(names)]
             workers = [start_ingest("0"), start_ingest("1")]
             _wait_consuming(names, workers)
-            rows.append(_end_to_end(url, names, sessions, raw_rate))
+            rows += _end_to_end(url, names, sessions, raw_rate, copy_rate)
             rows += _latency(url, names, sessions)
             for worker in workers:
                 _stop(worker)
@@ -144,7 +145,18 @@ def _raw_rate(conn: psycopg.Connection) -> float:
     return len(rows) / (time.perf_counter() - started)
 
 
-def _end_to_end(url: str, names: QueueNames, sessions: list[str], raw_rate: float) -> Row:
+def _copy_rate(conn: psycopg.Connection) -> float:
+    """The same rows as `_raw_rate`'s in COPYs of 2,000 rows (a transaction each): the bulk floor."""
+    rows = [raw.row_of(message, n) for n, message in enumerate(payloads.cycled(E2E_EVENTS), 1)]
+    started = time.perf_counter()
+    for start in range(0, len(rows), payloads.LOAD_BATCH):
+        raw.copy(conn, rows[start : start + payloads.LOAD_BATCH], "raw-copy")
+    return len(rows) / (time.perf_counter() - started)
+
+
+def _end_to_end(
+    url: str, names: QueueNames, sessions: list[str], raw_rate: float, copy_rate: float
+) -> list[Row]:
     messages = payloads.cycled(E2E_EVENTS)
     events = [SessionEvent(session_id=sessions[i % SESSIONS], message=m) for i, m in enumerate(messages)]
     before = _stored(url)
@@ -155,9 +167,15 @@ def _end_to_end(url: str, names: QueueNames, sessions: list[str], raw_rate: floa
     last_commit = _wait_stored(url, before + E2E_EVENTS, timeout=300)
     rate = E2E_EVENTS / (last_commit - started).total_seconds()
     ratio = rate / raw_rate
-    return Row(f"end-to-end ingest, {E2E_EVENTS:,} events, 2 ingest workers", report.rate(rate, "events"),
-               f"raw INSERT, {RAW_BATCH}/transaction {report.rate(raw_rate, 'rows')}", ratio,
-               ">= 0.25 of raw rate", ratio >= 0.25)  # fmt: skip
+    measured = report.rate(rate, "events")
+    return [
+        Row(f"end-to-end ingest, {E2E_EVENTS:,} events, 2 ingest workers", measured,
+            f"raw INSERT, {RAW_BATCH}/transaction {report.rate(raw_rate, 'rows')}", ratio,
+            ">= 0.5 of raw rate", ratio >= 0.5),
+        Row("  the same against the COPY floor", measured,
+            f"raw COPY, {payloads.LOAD_BATCH:,}/transaction {report.rate(copy_rate, 'rows')}",
+            rate / copy_rate, "report"),
+    ]  # fmt: skip
 
 
 def _latency(url: str, names: QueueNames, sessions: list[str]) -> list[Row]:

@@ -40,6 +40,20 @@ def insert(conn: psycopg.Connection, row: tuple[Any, ...]) -> None:
         conn.commit()
 
 
+_COPY_ROWS = """COPY raw_ledger (session_id, position, version, event_id, kind, occurred_at, recorded_at,
+    event_type, branch, synthetic, payload, token_count, content_hash, prev_hash, row_hash) FROM STDIN"""
+
+
+def copy(conn: psycopg.Connection, rows: list[tuple[Any, ...]], session_id: str) -> None:
+    """`row_of` rows, stored under `session_id`, in one COPY and one transaction: the floor of any
+    bulk load (no statement per row)."""
+    with conn.cursor().copy(_COPY_ROWS) as copying:
+        for _, position, version, event_id, occurred_at, event_type, text, content, prev, row in rows:
+            copying.write_row((session_id, position, version, event_id, "event", occurred_at, "now",
+                               event_type, None, False, text, None, content, prev, row))  # fmt: skip
+    conn.commit()
+
+
 def select_window(conn: psycopg.Connection, session_id: str) -> list[tuple[Any, ...]]:
     """A never-compacted session's window: its event rows by position, payloads decoded by psycopg."""
     rows = conn.execute(_WINDOW, (session_id,)).fetchall()

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from sessionledger.domain.events import SessionEvent
     from sessionledger.domain.filters import EventFilter
     from sessionledger.domain.ledger import Draft, LedgerRecord
+    from sessionledger.domain.messages import Message
     from sessionledger.domain.restore import RestoredSession
     from sessionledger.domain.sessions import Session
 
@@ -175,6 +176,10 @@ class Ledger(Protocol):
 
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         """The filtered events in log order (archived, then the window); `[]` for unknown sessions."""
+
+    def messages(self, session_id: str) -> list[Message]:
+        """The active window's messages in order (`events` of `EventFilter.active()`, without the
+        events around them: the read before every prompt); `[]` for unknown sessions."""
 
     def version(self, session_id: str) -> int:
         """The session's event version; 0 when unknown or deleted."""

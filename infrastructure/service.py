@@ -342,7 +342,9 @@ class SessionService:
 
     def get_messages(self, session_id: str, *, user_id: str | None = None) -> list[Message]:
         """The active window's messages, in order; `[]` for an unknown (or another user's) session."""
-        return [event.message for event in self.get_events(session_id, EventFilter.active(), user_id=user_id)]
+        if not self._visible(_require_id(session_id, "session_id"), user_id):
+            return []
+        return self._ledger.messages(session_id)
 
     def event_version(self, session_id: str, *, user_id: str | None = None) -> int:
         """+1 per effective append, applied compaction and rewind; 0 for an unknown (or, with

@@ -75,6 +75,10 @@ class DriverStatement:
         bound = self.bound(values)
         return bound if self._order is None else tuple(bound[name] for name in self._order)
 
+    def converted(self, names: Sequence[str]) -> list[tuple[str, Callable[[Any], Any] | None]]:
+        """Each parameter name with its type's bind processor (`None`: the value is bound as it is)."""
+        return [(name, self._processors.get(name)) for name in names]
+
     def bound(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The values by parameter name, each converted by its type's bind processor."""
         processors = self._processors
@@ -134,11 +138,12 @@ class BulkInsert:
         if self._copy is None:
             driver.cursor().executemany(self._insert.sql, [self._insert.params(row) for row in rows])
             return
-        bound, columns = self._insert.bound, self._columns
+        converted = self._insert.converted(self._columns)
         with driver.cursor().copy(self._copy) as copy:
             for row in rows:
-                values = bound(row)
-                copy.write_row([values[name] for name in columns])
+                copy.write_row(
+                    [row[name] if convert is None else convert(row[name]) for name, convert in converted]
+                )
 
 
 def pipelined(driver: Any) -> AbstractContextManager[Any]:

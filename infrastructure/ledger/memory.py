@@ -28,6 +28,7 @@ from sessionledger.domain.ledger import (
     erasure_draft,
     window_stats,
 )
+from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import (
     AppendOutcome,
     TailRow,
@@ -217,6 +218,9 @@ class MemoryLedger:
                 return []
             ordered = [event for _, event in self._ordered(log)]
         return filter.select(ordered)
+
+    def messages(self, session_id: str) -> list[Message]:
+        return [event.message for event in self.events(session_id, EventFilter.active())]
 
     def version(self, session_id: str) -> int:
         with self._lock:

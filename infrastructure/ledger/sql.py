@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Draft, LedgerRecord
+from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import AppendOutcome, TailRow, Tally, TokenCounter, Window, WindowStats
 from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session
@@ -79,6 +80,9 @@ class SqlLedger:
 
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         return self._events.events(session_id, filter)
+
+    def messages(self, session_id: str) -> list[Message]:
+        return self._window.messages(session_id)
 
     def version(self, session_id: str) -> int:
         return self._sessions.version(session_id)

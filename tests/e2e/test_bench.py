@@ -70,6 +70,7 @@ def test_help_prints_usage_and_runs_nothing(started) -> None:
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert out.startswith("usage: python -m bench") and "bench_ledger" in out and "bench_queue" in out
+    assert "--peers" in out and "bench_peers" not in out  # the peers run only when asked for
     assert bench_databases() == before
 
 
