@@ -8,9 +8,10 @@ translates google-adk's keys, events, errors and staleness rule.
 
 Staleness is google-adk's: a `Session` object remembers the ledger's `event_version` it was read
 at (google-adk's private `_storage_update_marker`), and appending through a copy that missed
-another writer's event (or a rewind, or a deletion) raises `StaleSessionError`. A compaction by the
-workers moves the version too, but misses nothing the caller wrote, so it never makes a session
-stale (google-adk's background compaction did: issue #5194).
+another writer's event (or a rewind, or a deletion) raises `StaleSessionError`. The check is the
+ledger's conditional append (`expected_version`), so it holds across processes at the cost of no
+extra round trip. A compaction by the workers moves the version too, but misses nothing the caller
+wrote, so it never makes a session stale (google-adk's background compaction did: issue #5194).
 """
 
 from __future__ import annotations
@@ -208,11 +209,11 @@ class LedgerSessionService(BaseSessionService):
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             marker = await self._service.run(lambda service: _write(service, session, key, record, rewind_to))
+        if marker is None:  # this very event was stored before: an idempotent redelivery
+            return event
         # as google-adk's services: the caller's objects change only once the event is stored
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        if marker is None:  # this very event was stored before: an idempotent redelivery
-            return event
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         session._storage_update_marker = marker
