@@ -231,7 +231,7 @@ class MemoryLedger:
             if log is None:
                 return None
             _, positions = log.split()
-            head = max(positions, default=log.shape.base)
+            head = max([*positions, log.shape.base])  # the base never moves back (see window.py)
             return Window(
                 WindowHead(log.version, log.epoch, head),
                 tuple(log.events[p] for p in positions),

@@ -60,8 +60,10 @@ class WindowReads:
                 )
         entries.sort(key=WINDOW_ORDER)
         _, _, positions, token_counts, events = zip(*entries, strict=True)
+        # never below the base: when the window's newest events were archived (openai-agents'
+        # pop_item), a lower read head would move the base back and bring them back into the tail
         return Window(
-            WindowHead(head.version, head.window_epoch, max(positions)),
+            WindowHead(head.version, head.window_epoch, max(head.window_base, *positions)),
             events,
             positions,
             stats_of(head),

@@ -1,0 +1,154 @@
+"""OpenAI Responses input items (the openai-agents SDK's history items) as ledger events, and back.
+
+An item is stored twice in one event: exactly, as the JSON text the SDK's own sessions store
+(`json.dumps`), in the event's metadata, so it reads back equal whatever it holds (NUL characters,
+integers of any size, key order); and as a readable `Message` (text, tool call or tool result), so
+compaction, search, turns and summaries work on it as on any other message. A plain text message
+(what a user says) is its `Message` whole, so it is stored once. Reading an event that holds no
+item (a summary a compaction wrote) gives a plain `{"role", "content"}` message item.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.messages import (
+    AssistantMessage,
+    Message,
+    MessageType,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+
+ITEM_KEY = "openaiAgentsItem"
+"""The event metadata key holding the item's exact JSON text."""
+SHAPE_KEY = "openaiAgentsShape"
+"""Instead of the text, for a plain text message (`{"role", "content"}` only, in the order this
+names), which its message holds whole: half the payload, nothing to parse on the way back."""
+LONG_NUMBERS_KEY = "openaiAgentsLongNumbers"
+"""Set when the text may hold an integer beyond 64 bits, which only the stdlib parser reads exactly."""
+
+_PLAIN_ROLES = {"user": MessageType.USER, "assistant": MessageType.ASSISTANT, "system": MessageType.SYSTEM}
+_PLAIN_SHAPES: dict[tuple[str, ...], str] = {
+    ("role", "content"): "role,content",
+    ("content", "role"): "content,role",
+}
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+_ROLE_MESSAGES = {"user": UserMessage, "system": SystemMessage, "developer": SystemMessage}
+
+
+def item_event(session_id: str, item: Mapping[str, Any]) -> SessionEvent:
+    """The event that stores `item` in the session (`ValueError` when it is not a JSON object)."""
+    if not isinstance(item, Mapping):
+        raise ValueError(f"an item must be a mapping, got {type(item).__name__}")
+    shape = _PLAIN_SHAPES.get(tuple(item))
+    role, content = item.get("role"), item.get("content")
+    if (
+        shape is not None
+        and isinstance(role, str)
+        and role in _PLAIN_ROLES
+        and isinstance(content, str)
+        and _clean(content) is content
+    ):
+        message = Message(_PLAIN_ROLES[role], content)
+        return SessionEvent(session_id=session_id, message=message, metadata={SHAPE_KEY: shape})
+    try:
+        text = json.dumps(item)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"an item must be JSON: {error}") from None
+    metadata: dict[str, Any] = {ITEM_KEY: text}
+    if _LONG_DIGITS.search(text):
+        metadata[LONG_NUMBERS_KEY] = True
+    return SessionEvent(session_id=session_id, message=item_message(item), metadata=metadata)
+
+
+def event_item(event: SessionEvent, fast_loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
+    """The item `event` stores; a message item for an event written by the ledger (a summary).
+
+    `fast_loads` may be a faster JSON parser that reads integers of up to 64 bits exactly and
+    raises `ValueError` on what it cannot read (orjson: NaN, lone surrogates); the stdlib parser
+    reads the rest."""
+    metadata = event.metadata
+    message = event.message
+    shape = metadata.get(SHAPE_KEY)
+    if shape == "content,role":
+        return {"content": message.text, "role": message.type.value}
+    if shape == "role,content":
+        return {"role": message.type.value, "content": message.text}
+    text = metadata.get(ITEM_KEY)
+    if isinstance(text, str):
+        item: dict[str, Any]
+        if LONG_NUMBERS_KEY in metadata:
+            item = json.loads(text)
+            return item
+        try:
+            item = fast_loads(text)
+        except ValueError:
+            item = json.loads(text)
+        return item
+    if message.type is MessageType.TOOL:
+        response = message.tool_responses[0] if message.tool_responses else ToolResponse("", "", "")
+        return {"type": "function_call_output", "call_id": response.id, "output": response.content}
+    return {"role": message.type.value, "content": message.text or ""}
+
+
+def item_message(item: Mapping[str, Any]) -> Message:
+    """The readable rendition of an item: what compaction, search and summaries see of it."""
+    kind = item.get("type")
+    role = item.get("role")
+    if kind in (None, "message") and isinstance(role, str):
+        text = _content_text(item.get("content"))
+        if role == "assistant":
+            return AssistantMessage(text)
+        return _ROLE_MESSAGES.get(role, UserMessage)(text)
+    if kind == "function_call":
+        call = ToolCall(_text(item.get("call_id")), _text(item.get("name")), _text(item.get("arguments")))
+        return AssistantMessage(None, [call])
+    if isinstance(kind, str) and kind.endswith("_output"):
+        output = item.get("output")
+        content = _text(output) if isinstance(output, str) else _clean(json.dumps(output))
+        return ToolResponseMessage(
+            [ToolResponse(_text(item.get("call_id")), _text(item.get("name")), content)]
+        )
+    if kind == "reasoning":
+        return AssistantMessage(_content_text(item.get("summary")) or None)
+    return AssistantMessage(None)
+
+
+def _content_text(content: Any) -> str:
+    """A message's text: the string itself, or its parts' texts (and refusals) one per line."""
+    if isinstance(content, str):
+        return _clean(content)
+    if not isinstance(content, list):
+        return ""
+    texts = []
+    for part in content:
+        if isinstance(part, Mapping):
+            value = part.get("text", part.get("refusal"))
+            if isinstance(value, str):
+                texts.append(value)
+    return _clean("\n".join(texts))
+
+
+def _text(value: Any) -> str:
+    return _clean(value) if isinstance(value, str) else ""
+
+
+def _clean(text: str) -> str:
+    """What a message text may hold: no NUL, nothing UTF-8 cannot encode (a lone surrogate); the
+    text itself when it is fine (the exact item keeps what this drops)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="replace").decode()
+    return text

@@ -1,0 +1,224 @@
+"""`LedgerSession`: an openai-agents `Session` whose history lives in the ledger (extra `openai-agents`).
+
+A drop-in for the SDK's `SQLiteSession` / `SQLAlchemySession`: the same four operations and
+`session_settings`, over the `AsyncSessionService`. What the ledger adds: concurrent `add_items` lose
+nothing (each is one ledger append or batch), the workers compact long histories in the background
+(a summary reads back as a message item), and `pop_item` / `clear_session` are ledger records (a
+window change), so the window forgets while `replay`, `verify` and `records` still see every item.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+import orjson
+from agents.items import TResponseInputItem
+from agents.memory import SessionSettings
+from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
+from sessionledger.domain.compaction import CompactionRequest, CompactionResult
+from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ports import AppendOutcome, Strategy
+from sessionledger.domain.response_items import event_item, item_event
+from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
+from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.settings import MEMORY_URL
+
+APP_NAME = "openai-agents"
+"""The app the ledger files these sessions under (its compaction policy, its `app:` state)."""
+
+DEFAULT_USER = "openai-agents"
+"""The owner of a session created without `user_id`."""
+
+
+class _WindowNotEmpty:
+    """The trigger of `pop_item` and `clear_session`: there is something to remove."""
+
+    def should_compact(self, request: CompactionRequest) -> bool:
+        return bool(request.events)
+
+
+class PopItem:
+    """`pop_item` as a window change: the newest event leaves the window (it stays in the ledger)."""
+
+    def compact(self, request: CompactionRequest) -> CompactionResult:
+        return CompactionResult(request.events[:-1], request.events[-1:])
+
+
+class ClearSession:
+    """`clear_session` as a window change: every event leaves the window (it stays in the ledger)."""
+
+    def compact(self, request: CompactionRequest) -> CompactionResult:
+        return CompactionResult((), request.events)
+
+
+class _SharedServices:
+    """One `AsyncSessionService` per durable ledger and settings in a process, shared by its
+    sessions (an agent opens one session per conversation: each must not open its own engine);
+    closed with the last session. `memory://` is a fresh ledger per session, as `open_service` says."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._services: dict[str, tuple[AsyncSessionService, int]] = {}
+
+    def acquire(
+        self, database_url: str | None, broker_url: str | None, options: Mapping[str, Any]
+    ) -> AsyncSessionService:
+        service = open_async_service(database_url, broker_url=broker_url, **options)
+        if service.settings.database_url == MEMORY_URL:
+            return service
+        key = service.settings.model_dump_json()
+        with self._lock:
+            shared, users = self._services.get(key, (service, 0))
+            self._services[key] = (shared, users + 1)
+        return shared
+
+    async def release(self, service: AsyncSessionService) -> None:
+        key = service.settings.model_dump_json()
+        with self._lock:
+            shared, users = self._services.get(key, (service, 1))
+            if shared is service and users > 1:
+                self._services[key] = (shared, users - 1)
+                return
+            if shared is service:
+                self._services.pop(key, None)
+        await service.aclose()
+
+
+_SHARED = _SharedServices()
+
+
+class LedgerSession:
+    """An openai-agents `Session` over the ledger: `LedgerSession(session_id)` where the SDK's
+    examples write `SQLiteSession(session_id)`.
+
+    `database_url`, `broker_url` and `options` are `open_service`'s (the default: the
+    `SESSIONLEDGER_DATABASE_URL` ledger, else `./sessionledger.db`). With `user_id`, the session is
+    that user's: another user's session with this id reads as empty and refuses writes
+    (`ValueError`). The ledger session (app `openai-agents`, no expiry) is created by the first
+    `add_items`. Call `await close()` when done.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        database_url: str | None = None,
+        broker_url: str | None = None,
+        user_id: str | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        self.session_id = session_id
+        self.user_id = user_id
+        self.session_settings = (
+            SessionSettings() if session_settings is None else coerce_session_settings(session_settings)
+        )
+        self._service = _SHARED.acquire(database_url, broker_url, options)
+        self._closed = False
+
+    @property
+    def service(self) -> AsyncSessionService:
+        """The ledger this session lives in: `replay`, `records`, `get_events` for audit and recall."""
+        return self._service
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("LedgerSession is closed")
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The window's items, oldest first; the newest `limit` (else `session_settings.limit`)
+        when it is set; `limit=0` is none, a negative limit is all (as in `SQLiteSession`)."""
+        self._check_open()
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit == 0:
+            return []
+        window = EventFilter(exclude_archived=True, last_n=limit if limit is not None and limit > 0 else None)
+        events = await self._service.get_events(self.session_id, window, user_id=self.user_id)
+        return cast("list[TResponseInputItem]", [event_item(event, orjson.loads) for event in events])
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append the items, in order, in one ledger transaction (creating the session first)."""
+        self._check_open()
+        if not items:
+            return
+        session_id, user_id = self.session_id, self.user_id
+        events = [item_event(session_id, cast("Mapping[str, Any]", item)) for item in items]
+
+        def store(service: SessionService) -> None:
+            if not _append(service, events, user_id):
+                _create(service, session_id, user_id)
+                if not _append(service, events, user_id):
+                    raise SessionNotFound(f"session {session_id!r} not found")
+
+        await self._service.run(store)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take the newest item out of the window and return it; `None` when there is none."""
+        self._check_open()
+        result = await self._window_change(PopItem())
+        if result is None or not result.archived:
+            return None
+        return cast(TResponseInputItem, event_item(result.archived[-1], orjson.loads))
+
+    async def clear_session(self) -> None:
+        """Empty the window (the ledger keeps the items, and the record that they were cleared)."""
+        self._check_open()
+        await self._window_change(ClearSession())
+
+    async def _window_change(self, change: Strategy) -> CompactionResult | None:
+        """Apply `change` to the window as a compaction; `None` for an unknown session.
+
+        Pops racing each other lose compaction races, and each loss means another one won, so a
+        pop is retried (after a short random pause) until it is applied."""
+        session_id, user_id = self.session_id, self.user_id
+
+        def apply(service: SessionService) -> CompactionResult | None:
+            for attempt in itertools.count(1):
+                try:
+                    return service.compact(session_id, _WindowNotEmpty(), change, user_id=user_id)
+                except SessionNotFound:
+                    return None
+                except ConcurrencyConflict:
+                    time.sleep(random.uniform(0, min(0.001 * attempt, 0.05)))
+            raise AssertionError("unreachable")
+
+        return await self._service.run(apply)
+
+    async def close(self) -> None:
+        """Release the ledger (closed with the last session on it); later calls raise `RuntimeError`."""
+        if self._closed:
+            return
+        self._closed = True
+        await _SHARED.release(self._service)
+
+
+def _append(service: SessionService, events: list[SessionEvent], user_id: str | None) -> bool:
+    """Append in one transaction; `False` when the session does not exist (nothing stored)."""
+    if len(events) == 1:  # the one-event path is the ledger's fastest
+        try:
+            service.append_event(events[0], user_id=user_id)
+        except SessionNotFound:
+            return False
+        return True
+    outcomes = service.ingest(events, user_id=user_id)
+    if AppendOutcome.REFUSED in outcomes:
+        raise ValueError(f"session {events[0].session_id!r} does not belong to user {user_id!r}")
+    return AppendOutcome.NO_SESSION not in outcomes
+
+
+def _create(service: SessionService, session_id: str, user_id: str | None) -> None:
+    """Create the ledger session; another writer creating it first is fine, a deleted one is not."""
+    try:
+        service.create_session(user_id or DEFAULT_USER, session_id=session_id, app_name=APP_NAME, ttl=None)
+    except ValueError:
+        if service.get_session(session_id) is None:
+            raise
