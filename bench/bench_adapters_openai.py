@@ -31,9 +31,9 @@ from bench.database import fresh_postgres
 from bench.report import Row
 from bench.timing import alternating
 
-ADD_ROUNDS, ADDS_PER_ROUND = 12, 100
+ADD_ROUNDS, ADDS_PER_ROUND = 10, 100
 READ_ITEMS, READ_ROUNDS = 1_000, 20
-WRITERS, APPENDS_PER_WRITER, ASYNC_ROUNDS = 100, 10, 7
+WRITERS, APPENDS_PER_WRITER, ASYNC_ROUNDS = 100, 5, 7
 TICK = 0.001
 IDLE_SECONDS = 1.0
 

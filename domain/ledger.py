@@ -73,18 +73,40 @@ def row_hash(
     kind: str,
     occurred_at: datetime,
     content_hash: str,
+    recorded_at: datetime | None = None,
 ) -> str:
     """`sha256(prev_hash + "\\n" + canonical(header))`: chains a record to its predecessor.
 
     The header is `canonical({session_id, position, version, event_id, kind, occurred_at,
-    content_hash})`, written out directly (keys in sorted order): it is hashed on every append.
+    recorded_at, content_hash})`, written out directly (keys in sorted order): it is hashed on
+    every append. Without `recorded_at` it is the header of the records written before the
+    recording time was hashed (docs/architecture.md "Hash chain"), which still verify.
     """
+    recorded = "" if recorded_at is None else f'"recorded_at":"{format_timestamp(recorded_at)}",'
     header = (
         f'{{"content_hash":"{content_hash}","event_id":{_json_string(event_id)},"kind":"{kind}",'
-        f'"occurred_at":"{format_timestamp(occurred_at)}","position":{int(position)},'
+        f'"occurred_at":"{format_timestamp(occurred_at)}","position":{int(position)},{recorded}'
         f'"session_id":{_json_string(session_id)},"version":{int(version)}}}'
     )
     return sha256_hex(prev_hash + "\n" + header)
+
+
+def covers_recorded_at(record: LedgerRecord, position: int | None = None) -> bool | None:
+    """Whether the record's row hash, recomputed at `position` (its own by default), covers its
+    `recorded_at` (`True`: every record the ledger writes now), is the older header without it
+    (`False`), or matches neither (`None`: the record is not what the ledger wrote there).
+
+    An edited `recorded_at` fails both: the row hash was computed over the old time, and it is
+    not the hash of the header without one.
+    """
+    at = record.position if position is None else position
+    fields = (record.prev_hash, record.session_id, at, record.version, record.event_id, record.kind,
+              record.occurred_at, record.content_hash)  # fmt: skip
+    if record.recorded_at is not None and record.row_hash == row_hash(*fields, record.recorded_at):
+        return True
+    if record.row_hash == row_hash(*fields):
+        return False
+    return None
 
 
 def _json_string(value: str | None) -> str:
@@ -148,7 +170,16 @@ class Draft:
         """The payload's size in utf-8 bytes (what the payload limit is checked against)."""
         return len(self.text.encode("utf-8"))
 
-    def place(self, session_id: str, position: int, version: int, prev_hash: str) -> LedgerRecord:
+    def place(
+        self,
+        session_id: str,
+        position: int,
+        version: int,
+        prev_hash: str,
+        recorded_at: datetime | None = None,
+    ) -> LedgerRecord:
+        """The record at `position` after `prev_hash`; the ledger stores it at `recorded_at`, which
+        its row hash covers (every write path passes it)."""
         return LedgerRecord(
             session_id=session_id,
             position=position,
@@ -168,10 +199,12 @@ class Draft:
                 self.kind,
                 self.occurred_at,
                 self.content_hash,
+                recorded_at,
             ),
             event_type=self.event_type,
             branch=self.branch,
             synthetic=self.synthetic,
+            recorded_at=recorded_at,
         )
 
 
@@ -440,17 +473,7 @@ def chain_problems(records: Iterable[LedgerRecord]) -> list[str]:
             problems.append(f"{where}: prev_hash does not match the previous record's hash")
         if record.payload is not None and sha256_hex(canonical(record.payload)) != record.content_hash:
             problems.append(f"{where}: payload does not match its content hash (edited)")
-        recomputed = row_hash(
-            record.prev_hash,
-            record.session_id,
-            record.position,
-            record.version,
-            record.event_id,
-            record.kind,
-            record.occurred_at,
-            record.content_hash,
-        )
-        if recomputed != record.row_hash:
+        if covers_recorded_at(record) is None:
             problems.append(f"{where}: row hash does not match the record (edited)")
         expected_prev = record.row_hash
         expected_position = record.position + 1

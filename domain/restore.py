@@ -2,19 +2,22 @@
 
 Appends always make new records; an import brings records that already have their positions,
 versions and hashes. Every backend stores them verbatim (`Ledger.restore`) with the projection
-worked out here once, from the same rules replay uses, so no backend derives it on its own.
+worked out here once, from the same rules replay uses, so no backend derives it on its own. The
+records' `app:` and `user:` state is merged into the app and user scopes as their appends would
+have merged it, so that those scopes stay the fold of the ledger's shared writes (`verify`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from sessionledger.domain.codec import parse_timestamp
 from sessionledger.domain.ids import check_new_id
-from sessionledger.domain.ledger import LedgerRecord, Projection, replay, window_stats
+from sessionledger.domain.ledger import Kind, LedgerRecord, Projection, replay, window_stats
 from sessionledger.domain.ports import WindowStats
-from sessionledger.domain.sessions import Session
+from sessionledger.domain.sessions import Session, StateDelta, split_state_delta
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,10 @@ class RestoredSession:
     records: Sequence[LedgerRecord]
     projection: Projection
     stats: WindowStats
+    app_state: Mapping[str, Any] = field(default_factory=dict)
+    """The `app:` keys the records write, folded in order (merged into the app scope)."""
+    user_state: Mapping[str, Any] = field(default_factory=dict)
+    """The `user:` keys the records write, folded in order (merged into the user scope)."""
 
     @property
     def head(self) -> LedgerRecord:
@@ -55,4 +62,21 @@ def restored_session(records: Sequence[LedgerRecord]) -> RestoredSession:
     stats = window_stats(
         (event, counts[p]) for p, event in zip(projection.window_positions, projection.window, strict=True)
     )
-    return RestoredSession(session, records, projection, stats)
+    app_state: dict[str, Any] = {}
+    user_state: dict[str, Any] = {}
+    for _, delta in shared_writes(records):
+        app_state.update(delta.app)
+        user_state.update(delta.user)
+    return RestoredSession(session, records, projection, stats, app_state, user_state)
+
+
+def shared_writes(records: Iterable[LedgerRecord]) -> Iterable[tuple[LedgerRecord, StateDelta]]:
+    """The records that write `app:` or `user:` state (the created record's initial state, an
+    event's state delta; rewinds never touch those scopes), with what they write. Erased records
+    are left out: what they wrote is gone with their payload."""
+    for record in records:
+        if record.payload is None or record.kind not in (Kind.CREATED, Kind.EVENT):
+            continue
+        delta = split_state_delta(record.payload["state" if record.kind is Kind.CREATED else "state_delta"])
+        if delta.app or delta.user:
+            yield record, delta

@@ -42,9 +42,11 @@ class LedgerHead(NamedTuple):
     def of(cls, record: LedgerRecord) -> LedgerHead:
         return cls(record.position, record.row_hash, record.version)
 
-    def place(self, session_id: str, draft: Draft, version: int) -> LedgerRecord:
-        """`draft` as the record after this head, at `version`."""
-        return draft.place(session_id, self.position + 1, version, self.hash)
+    def place(
+        self, session_id: str, draft: Draft, version: int, recorded_at: datetime | None = None
+    ) -> LedgerRecord:
+        """`draft` as the record after this head, at `version`, stored at `recorded_at`."""
+        return draft.place(session_id, self.position + 1, version, self.hash, recorded_at)
 
 
 class Placed(NamedTuple):
@@ -94,7 +96,10 @@ def batch_keys(drafts: Iterable[Draft]) -> list[tuple[str, str]]:
 
 
 def plan_batch(
-    drafts: Sequence[Draft], sessions: Mapping[str, BatchSession], taken: Container[tuple[str, str]]
+    drafts: Sequence[Draft],
+    sessions: Mapping[str, BatchSession],
+    taken: Container[tuple[str, str]],
+    recorded_at: datetime | None = None,
 ) -> BatchPlan:
     """The drafts appended in order: dense positions, versions, hashes, window stats and state per
     session. `sessions` holds the batch's live sessions (an event of any other is `NO_SESSION`);
@@ -117,7 +122,7 @@ def plan_batch(
             outcomes.append(AppendOutcome.DUPLICATE)
             continue
         first_uses.add(key)
-        record = session.head.place(sid, draft, session.head.version + 1)
+        record = session.head.place(sid, draft, session.head.version + 1, recorded_at)
         session.head = LedgerHead.of(record)
         session.stats = stats_after_append(session.stats, event)
         scopes = split_state_delta(event.state_delta)
@@ -188,14 +193,14 @@ def plan_compaction(
         position = known.get(event.id)
         if position is None:
             draft = event_draft(event.with_archived(False))
-            record = head.place(session_id, draft, version)
+            record = head.place(session_id, draft, version, at)
             head = LedgerHead.of(record)
             written.append(Placed(record, draft))
             position = record.position
         window.append(position)
         prefix.append((event, counts.get(position)))
     draft = window_compaction_draft(read, window, at=at, source=source, tokens_saved=int(result.tokens_saved))
-    record = head.place(session_id, draft, version)
+    record = head.place(session_id, draft, version, at)
     written.append(Placed(record, draft))
     counted = bool(counts) and all(counts[p] is not None for p in window if p in counts)
     return CompactionPlan(tuple(written), tuple(window), tuple(prefix), LedgerHead.of(record), counted)

@@ -51,4 +51,4 @@ def database_url(request) -> str:
     return request.getfixturevalue("pg_url_shared")
 
 
-pytest_plugins = ["tests.fakes.fake_openai"]
+pytest_plugins = ["tests.fakes.fake_openai", "tests.fakes.embedded_pgvector"]

@@ -17,7 +17,8 @@ from enum import StrEnum
 from sessionledger.domain.merkle import MerkleTree
 from sessionledger.infrastructure.audit.digest import Digest
 from sessionledger.infrastructure.audit.reader import read_snapshot
-from sessionledger.infrastructure.audit.verify import Finding, Verification, check_snapshot
+from sessionledger.infrastructure.audit.shared_state import SharedStateFold
+from sessionledger.infrastructure.audit.verify import Finding, Verification, check_snapshot, with_shared_state
 from sessionledger.infrastructure.service import SessionService
 
 
@@ -34,15 +35,19 @@ def verify_against(service: SessionService, digests: Sequence[Digest]) -> Iterat
     session_ids = list(service.ledger.session_ids())
     known = set(session_ids)
     session_ids += sorted({sid for digest in digests for sid in digest.sessions} - known)
+    fold = SharedStateFold()
+    results = []
     for session_id in session_ids:
         snapshot = read_snapshot(service.ledger, session_id)
+        fold.add(snapshot.records)
         hashes = [record.row_hash for record in snapshot.records]
         anchored = anchor_findings(session_id, hashes, digests)
         if not hashes:
-            yield Verification(session_id, 0, 0, "", False, tuple(anchored))
+            results.append(Verification(session_id, 0, 0, "", False, tuple(anchored)))
             continue
         checked = check_snapshot(session_id, snapshot)
-        yield replace(checked, findings=(*checked.findings, *anchored))
+        results.append(replace(checked, findings=(*checked.findings, *anchored)))
+    yield from with_shared_state(results, fold, service.ledger)
 
 
 def anchor_findings(session_id: str, hashes: Sequence[str], digests: Sequence[Digest]) -> list[Finding]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sessionledger.domain.ledger import ERASABLE, GENESIS_HASH, Kind, LedgerRecord, row_hash
+from sessionledger.domain.ledger import ERASABLE, GENESIS_HASH, Kind, LedgerRecord, covers_recorded_at
 
 _MAX_SHIFT = 10_000
 """How far from where it is a moved record's original position is looked for (only on a break)."""
@@ -79,7 +79,10 @@ def own_problem(record: LedgerRecord, digest: str | None, erased_ok: bool) -> st
         if columns is not None:
             return columns
     if not _verifies_at(record, record.position):
-        return "its header (version, event id, kind, time or position) does not match its row hash"
+        return (
+            "its header (version, event id, kind, occurred_at, recorded_at or position) "
+            "does not match its row hash"
+        )
     return None
 
 
@@ -107,17 +110,9 @@ def _columns_problem(record: LedgerRecord) -> str | None:
 
 
 def _verifies_at(record: LedgerRecord, position: int) -> bool:
-    """Whether the record's row hash is the one the ledger computes for it at `position`."""
-    return record.row_hash == row_hash(
-        record.prev_hash,
-        record.session_id,
-        position,
-        record.version,
-        record.event_id,
-        record.kind,
-        record.occurred_at,
-        record.content_hash,
-    )
+    """Whether the record's row hash is the one the ledger computes for it at `position` (with
+    its recording time, or the older header without it)."""
+    return covers_recorded_at(record, position) is not None
 
 
 def _gap(record: LedgerRecord, expected: int, head: ChainHead | None) -> ChainBreak:

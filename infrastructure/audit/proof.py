@@ -14,10 +14,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
-from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, replay, row_hash, sha256_hex
+from sessionledger.domain.ledger import (
+    Kind,
+    LedgerRecord,
+    canonical,
+    covers_recorded_at,
+    replay,
+    row_hash,
+    sha256_hex,
+)
 from sessionledger.domain.merkle import MerkleTree, verify_inclusion
 from sessionledger.infrastructure.audit.digest import Digest, hex_hash
 
@@ -79,7 +88,11 @@ def _window_start(before: Sequence[LedgerRecord], base: int) -> tuple[int, Ledge
 
 
 def _record(record: LedgerRecord, inclusion: list[bytes]) -> dict[str, Any]:
+    recorded = {}  # only where the row hash covers it (not in records written before it did)
+    if record.recorded_at is not None and covers_recorded_at(record):
+        recorded["recorded_at"] = format_timestamp(record.recorded_at)
     return {
+        **recorded,
         "position": record.position,
         "version": record.version,
         "kind": str(record.kind),
@@ -132,10 +145,11 @@ def _checked_record(session_id: str, size: int, root: bytes, item: Mapping[str, 
     if payload is not None and sha256_hex(canonical(payload)) != content_hash:
         raise InvalidProof(f"record {position}: its payload does not match its content hash (tampered)")
     kind = Kind(item["kind"])
-    occurred_at = parse_timestamp(item["occurred_at"])
-    if format_timestamp(occurred_at) != item["occurred_at"]:
-        raise ValueError(f"record {position}: {item['occurred_at']!r} is not a ledger timestamp")
-    hashed = row_hash(prev_hash, session_id, position, version, event_id, kind, occurred_at, content_hash)
+    occurred_at = _timestamp(position, item["occurred_at"])
+    recorded_at = None if "recorded_at" not in item else _timestamp(position, item["recorded_at"])
+    hashed = row_hash(
+        prev_hash, session_id, position, version, event_id, kind, occurred_at, content_hash, recorded_at
+    )
     inclusion = [bytes.fromhex(hex_hash(h)) for h in item["inclusion"]]
     if not verify_inclusion(bytes.fromhex(hashed), position - 1, size, inclusion, root):
         raise InvalidProof(
@@ -144,8 +158,15 @@ def _checked_record(session_id: str, size: int, root: bytes, item: Mapping[str, 
         )
     return LedgerRecord(
         session_id, position, version, kind, event_id, occurred_at, payload,
-        content_hash, prev_hash, hashed,
+        content_hash, prev_hash, hashed, recorded_at=recorded_at,
     )  # fmt: skip
+
+
+def _timestamp(position: int, text: Any) -> datetime:
+    moment = parse_timestamp(text)
+    if format_timestamp(moment) != text:
+        raise ValueError(f"record {position}: {text!r} is not a ledger timestamp")
+    return moment
 
 
 def _count(value: Any) -> int:

@@ -11,16 +11,18 @@ Two checks (docs/api.md "Audit"; docs/architecture.md "Hash chain"), on one snap
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ledger import Kind, LedgerRecord, Projection, canonical, replay, window_stats
+from sessionledger.domain.ports import Ledger
 from sessionledger.infrastructure.audit.chain import first_break
 from sessionledger.infrastructure.audit.reader import LedgerSnapshot, StoredProjection, read_snapshot
+from sessionledger.infrastructure.audit.shared_state import SharedStateFold
 from sessionledger.infrastructure.service import SessionService
 
 
@@ -108,14 +110,33 @@ def check_snapshot(session_id: str, snapshot: LedgerSnapshot) -> Verification:
 
 
 def verify_all(service: SessionService, *, user_id: str | None = None) -> Iterator[Verification]:
-    """`verify` for every session the ledger has records for, deleted ones included; with
-    `user_id`, for that user's sessions only (`SessionService.list_sessions`)."""
-    if user_id is None:
-        session_ids = list(service.ledger.session_ids())
-    else:
-        session_ids = [session.id for session in service.list_sessions(user_id)]
-    for session_id in session_ids:
-        yield verify(service, session_id)
+    """`verify` for every session the ledger has records for, deleted ones included, and of the
+    app and user state (`shared_state`); with `user_id`, for that user's sessions only
+    (`SessionService.list_sessions`), without the shared state (other users write it too)."""
+    if user_id is not None:
+        for session in service.list_sessions(user_id):
+            yield verify(service, session.id)
+        return
+    fold = SharedStateFold()
+    results = []
+    for session_id in service.ledger.session_ids():
+        snapshot = read_snapshot(service.ledger, session_id)
+        fold.add(snapshot.records)
+        results.append(check_snapshot(session_id, snapshot))
+    yield from with_shared_state(results, fold, service.ledger)
+
+
+def with_shared_state(
+    results: Iterable[Verification], fold: SharedStateFold, ledger: Ledger
+) -> Iterator[Verification]:
+    """`results` with the shared state's findings added to the sessions they name."""
+    found = fold.findings(ledger)
+    for result in results:
+        extra = found.get(result.session_id)
+        if extra:
+            shared = (Finding(Mismatch.STATE, position, detail) for position, detail in extra)
+            result = replace(result, findings=(*result.findings, *shared))
+        yield result
 
 
 def _projection_mismatches(stored: StoredProjection, records: Sequence[LedgerRecord]) -> list[Finding]:

@@ -6,12 +6,13 @@ statement (`statements.APPEND_ROW`), on SQLite two in one transaction; an append
 delta also updates state rows, in a Core transaction around the same driver statements. A batch
 runs on a Core `Connection`: one transaction per hundreds of events, with lists of ids expanded
 into `IN`, so SQLAlchemy's cost is paid once per batch, and its rows are planned by
-`domain.write_plans.plan_batch` as the memory ledger's are.
+`domain.write_plans.plan_batch` as the memory ledger's are; the rows go in through the driver in
+one round trip (`driver.BulkInsert`: COPY on PostgreSQL, executemany on SQLite).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from sessionledger.domain.write_plans import BatchSession, LedgerHead, appended_
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.counters import add_counts
 from sessionledger.infrastructure.ledger.driver import (
+    BulkInsert,
     DriverStatement,
     autocommit,
     driver_of,
@@ -34,7 +36,7 @@ from sessionledger.infrastructure.ledger.driver import (
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
-from sessionledger.infrastructure.ledger.schema import sessions
+from sessionledger.infrastructure.ledger.schema import ledger, sessions
 from sessionledger.infrastructure.ledger.state import StateScopes
 
 MAX_HEAD_RACES = 1000
@@ -52,6 +54,7 @@ class Appends:
         self._state = state
         self._move_head = DriverStatement(statements.MOVE_HEAD, engine.dialect)
         self._insert_row = DriverStatement(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
+        self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._integrity_errors = integrity_errors(engine.dialect)
@@ -93,15 +96,17 @@ class Appends:
                     return AppendOutcome.CONFLICT
                 self._heads.forget(session_id)  # the cache may be behind another process: re-read
                 continue
-            record = head.place(session_id, draft, head.version + 1)
+            record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
             moves.update(cached=head.position, new_position=record.position, new_hash=record.row_hash)
-            values = {**moves, **ledger_row(record, draft.text, datetime.now(UTC))}
+            values = {**moves, **ledger_row(record, draft.text)}
             try:
                 if any(scopes):
                     with self._writer.begin() as conn:
-                        moved = self._move_and_insert(driver_of(conn.connection), values)
-                        if moved:
-                            self._state.merge_delta(conn, session_id, scopes)
+                        moved = self._move_and_insert(
+                            driver_of(conn.connection),
+                            values,
+                            lambda: self._state.merge_delta(conn, session_id, scopes),
+                        )
                 elif self._append_row is not None:
                     with autocommit(self._engine) as driver:
                         cursor = driver.cursor()
@@ -121,12 +126,19 @@ class Appends:
             self._heads.forget(session_id)  # the head moved: re-read it and retry
         raise ConcurrencyConflict(f"append to {session_id!r} lost {MAX_HEAD_RACES} races for the ledger head")
 
-    def _move_and_insert(self, driver: Any, values: dict[str, Any]) -> bool:
-        """Move the head, then insert the row if it moved (inside the caller's transaction)."""
+    def _move_and_insert(
+        self, driver: Any, values: dict[str, Any], merge_state: Callable[[], None] | None = None
+    ) -> bool:
+        """Move the head, then, if it moved, merge the state delta and insert the row (inside the
+        caller's transaction). The state first: the app and user state row locks it takes then
+        order the ledger rows' global positions as they order the merges, so that those scopes
+        are the fold of the ledger's writes by global position (`verify` recomputes it)."""
         move = driver.cursor()
         self._move_head.execute(move, values)
         if move.rowcount != 1:
             return False
+        if merge_state is not None:
+            merge_state()
         self._insert_row.execute(driver.cursor(), values)
         return True
 
@@ -136,7 +148,7 @@ class Appends:
 
     def _append_batch(self, drafts: Sequence[Draft], tally: Tally | None) -> list[AppendOutcome]:
         """Under the batch's session row locks (taken in id order: no deadlock between batches),
-        the plan's rows in one multi-row INSERT, the heads in one executemany UPDATE, then the
+        the plan's rows in one COPY (SQLite: executemany), the heads in one executemany UPDATE, then the
         app and user state merges and, last (the counter rows are locked until the commit), the
         tally's counters."""
         keys = batch_keys(drafts)
@@ -158,11 +170,12 @@ class Appends:
                 for row in locked
             }
             taken = conn.execute(statements.taken_event_ids(list(live), sorted({eid for _, eid in keys})))
-            plan = plan_batch(drafts, live, {(row.session_id, row.event_id) for row in taken})
+            plan = plan_batch(drafts, live, {(row.session_id, row.event_id) for row in taken}, now)
             if plan.appended:
-                conn.execute(
-                    statements.INSERT_ROW,
-                    [ledger_row(record, draft.text, now) for record, draft in plan.appended],
+                self._state.merge_shared(conn, plan.app_states, plan.user_states)  # first: `_move_and_insert`
+                self._bulk_rows.write(
+                    driver_of(conn.connection),
+                    [ledger_row(record, draft.text) for record, draft in plan.appended],
                 )
                 conn.execute(
                     statements.BATCH_HEADS,
@@ -178,7 +191,6 @@ class Appends:
                         for sid, session in plan.sessions.items()
                     ],
                 )
-                self._state.merge_shared(conn, plan.app_states, plan.user_states)
             if tally is not None:
                 add_counts(conn, tally.of_append(plan.outcomes))
         for sid, session in plan.sessions.items():

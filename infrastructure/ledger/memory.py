@@ -75,11 +75,12 @@ class _SessionLog:
         return LedgerHead.of(self.records[-1])
 
     def add(self, draft: Draft, version: int, global_position: int) -> LedgerRecord:
-        return self.keep(self.head.place(self.session.id, draft, version), draft, global_position)
+        placed = self.head.place(self.session.id, draft, version, datetime.now(UTC))
+        return self.keep(placed, draft, global_position)
 
     def keep(self, record: LedgerRecord, draft: Draft, global_position: int) -> LedgerRecord:
         """Store a record placed after the head (from `draft`, which says whether it holds an event)."""
-        record = replace(record, recorded_at=datetime.now(UTC), global_position=global_position)
+        record = replace(record, global_position=global_position)
         self.records.append(record)
         if draft.event is not None:
             self.events[record.position] = draft.event
@@ -121,8 +122,7 @@ class MemoryLedger:
             if session.id in self._sessions:
                 raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)")
             record = replace(
-                draft.place(session.id, 1, 0, GENESIS_HASH),
-                recorded_at=datetime.now(UTC),
+                draft.place(session.id, 1, 0, GENESIS_HASH, datetime.now(UTC)),
                 global_position=next(self._global),
             )
             self._sessions[session.id] = _SessionLog(
@@ -194,7 +194,9 @@ class MemoryLedger:
                 if log is not None and log.version != expected:
                     return [AppendOutcome.CONFLICT]
             taken = {(sid, eid) for sid, eid in keys if sid in logs and eid in logs[sid].positions}
-            plan = plan_batch(drafts, {sid: log.batch_session() for sid, log in logs.items()}, taken)
+            plan = plan_batch(
+                drafts, {sid: log.batch_session() for sid, log in logs.items()}, taken, datetime.now(UTC)
+            )
             for record, draft in plan.appended:
                 logs[record.session_id].keep(record, draft, next(self._global))
             for sid, session in plan.sessions.items():
@@ -366,6 +368,10 @@ class MemoryLedger:
                 epoch=restored.projection.epoch,
                 version=restored.head.version,
                 stats=restored.stats,
+            )
+            self._merge_shared(
+                {session.app_name: dict(restored.app_state)},
+                {(session.app_name, session.user_id): dict(restored.user_state)},
             )
 
     def tail(self, after: int, limit: int) -> list[TailRow]:

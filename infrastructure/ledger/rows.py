@@ -13,8 +13,10 @@ from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure.ledger.statements import STATS
 
 
-def ledger_row(record: LedgerRecord, text: str | None, recorded_at: Any) -> dict[str, Any]:
-    """A `ledger` row: the record, its payload's canonical text (`None`: erased), when it was stored."""
+def ledger_row(record: LedgerRecord, text: str | None, recorded_at: Any = None) -> dict[str, Any]:
+    """A `ledger` row: the record, its payload's canonical text (`None`: erased), and when it was
+    stored: the record's own `recorded_at` (its row hash covers it), else `recorded_at` (a
+    restored record from before the ledger hashed that time)."""
     return {
         "session_id": record.session_id,
         "position": record.position,
@@ -22,7 +24,7 @@ def ledger_row(record: LedgerRecord, text: str | None, recorded_at: Any) -> dict
         "event_id": record.event_id,
         "kind": record.kind.value,
         "occurred_at": record.occurred_at,
-        "recorded_at": recorded_at,
+        "recorded_at": recorded_at if record.recorded_at is None else record.recorded_at,
         "event_type": record.event_type,
         "branch": record.branch,
         "synthetic": record.synthetic,

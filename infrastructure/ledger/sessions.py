@@ -1,7 +1,8 @@
 """Sessions: their creation (new, or restored from records made elsewhere), reads, deletion and
 expiry. SQLAlchemy Core on a `Connection` (one statement or one short transaction per call),
 but for `get_session` on the driver (`driver.py`): the service reads the session at every
-compaction attempt and every owner check, one row where SQLAlchemy's layer is most of the cost.
+compaction attempt and every owner check, one row where SQLAlchemy's layer is most of the cost;
+and a restored session's records go in as a batch's do (`driver.BulkInsert`: COPY on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session, split_state_delta
 from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import DriverStatement, autocommit, driver_of
+from sessionledger.infrastructure.ledger.driver import BulkInsert, DriverStatement, autocommit, driver_of
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
@@ -35,6 +36,7 @@ class Sessions:
         self._heads = heads
         self._state = state
         self._prefix = prefix
+        self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
         self._session = DriverStatement(
             statements.SESSIONS.where(sessions.c.id == statements.SID), engine.dialect
         )
@@ -47,16 +49,17 @@ class Sessions:
 
     def create(self, session: Session, state: Mapping[str, Any]) -> None:
         draft = created_draft(session, state)
-        record = draft.place(session.id, 1, 0, GENESIS_HASH)
+        record = draft.place(session.id, 1, 0, GENESIS_HASH, datetime.now(UTC))
         head = LedgerHead.of(record)
         scopes = split_state_delta(state)
         try:
             with self._writer.begin() as conn:
                 conn.execute(sessions.insert().values(session_row(session, scopes.session, head)))
-                conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, datetime.now(UTC))])
+                # shared state first: its row locks then order the ledger rows' global positions
                 self._state.merge_shared(
                     conn, {session.app_name: scopes.app}, {(session.app_name, session.user_id): scopes.user}
                 )
+                conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
         except sa.exc.IntegrityError:
             raise _taken(session.id) from None
         self._heads.keep(session.id, head)
@@ -79,7 +82,12 @@ class Sessions:
                         }
                     )
                 )
-                conn.execute(statements.INSERT_ROW, rows)
+                self._state.merge_shared(  # first, as `create` does
+                    conn,
+                    {session.app_name: dict(restored.app_state)},
+                    {(session.app_name, session.user_id): dict(restored.user_state)},
+                )
+                self._bulk_rows.write(driver_of(conn.connection), rows)
                 self._prefix.replace(
                     driver_of(conn.connection),
                     session.id,
@@ -106,7 +114,7 @@ class Sessions:
             return [session_of(row) for row in conn.execute(query)]
 
     def version(self, session_id: str) -> int:
-        """One autocommitted statement (one round trip): adapters read it before every append."""
+        """One autocommitted statement (one round trip): adapters read it to check a session copy."""
         with autocommit(self._engine) as driver:
             rows = self._version.rows(driver.cursor(), {"sid": session_id})
         return rows[0].version if rows else 0
@@ -120,7 +128,7 @@ class Sessions:
             if head is None:
                 return False
             draft = erasure_draft(at=now, reason=reason)
-            record = head.place(session_id, draft, head.version)
+            record = head.place(session_id, draft, head.version, now)
             if self._postgres:  # the one path ledger_guard lets null a payload
                 conn.execute(sa.select(sa.func.set_config("sessionledger.erasing", session_id, True)))
             conn.execute(
@@ -132,7 +140,7 @@ class Sessions:
                 )
                 .values(payload=None)
             )
-            conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, now)])
+            conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
             conn.execute(
                 sessions.update()

@@ -45,8 +45,8 @@ class SqlLedger:
         self._sessions = Sessions(engine, heads, state, prefix)
         self._state = state
         self._appends = Appends(engine, heads, state)
-        self._events = EventReads(engine)
         self._window = WindowReads(engine)
+        self._events = EventReads(engine, self._window)
         self._changes = WindowChanges(engine, heads, prefix)
         self._audit = AuditReads(engine)
 

@@ -92,6 +92,33 @@ def last_rows(query: sa.Select, session_id: str, n: int, archived: bool) -> sa.S
     the end or from the window base, or the prefix by ordinal), then the last `n` of their union:
     the cost follows `n` and the window prefix, not the length of the history.
     """
+    union = _each_group(query, session_id, n, archived, descending=True)
+    return (
+        sa.select(union.c.event_id, union.c.payload, union.c.grp)
+        .order_by(union.c.grp.desc(), union.c.key.desc())
+        .limit(n)
+    )
+
+
+def page_rows(query: sa.Select, session_id: str, offset: int, limit: int, archived: bool) -> sa.Select:
+    """Rows `offset` to `offset + limit` of `query` in `get_events()` order, adding each row's group.
+
+    `last_rows` read forward: each group's first `offset + limit` matching rows (a forward range
+    read that stops once it has them), then that page of their union. A filter most rows pass
+    (a common keyword, none) costs what the page costs, whatever the length of the history; a
+    rare keyword still reads until it has found the page or reached the end.
+    """
+    union = _each_group(query, session_id, offset + limit, archived, descending=False)
+    return (
+        sa.select(union.c.event_id, union.c.payload, union.c.grp)
+        .order_by(union.c.grp, union.c.key)
+        .offset(offset)
+        .limit(limit)
+    )
+
+
+def _each_group(query: sa.Select, session_id: str, n: int, archived: bool, descending: bool) -> sa.Subquery:
+    """The union of each group's first (or last) `n` rows of `query`, with columns `grp` and `key`."""
     base = sessions.alias("base")
     window_base = sa.select(base.c.window_base).where(base.c.id == session_id).scalar_subquery()
     outside_prefix = window_slots.c.ordinal.is_(None)
@@ -104,17 +131,12 @@ def last_rows(query: sa.Select, session_id: str, n: int, archived: bool) -> sa.S
     parts = [
         query.add_columns(sa.literal(group).label("grp"), key.label("key"))
         .where(where)
-        .order_by(key.desc())
+        .order_by(key.desc() if descending else key)
         .limit(n)
         .subquery()
         for group, where, key in groups
     ]  # each part in a subquery: SQLite allows no ORDER BY/LIMIT on a UNION member itself
-    union = sa.union_all(*(sa.select(part) for part in parts)).subquery()
-    return (
-        sa.select(union.c.event_id, union.c.payload, union.c.grp)
-        .order_by(union.c.grp.desc(), union.c.key.desc())
-        .limit(n)
-    )
+    return sa.union_all(*(sa.select(part) for part in parts)).subquery()
 
 
 def criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:

@@ -1,18 +1,21 @@
 """The active window as a compaction and the evaluator read it: its events, head and running
 stats, and the token counts the evaluator fills in.
 
-The window read and the stats read run on the driver (`driver.py`), each one statement in
-autocommit (one round trip): a compaction reads 1,000 events, where SQLAlchemy's per-row layer
-costs about what the database does, and the evaluator reads the stats after every append. The
-token counts are written on a Core `Connection`, once per batch of counts.
+The window read (also `get_events` of the active window, which an agent makes before every
+prompt) and the stats read run on the driver (`driver.py`), each one statement in autocommit (one
+round trip): a compaction reads 1,000 events, where SQLAlchemy's per-row layer costs about what the
+database does, and the evaluator reads the stats after every append. The token counts are written
+on a Core `Connection`, once per batch of counts.
 """
 
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.codec import event_from_payload
+from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ports import TokenCounter, Window, WindowHead, WindowStats
 from sessionledger.domain.turns import format_event
 from sessionledger.infrastructure.ledger import statements
@@ -38,18 +41,10 @@ class WindowReads:
         self._window_head = DriverStatement(statements.WINDOW_HEAD, engine.dialect)
 
     def window(self, session_id: str) -> Window | None:
-        """The active window, its head and stats, in one statement (one snapshot), each event
-        built while the server still sends the rows after it."""
+        """The active window, its head and stats, in one statement (one snapshot)."""
         values = {"sid": session_id}
-        head = None
-        entries = []
         with autocommit(self._engine) as driver:
-            for row in self._window.stream(driver.cursor(), values, WINDOW_CHUNK):
-                head = row  # every row carries the session's head columns
-                # what the window needs of the row, not the row: kept, its payloads would stay
-                # alive too, and the garbage collector's passes grow with them
-                event = event_from_payload(session_id, row.event_id, row.payload)
-                entries.append((row.part, row.part_order, row.position, row.token_count, event))
+            head, entries = self._read(driver, values)
             if head is None:  # an empty window, or no such live session
                 found = self._window_head.rows(driver.cursor(), values)
                 if not found:
@@ -58,7 +53,6 @@ class WindowReads:
                 return Window(
                     WindowHead(head.version, head.window_epoch, head.window_base), (), (), stats_of(head)
                 )
-        entries.sort(key=WINDOW_ORDER)
         _, _, positions, token_counts, events = zip(*entries, strict=True)
         # never below the base: when the window's newest events were archived (openai-agents'
         # pop_item), a lower read head would move the base back and bring them back into the tail
@@ -69,6 +63,29 @@ class WindowReads:
             stats_of(head),
             token_counts,
         )
+
+    def events(self, session_id: str) -> list[SessionEvent]:
+        """The active window's events in order (`get_events` with the active filter, the read an
+        agent makes before each prompt): the window read of `window()`, without its head."""
+        with autocommit(self._engine) as driver:
+            _, entries = self._read(driver, {"sid": session_id})
+        return [entry[4] for entry in entries]
+
+    def _read(self, driver: Any, values: dict[str, Any]) -> tuple[Any, list[tuple[Any, ...]]]:
+        """The last row read (`None`: no rows) and the window's entries `(part, part_order,
+        position, token_count, event)` in window order, each event built while the server still
+        sends the rows after it."""
+        head = None
+        entries = []
+        session_id = values["sid"]
+        for row in self._window.stream(driver.cursor(), values, WINDOW_CHUNK):
+            head = row  # every row carries the session's head columns
+            # what the window needs of the row, not the row: kept, its payloads would stay
+            # alive too, and the garbage collector's passes grow with them
+            event = event_from_payload(session_id, row.event_id, row.payload)
+            entries.append((row.part, row.part_order, row.position, row.token_count, event))
+        entries.sort(key=WINDOW_ORDER)
+        return head, entries
 
     def stats(self, session_id: str) -> WindowStats | None:
         with autocommit(self._engine) as driver:

@@ -110,7 +110,7 @@ class WindowChanges:
                     cursor.executemany(
                         self._insert_row.sql,
                         [
-                            self._insert_row.params(ledger_row(record, draft.text, now))
+                            self._insert_row.params(ledger_row(record, draft.text))
                             for record, draft in plan.written
                         ],
                     )
@@ -151,8 +151,8 @@ class WindowChanges:
                 raise SessionNotFound(f"session {session_id!r} not found")
             records = [record for record, _ in read_records(conn, session_id)]
             draft = plan_rewind(records, before_invocation_id, now)
-            record = head.place(session_id, draft, head.version + 1)
-            conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text, now)])
+            record = head.place(session_id, draft, head.version + 1, now)
+            conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
             self._prefix.replace(
                 driver_of(conn.connection), session_id, draft.payload["window"], draft.payload["hidden"]
             )

@@ -146,3 +146,24 @@ def test_stats_and_dead_letter_listing_answer_for_a_deployment(tmp_path: Path) -
 
     bad_role = run("worker", "--role", "nope", "--database-url", url, "--broker-url", RABBITMQ)
     assert bad_role.returncode == 2 and "unknown role" in bad_role.stderr
+
+
+def test_sessions_on_a_narrow_terminal_shows_every_id_whole(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    long_id = "tenant-eu-west-" + uuid.uuid4().hex + "-" + uuid.uuid4().hex
+    with open_service(url) as service:
+        service.create_session("alice", session_id=long_id)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
+    shown = subprocess.run(
+        [CLI, "sessions", "--user", "alice", "--database-url", url],
+        env={**env, "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert shown.returncode == 0, shown.stderr
+    assert "…" not in shown.stdout
+    first_cells = [line.split("│")[1].strip() for line in shown.stdout.splitlines() if line.startswith("│")]
+    assert "".join(first_cells) == long_id

@@ -71,7 +71,8 @@ def findings(ledger: Ledger, *digests: Digest) -> list[tuple[str, int | None, st
 def test_an_untouched_ledger_extends_its_digests(ledger: Ledger) -> None:
     first = take_digest(ledger.service.ledger)
     ledger.service.append_message(ledger.session_id, UserMessage("one more"))
-    assert all(r.ok for r in verify_against(ledger.service, [first, take_digest(ledger.service.ledger)]))
+    assert findings(ledger, first, take_digest(ledger.service.ledger)) == []  # (the shared database
+    # may hold other tests' tampered sessions)
 
 
 def test_the_consistent_rewrite_passes_the_chain_but_not_the_digest(ledger: Ledger) -> None:

@@ -21,6 +21,7 @@ from sessionledger.infrastructure.ledger.events import EventReads
 from sessionledger.infrastructure.ledger.migrate import ADVISORY_LOCK_KEY
 from sessionledger.infrastructure.ledger.schema import ledger
 from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
+from sessionledger.infrastructure.ledger.window import WindowReads
 
 TERMS = [f"term{i:02d}" for i in range(MAX_KEYWORDS)]
 
@@ -88,7 +89,7 @@ def test_sqlite_extracts_and_lowers_each_text_once(sqlite_url: str) -> None:
 
     engine.dispose()  # the connections opened so far have the ledger's own lower()
     try:
-        reads = EventReads(engine)
+        reads = EventReads(engine, WindowReads(engine))
         for mode in MatchMode:
             for search in (
                 EventFilter(keywords=TERMS, match_mode=mode),

@@ -58,13 +58,18 @@ def sessions(
         if as_json:
             emit_json([session_row(s) for s in found])
             return
-        table = Table("session", "app", "created", "expires", "events in window", title=f"sessions of {user}")
+        table = Table(title=f"sessions of {user}")
+        # an id is what the reader copies into the next command: folded onto more lines, never cut short
+        table.add_column("session", overflow="fold")
+        for heading in ("app", "created", "expires"):
+            table.add_column(heading, no_wrap=True)
+        table.add_column("window", justify="right", no_wrap=True)
         for session in found:
             table.add_row(
                 session.id,
                 session.app_name,
-                format_timestamp(session.created_at)[:19],
-                format_timestamp(session.expires_at)[:19] if session.expires_at else "never",
+                format_timestamp(session.created_at)[:16],
+                format_timestamp(session.expires_at)[:16] if session.expires_at else "never",
                 str(len(service.get_messages(session.id))),
             )
         console.print(table)

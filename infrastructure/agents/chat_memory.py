@@ -1,0 +1,76 @@
+"""Spring AI's chat memory: the `ChatMemory` and repository protocols and the message-window memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
+
+from sessionledger.domain.chat_window import checked_id, checked_messages, window
+from sessionledger.domain.messages import Message
+from sessionledger.infrastructure.agents.chat_repositories import InMemoryChatMemoryRepository
+
+
+@runtime_checkable
+class ChatMemory(Protocol):
+    """What a chat-memory advisor reads and writes; ids and messages are checked with Spring's texts."""
+
+    def add(self, conversation_id: str, messages: Iterable[Message] | Message) -> None: ...
+
+    def get(self, conversation_id: str) -> list[Message]: ...
+
+    def clear(self, conversation_id: str) -> None: ...
+
+
+@runtime_checkable
+class ChatMemoryRepository(Protocol):
+    """Where a chat memory keeps its messages (Spring's `ChatMemoryRepository`); `save_all` replaces."""
+
+    def find_conversation_ids(self) -> list[str]: ...
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]: ...
+
+    def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None: ...
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None: ...
+
+
+class MessageWindowChatMemory:
+    """The newest `max_messages` messages of each conversation, cut at turn boundaries (Spring AI 2.0).
+
+    Each `add` reads the conversation, applies `domain.chat_window.window` and saves the result
+    with `save_all`; on a `LedgerChatMemoryRepository` what falls out of the window is archived in
+    the ledger, not lost. `get` returns what is stored, with no trimming on read.
+    """
+
+    DEFAULT_MAX_MESSAGES = 20
+
+    def __init__(self, repository: ChatMemoryRepository | None = None, max_messages: int = 20) -> None:
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
+            raise ValueError("maxMessages must be greater than 0")
+        self._repository = InMemoryChatMemoryRepository() if repository is None else repository
+        self._max_messages = max_messages
+
+    @property
+    def repository(self) -> ChatMemoryRepository:
+        return self._repository
+
+    @property
+    def max_messages(self) -> int:
+        return self._max_messages
+
+    @property
+    def user_id(self) -> str | None:
+        """The user the repository is bound to, if it is bound to one (the ledger's is)."""
+        return getattr(self._repository, "user_id", None)
+
+    def add(self, conversation_id: str, messages: Iterable[Message] | Message) -> None:
+        conversation_id = checked_id(conversation_id)
+        new = checked_messages(messages)
+        memory = self._repository.find_by_conversation_id(conversation_id)
+        self._repository.save_all(conversation_id, window(memory, new, self._max_messages))
+
+    def get(self, conversation_id: str) -> list[Message]:
+        return self._repository.find_by_conversation_id(checked_id(conversation_id))
+
+    def clear(self, conversation_id: str) -> None:
+        self._repository.delete_by_conversation_id(checked_id(conversation_id))

@@ -1,0 +1,150 @@
+"""Where a chat memory keeps conversations: in process memory, or in the ledger (which never destroys)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+
+from sessionledger.domain.chat_window import checked_id, checked_messages
+from sessionledger.domain.compaction import CompactionRequest, CompactionResult
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.messages import Message
+from sessionledger.domain.ports import AppendOutcome
+from sessionledger.domain.sessions import Session
+from sessionledger.infrastructure.service import SessionService
+
+
+class InMemoryChatMemoryRepository:
+    """Spring's `InMemoryChatMemoryRepository`: a dict of lists, read as copies, lost with the process."""
+
+    def __init__(self) -> None:
+        self._conversations: dict[str, list[Message]] = {}
+        self._lock = threading.Lock()
+
+    def find_conversation_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._conversations)
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        checked_id(conversation_id)
+        with self._lock:
+            return list(self._conversations.get(conversation_id, ()))
+
+    def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None:
+        checked_id(conversation_id)
+        replacement = checked_messages(messages)
+        with self._lock:
+            self._conversations[conversation_id] = replacement
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        checked_id(conversation_id)
+        with self._lock:
+            self._conversations.pop(conversation_id, None)
+
+
+class LedgerChatMemoryRepository:
+    """A chat-memory repository over the ledger: a conversation is a session of `user_id` in
+    `app_name`, its messages that session's active window.
+
+    `save_all` replaces the window with one compaction (the ledger's version check included):
+    messages already in the window, in the same order, stay as they are; the others leave the
+    window archived, so they remain in the ledger, searchable (`get_events`) and replayable;
+    the new ones are appended. `delete_by_conversation_id` archives the whole window: the
+    conversation is then neither listed nor found, its history stays in the ledger, and its id
+    can be saved again. A conversation of another user is neither readable nor writable
+    (`ValueError`, nothing changes).
+    """
+
+    def __init__(
+        self, service: SessionService, *, user_id: str = "default-user", app_name: str = "chat-memory"
+    ) -> None:
+        for name, value in (("user_id", user_id), ("app_name", app_name)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-empty string")
+        self._service = service
+        self._user_id = user_id
+        self._app_name = app_name
+
+    @property
+    def user_id(self) -> str:
+        return self._user_id
+
+    def find_conversation_ids(self) -> list[str]:
+        """The user's conversations in this app with a non-empty window, oldest first."""
+        return [
+            session.id
+            for session in self._service.list_sessions(self._user_id, app_name=self._app_name)
+            if (stats := self._service.window_stats(session.id)) is not None and stats.events
+        ]
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        if self._owned(checked_id(conversation_id)) is None:
+            return []
+        return self._service.get_messages(conversation_id, user_id=self._user_id)
+
+    def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None:
+        checked_id(conversation_id)
+        replacement = checked_messages(messages)
+        if self._owned(conversation_id) is None:
+            if not replacement:
+                return
+            self._create(conversation_id)
+        replacing = _Replacement(conversation_id, replacement)
+        result = self._service.compact(conversation_id, replacing, replacing, user_id=self._user_id)
+        if not result.archived and replacing.appended:  # nothing left the window: the compaction
+            outcomes = self._service.ingest(replacing.appended, user_id=self._user_id)  # wrote nothing
+            if any(outcome is not AppendOutcome.STORED for outcome in outcomes):
+                raise ValueError(f"conversation {conversation_id!r} could not be written: {outcomes}")
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        if self._owned(checked_id(conversation_id)) is not None:
+            self.save_all(conversation_id, [])
+
+    def _owned(self, conversation_id: str) -> Session | None:
+        """The conversation's session; `None` when there is none; `ValueError` for another user's."""
+        session = self._service.get_session(conversation_id)
+        if session is not None and session.user_id != self._user_id:
+            raise ValueError(f"conversation {conversation_id!r} does not belong to user {self._user_id!r}")
+        return session
+
+    def _create(self, conversation_id: str) -> None:
+        try:
+            self._service.create_session(
+                self._user_id, session_id=conversation_id, app_name=self._app_name, ttl=None
+            )
+        except ValueError:
+            if self._owned(conversation_id) is None:  # not created meanwhile by another writer: a
+                raise  # deleted session's id, which the ledger never hands out again
+
+
+class _Replacement:
+    """Trigger and strategy of one `save_all`: always fires; keeps, in order, the window events
+    that match the replacement's leading messages, archives the others and adds the rest as new
+    events after them (`appended`, for when nothing leaves the window and no compaction is written).
+    Events another writer appends while the compaction is written follow the new window."""
+
+    def __init__(self, session_id: str, messages: Sequence[Message]) -> None:
+        self._session_id = session_id
+        self._messages = messages
+        self.appended: list[SessionEvent] = []
+
+    def should_compact(self, request: CompactionRequest) -> bool:
+        return True
+
+    def compact(self, request: CompactionRequest) -> CompactionResult:
+        window = request.events
+        kept: set[str] = set()
+        start = matched = 0
+        for message in self._messages:
+            found = next((i for i in range(start, len(window)) if window[i].message == message), None)
+            if found is None:
+                break
+            kept.add(window[found].id)
+            start, matched = found + 1, matched + 1
+        archived = tuple(event for event in window if event.id not in kept)
+        self.appended = [
+            SessionEvent(session_id=self._session_id, message=message, id=str(uuid.uuid4()))
+            for message in self._messages[matched:]
+        ]
+        return CompactionResult((*(e for e in window if e.id in kept), *self.appended), archived)

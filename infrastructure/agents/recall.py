@@ -1,0 +1,289 @@
+"""`RecallTools`: the model's way back into archived history (Spring AI Session's recall tools).
+
+`conversation_search` pages through one session's whole log by keyword, archived and synthetic
+events included, so what compaction took out of the window stays findable; `cross_session_search`
+does the same across every session of one user. Both return JSON text a model reads. The user is
+always the caller's: no tool argument names a user or a session, and another user's session reads
+as an unknown one.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter, MatchMode
+from sessionledger.infrastructure.service import SessionService
+
+NO_RESULTS = "No results found."
+MAX_QUERY_TERMS = 20
+CONVERSATION_SEARCH = "conversation_search"
+CROSS_SESSION_SEARCH = "cross_session_search"
+
+_INNER_THOUGHT = {
+    "type": "string",
+    "description": "Your reasoning for this search: what you are looking for and why.",
+}
+_PAGE = {"type": "integer", "description": "Zero-based page of results (default 0)."}
+
+
+class RecallTools:
+    """The two recall tools over one service, as methods, OpenAI tool definitions and a handler."""
+
+    def __init__(self, service: SessionService, *, page_size: int = EventFilter.DEFAULT_PAGE_SIZE) -> None:
+        if service is None:
+            raise ValueError("service must not be None")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size <= 0:
+            raise ValueError("page_size must be positive")
+        self._service = service
+        self._page_size = page_size
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset({CONVERSATION_SEARCH, CROSS_SESSION_SEARCH})
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The user a session belongs to, for a caller that named none; `None` when it is unknown."""
+        session = self._service.get_session(session_id)
+        return None if session is None else session.user_id
+
+    def conversation_search(
+        self, session_id: str, query: str | None, page: int | None = 0, *, user_id: str | None = None
+    ) -> str:
+        """Page `max(0, page)` of the session's events matching `query` (case-insensitive), in ledger
+        order; events with blank text are dropped after paging; a blank query pages through every
+        event. With `user_id`, another user's session gives `"No results found."` like an unknown one.
+        """
+        _check_query(query)
+        search = EventFilter.keyword_search(query or "", _page(page), self._page_size)
+        events = self._service.get_events(session_id, search, user_id=user_id)
+        return _render([_item(event) for event in events if _has_text(event)])
+
+    def cross_session_search(
+        self,
+        user_id: str,
+        query: str | None,
+        match_mode: str | None = None,
+        since: str | None = None,
+        page: int | None = 0,
+    ) -> str:
+        """Matches in every session of `user_id` (every app), oldest first by timestamp.
+
+        `query` is comma-separated terms: one is a keyword, several match ANY of them, or ALL with
+        `match_mode="all"`; a blank query matches every event. `since` is an ISO-8601 instant with an
+        offset or `Z`.
+        """
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ValueError("userId must not be empty")
+        _check_query(query)
+        search = _cross_filter(query, match_mode, _since(since))
+        first = _page(page) * self._page_size
+        found: list[tuple[datetime, dict[str, str]]] = []
+        for session in self._service.list_sessions(user_id):
+            for event in self._service.get_events(session.id, search, user_id=user_id):
+                if _has_text(event):
+                    found.append((event.timestamp, {"sessionId": session.id, **_item(event)}))
+        found.sort(key=lambda pair: pair[0])  # stable: ledger order within one instant
+        return _render([item for _, item in found[first : first + self._page_size]])
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """OpenAI Chat Completions tool definitions of both tools."""
+        return [
+            _function(
+                CONVERSATION_SEARCH,
+                "Search the full prior conversation history using case-insensitive keyword matching. "
+                "Returns paginated results ordered chronologically.",
+                {
+                    "innerThought": _INNER_THOUGHT,
+                    "query": {
+                        "type": "string",
+                        "description": "Keyword to search for; empty lists every message.",
+                    },
+                    "page": _PAGE,
+                },
+            ),
+            _function(
+                CROSS_SESSION_SEARCH,
+                "Search every earlier conversation of the current user by keywords. Returns paginated "
+                "results ordered by time, each with the conversation it comes from.",
+                {
+                    "innerThought": _INNER_THOUGHT,
+                    "query": {
+                        "type": "string",
+                        "description": "Comma-separated search terms (at most 20); empty matches everything.",
+                    },
+                    "matchMode": {
+                        "type": "string",
+                        "enum": ["any", "all"],
+                        "description": "'all' requires every term, anything else any term (default).",
+                    },
+                    "since": {
+                        "type": "string",
+                        "description": "Only messages since this ISO-8601 instant (2026-07-01T00:00:00Z).",
+                    },
+                    "page": _PAGE,
+                },
+            ),
+        ]
+
+    def handle(self, name: str, arguments: str | None, *, session_id: str, user_id: str) -> str:
+        """Run one tool call the model produced; every failure is an `"Error: ..."` string.
+
+        `session_id` and `user_id` are the caller's; the model's arguments cannot change them.
+        """
+        try:
+            if not isinstance(user_id, str) or not user_id.strip():
+                raise ValueError("the caller's user_id must not be empty")
+            if not isinstance(session_id, str) or not session_id.strip():
+                raise ValueError("the caller's session_id must not be empty")
+            args = _arguments(arguments)
+            if name == CONVERSATION_SEARCH:
+                return self.conversation_search(
+                    session_id, _required_query(args), _optional_int(args, "page"), user_id=user_id
+                )
+            if name == CROSS_SESSION_SEARCH:
+                return self.cross_session_search(
+                    user_id,
+                    _required_query(args),
+                    _optional_str(args, "matchMode"),
+                    _optional_str(args, "since"),
+                    _optional_int(args, "page"),
+                )
+            raise ValueError(
+                f"unknown tool {name!r}; the tools are {CONVERSATION_SEARCH}, {CROSS_SESSION_SEARCH}"
+            )
+        except ValueError as error:
+            return f"Error: {error}"
+
+
+def instant_text(moment: datetime) -> str:
+    """`moment` as Java's `Instant.toString` prints it: UTC, `Z`, fractions in groups of 3 or 6 digits."""
+    moment = moment.astimezone(UTC)
+    micros = moment.microsecond
+    if micros == 0:
+        fraction = ""
+    elif micros % 1000 == 0:
+        fraction = f".{micros // 1000:03d}"
+    else:
+        fraction = f".{micros:06d}"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+
+
+def _function(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": ["innerThought", "query"],
+            },
+        },
+    }
+
+
+def _has_text(event: SessionEvent) -> bool:
+    return bool((event.message.text or "").strip())
+
+
+def _item(event: SessionEvent) -> dict[str, str]:
+    return {
+        "timestamp": instant_text(event.timestamp),
+        "type": event.type.value,
+        "text": event.message.text or "",
+    }
+
+
+def _render(items: list[dict[str, str]]) -> str:
+    if not items:
+        return NO_RESULTS
+    return json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+
+
+def _check_query(query: object) -> None:
+    if query is not None and not isinstance(query, str):
+        raise ValueError(f"query must be a string, got {type(query).__name__}")
+
+
+def _page(page: object) -> int:
+    if page is None:
+        return 0
+    if isinstance(page, bool) or not isinstance(page, int):
+        raise ValueError(f"page must be an integer, got {page!r}")
+    return max(0, page)
+
+
+def _since(since: str | None) -> datetime | None:
+    if since is None or not since.strip():
+        return None
+    example = "(e.g. '2026-07-01T00:00:00Z')"
+    try:
+        moment = datetime.fromisoformat(since.strip())
+    except ValueError:
+        raise ValueError(f"since '{since}' is not a valid ISO-8601 instant {example}") from None
+    if moment.tzinfo is None:
+        raise ValueError(
+            f"since '{since}' is not a valid ISO-8601 instant: it needs an offset or Z {example}"
+        )
+    return moment
+
+
+def _cross_filter(query: str | None, match_mode: str | None, since: datetime | None) -> EventFilter:
+    if query is None or not query.strip():
+        return EventFilter(start=since)
+    terms = [term.strip() for term in query.split(",") if term.strip()]
+    if not terms:
+        raise ValueError(f"query '{query}' contained no usable search terms after splitting on ','")
+    if len(terms) > MAX_QUERY_TERMS:
+        raise ValueError(
+            f"query '{query}' has {len(terms)} search terms; at most {MAX_QUERY_TERMS} are allowed"
+        )
+    if len(terms) == 1:
+        return EventFilter(keyword=terms[0], start=since)
+    mode = MatchMode.ALL if isinstance(match_mode, str) and match_mode.lower() == "all" else MatchMode.ANY
+    return EventFilter(keywords=tuple(terms), match_mode=mode, start=since)
+
+
+def _arguments(arguments: str | None) -> dict[str, Any]:
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}
+    if not isinstance(arguments, str):
+        raise ValueError("arguments must be a JSON string")
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"arguments are not valid JSON ({error.msg} at position {error.pos})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("arguments must be a JSON object")
+    return parsed
+
+
+def _required_query(args: dict[str, Any]) -> str | None:
+    if "query" not in args:
+        raise ValueError("missing required argument 'query'")
+    query = args["query"]
+    if query is not None and not isinstance(query, str):
+        raise ValueError("'query' must be a string")
+    return query
+
+
+def _optional_str(args: dict[str, Any], name: str) -> str | None:
+    value = args.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"'{name}' must be a string")
+    return value
+
+
+def _optional_int(args: dict[str, Any], name: str) -> int | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"'{name}' must be an integer")
+    return value

@@ -1,0 +1,39 @@
+"""Vector stores for long-term chat memory (pgvector, sqlite-vec, brute force) and their embeddings.
+
+`PgVectorStore` and `SqliteVecStore` need the `vector` extra (`pip install 'sessionledger[vector]'`);
+they are imported on first use, so this package loads without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sessionledger.infrastructure.vectors.embeddings import EmbeddingsUnavailable, OpenAIEmbeddings
+from sessionledger.infrastructure.vectors.entries import Embeddings
+from sessionledger.infrastructure.vectors.memory import InMemoryVectorStore
+
+if TYPE_CHECKING:
+    from sessionledger.infrastructure.vectors.pgvector import PgVectorStore
+    from sessionledger.infrastructure.vectors.sqlite_vec import SqliteVecStore
+
+__all__ = [
+    "Embeddings",
+    "EmbeddingsUnavailable",
+    "InMemoryVectorStore",
+    "OpenAIEmbeddings",
+    "PgVectorStore",
+    "SqliteVecStore",
+]
+
+_LAZY = {
+    "PgVectorStore": "sessionledger.infrastructure.vectors.pgvector",
+    "SqliteVecStore": "sessionledger.infrastructure.vectors.sqlite_vec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

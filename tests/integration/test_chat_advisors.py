@@ -1,0 +1,225 @@
+"""The three chat-memory advisors around a model call: on an in-process memory, on the ledger
+(memory, SQLite, PostgreSQL), and with a vector store fed by the fake embeddings endpoint."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import openai
+import pytest
+from sessionledger.domain import AssistantMessage, MessageType, SystemMessage, ToolCall, UserMessage
+from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
+from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.agents import (
+    LedgerChatMemoryRepository,
+    MessageChatMemoryAdvisor,
+    MessageWindowChatMemory,
+    PromptChatMemoryAdvisor,
+    VectorStoreChatMemoryAdvisor,
+)
+from sessionledger.infrastructure.vectors import EmbeddingsUnavailable, InMemoryVectorStore, OpenAIEmbeddings
+
+from tests.fakes.fake_openai import Reply
+
+
+@pytest.fixture
+def service(database_url: str) -> Iterator[SessionService]:
+    with open_service(database_url) as opened:
+        yield opened
+
+
+def cid() -> str:
+    return f"conv-{uuid.uuid4().hex[:10]}"
+
+
+def turn(advisor, conversation, prompt, reply, **ctx):
+    """One model call as the advisors see it: what the model is sent, then its reply stored."""
+    sent = advisor.before(conversation, prompt, **ctx)
+    advisor.after(conversation, [reply], **ctx)
+    return sent
+
+
+# --- MessageChatMemoryAdvisor ------------------------------------------------------------------
+
+
+def test_message_advisor_prepends_memory_and_stores_the_user_message_then_the_reply():
+    memory = MessageWindowChatMemory()
+    advisor = MessageChatMemoryAdvisor(memory)
+    conversation = cid()
+    first = turn(
+        advisor,
+        conversation,
+        [SystemMessage("Be brief."), UserMessage("Hi, I am Ada.")],
+        AssistantMessage("Hello Ada."),
+    )
+    assert first == [SystemMessage("Be brief."), UserMessage("Hi, I am Ada.")]
+    second = advisor.before(conversation, [SystemMessage("Be brief."), UserMessage("Who am I?")])
+    # the system message moves to the front; the memory never holds it
+    assert second == [
+        SystemMessage("Be brief."),
+        UserMessage("Hi, I am Ada."),
+        AssistantMessage("Hello Ada."),
+        UserMessage("Who am I?"),
+    ]
+    assert memory.get(conversation)[-1] == UserMessage("Who am I?")
+
+
+def test_message_advisor_does_not_repeat_memory_already_in_the_prompt():
+    memory = MessageWindowChatMemory()
+    advisor = MessageChatMemoryAdvisor(memory)
+    conversation = cid()
+    turn(advisor, conversation, [UserMessage("q1")], AssistantMessage("a1"))
+    loop = [UserMessage("q1"), AssistantMessage("a1"), UserMessage("q2")]  # a tool loop resends all
+    assert advisor.before(conversation, loop) == loop
+
+
+def test_message_advisor_stores_a_tool_result_and_an_empty_user_message_when_there_is_nothing_else():
+    memory = MessageWindowChatMemory()
+    advisor = MessageChatMemoryAdvisor(memory)
+    conversation = cid()
+    result = ToolResponseMessage([ToolResponse("c1", "f", "42")])
+    advisor.before(
+        conversation, [UserMessage("q"), AssistantMessage(None, [ToolCall("c1", "f", "{}")]), result]
+    )
+    assert memory.get(conversation) == [result]
+    other = cid()
+    advisor.before(other, [SystemMessage("only instructions")])
+    assert memory.get(other) == [UserMessage("")]
+
+
+def test_message_advisor_on_the_ledger_keeps_evicted_turns_in_the_ledger(service):
+    user = f"user-{uuid.uuid4().hex[:8]}"
+    memory = MessageWindowChatMemory(LedgerChatMemoryRepository(service, user_id=user), max_messages=4)
+    advisor = MessageChatMemoryAdvisor(memory)
+    conversation = cid()
+    for i in range(4):
+        turn(advisor, conversation, [UserMessage(f"q{i}")], AssistantMessage(f"a{i}"), user_id=user)
+    assert [m.text for m in memory.get(conversation)] == ["q2", "a2", "q3", "a3"]
+    everything = service.get_events(conversation, user_id=user)
+    assert [e.message.text for e in everything if e.archived] == ["q0", "a0", "q1", "a1"]
+    with pytest.raises(ValueError, match="belongs to user"):
+        advisor.before(conversation, [UserMessage("hijack")], user_id="someone-else")
+    assert [m.text for m in memory.get(conversation)] == ["q2", "a2", "q3", "a3"]
+
+
+@pytest.mark.parametrize("advisor_type", [MessageChatMemoryAdvisor, PromptChatMemoryAdvisor])
+def test_memory_advisors_refuse_bad_input_and_store_nothing(advisor_type):
+    memory = MessageWindowChatMemory()
+    advisor = advisor_type(memory)
+    with pytest.raises(ValueError, match="conversationId cannot be null or empty"):
+        advisor.before(" ", [UserMessage("x")])
+    with pytest.raises(ValueError, match="messages cannot be null"):
+        advisor.before("c", None)
+    with pytest.raises(ValueError, match="messages cannot contain null elements"):
+        advisor.after("c", [AssistantMessage("x"), None])
+    assert memory.get("c") == []
+    with pytest.raises(ValueError, match="chatMemory cannot be null"):
+        advisor_type(None)
+
+
+# --- PromptChatMemoryAdvisor -------------------------------------------------------------------
+
+
+def test_prompt_advisor_renders_memory_into_the_system_message_after_its_instructions():
+    memory = MessageWindowChatMemory()
+    advisor = PromptChatMemoryAdvisor(memory)
+    conversation = cid()
+    turn(advisor, conversation, [UserMessage("I like tea.")], AssistantMessage("Noted: tea."))
+    sent = advisor.before(conversation, [SystemMessage("Be brief."), UserMessage("What do I like?")])
+    assert [m.type for m in sent] == [MessageType.SYSTEM, MessageType.USER]
+    system = sent[0].text
+    assert system.startswith("Be brief.\n")
+    assert "USER: I like tea.\nASSISTANT: Noted: tea." in system
+    assert system.index("Be brief.") < system.index("USER: I like tea.")
+    assert sent[1] == UserMessage("What do I like?")
+
+
+def test_prompt_advisor_adds_a_system_message_when_there_is_none():
+    advisor = PromptChatMemoryAdvisor(MessageWindowChatMemory(), template="Memory:\n{memory}\n{instructions}")
+    conversation = cid()
+    turn(advisor, conversation, [UserMessage("one")], AssistantMessage("two"))
+    sent = advisor.before(conversation, [UserMessage("three")])
+    assert sent == [SystemMessage("Memory:\nUSER: one\nASSISTANT: two\n"), UserMessage("three")]
+
+
+def test_prompt_advisor_stores_no_empty_reply_list_and_checks_its_template():
+    memory = MessageWindowChatMemory()
+    advisor = PromptChatMemoryAdvisor(memory)
+    advisor.after("c", [])
+    assert memory.get("c") == []
+    with pytest.raises(ValueError, match=r"\{memory\}"):
+        PromptChatMemoryAdvisor(memory, template="{instructions} only")
+
+
+# --- VectorStoreChatMemoryAdvisor --------------------------------------------------------------
+
+
+@pytest.fixture
+def vector_store(fake_openai):
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
+    return InMemoryVectorStore(OpenAIEmbeddings(client, model="fake-embedding"))
+
+
+def test_vector_advisor_recalls_similar_messages_of_the_conversation(vector_store):
+    advisor = VectorStoreChatMemoryAdvisor(vector_store, top_k=2)
+    conversation = cid()
+    turn(
+        advisor,
+        conversation,
+        [UserMessage("my dog is called Rex")],
+        AssistantMessage("Rex is a fine dog name"),
+    )
+    turn(
+        advisor,
+        conversation,
+        [UserMessage("the stock market fell")],
+        AssistantMessage("markets are volatile"),
+    )
+    sent = advisor.before(conversation, [SystemMessage("You help."), UserMessage("what is my dog called")])
+    system = sent[0].text
+    assert system.startswith("You help.\n")
+    assert '<memory-entry type="user">my dog is called Rex</memory-entry>' in system
+    assert '<memory-entry type="assistant">Rex is a fine dog name</memory-entry>' in system
+    assert "stock" not in system
+    assert sent[1:] == [UserMessage("what is my dog called")]
+
+
+def test_vector_advisor_escapes_stored_text_and_keeps_users_apart(vector_store):
+    advisor = VectorStoreChatMemoryAdvisor(vector_store)
+    conversation = cid()
+    turn(
+        advisor,
+        conversation,
+        [UserMessage('close </memory-entry> & "quote"')],
+        AssistantMessage("ok"),
+        user_id="ann",
+    )
+    mine = advisor.before(conversation, [UserMessage("close memory entry quote")], user_id="ann")[0].text
+    assert "close &lt;/memory-entry&gt; &amp; &quot;quote&quot;" in mine
+    theirs = advisor.before(conversation, [UserMessage("close memory entry quote")], user_id="bob")[0].text
+    assert "quote" not in theirs.split("LONG_TERM_MEMORY:")[1]
+
+
+def test_vector_advisor_checks_its_arguments(vector_store):
+    with pytest.raises(ValueError, match="topK must be greater than 0"):
+        VectorStoreChatMemoryAdvisor(vector_store, top_k=0)
+    with pytest.raises(ValueError, match=r"\{long_term_memory\}"):
+        VectorStoreChatMemoryAdvisor(vector_store, template="{instructions}")
+    with pytest.raises(ValueError, match="store cannot be null"):
+        VectorStoreChatMemoryAdvisor(None)
+    with pytest.raises(ValueError, match="conversationId cannot be null or empty"):
+        VectorStoreChatMemoryAdvisor(vector_store).before("", [UserMessage("x")])
+
+
+def test_vector_advisor_with_a_failing_embeddings_endpoint_raises_and_stores_nothing(
+    vector_store, fake_openai
+):
+    advisor = VectorStoreChatMemoryAdvisor(vector_store)
+    conversation = cid()
+    turn(advisor, conversation, [UserMessage("first fact")], AssistantMessage("noted first fact"))
+    fake_openai.embedding_failures.append(Reply.status_code(500))
+    with pytest.raises(EmbeddingsUnavailable):
+        advisor.before(conversation, [UserMessage("second fact")])
+    found = vector_store.search("fact", user_id="default-user", top_k=10)
+    assert sorted(m.text for m in found) == ["first fact", "noted first fact"]

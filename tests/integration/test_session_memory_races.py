@@ -1,0 +1,48 @@
+"""SessionMemory's find-or-create under a race: two first turns of one conversation at once both
+succeed, on one session, with both messages stored (memory, SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.agents import SessionMemory
+
+
+@pytest.fixture
+def service(database_url):
+    with open_service(database_url) as service:
+        yield service
+
+
+def test_two_first_turns_at_once_share_one_session(service):
+    memory = SessionMemory(service)
+    user = f"u-{uuid.uuid4().hex[:10]}"
+    for _ in range(5):
+        cid = f"c-{uuid.uuid4().hex[:10]}"
+        barrier = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def turn(
+            text: str,
+            cid: str = cid,
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
+            barrier.wait()
+            try:
+                memory.before(cid, [UserMessage(text)], user_id=user)
+            except BaseException as error:  # reported below, in the test's thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=turn, args=(text,)) for text in ("first", "second")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert errors == []
+        assert sorted(m.text for m in service.get_messages(cid)) == ["first", "second"]
+        assert service.get_session(cid).user_id == user

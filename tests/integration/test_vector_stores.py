@@ -1,0 +1,160 @@
+"""One contract suite for the vector stores (brute force in memory, sqlite-vec, pgvector on a real
+PostgreSQL with the extension), embeddings from the fake OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import uuid
+
+import openai
+import pytest
+from sessionledger.domain import AssistantMessage, SystemMessage, UserMessage
+from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
+from sessionledger.infrastructure.vectors import (
+    EmbeddingsUnavailable,
+    InMemoryVectorStore,
+    OpenAIEmbeddings,
+    PgVectorStore,
+    SqliteVecStore,
+)
+
+from tests.fakes.fake_openai import Reply, fake_embedding
+
+
+@pytest.fixture
+def embeddings(fake_openai):
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
+    return OpenAIEmbeddings(client, model="fake-embedding")
+
+
+@pytest.fixture(params=["memory", "sqlite-vec", "pgvector"])
+def store(request, embeddings, tmp_path):
+    if request.param == "memory":
+        yield InMemoryVectorStore(embeddings)
+    elif request.param == "sqlite-vec":
+        with SqliteVecStore(f"sqlite:///{tmp_path / 'vectors.db'}", embeddings) as opened:
+            yield opened
+    else:
+        with PgVectorStore(request.getfixturevalue("pgvector_url"), embeddings) as opened:
+            yield opened
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def texts(messages):
+    return [m.text for m in messages]
+
+
+def test_the_fake_embeddings_put_texts_that_share_words_close():
+    cat, fish, stocks = (fake_embedding(t) for t in ("my cat", "cat likes fish", "stock prices fell"))
+    assert sum(a * b for a, b in zip(cat, fish, strict=True)) > sum(
+        a * b for a, b in zip(cat, stocks, strict=True)
+    )
+
+
+def test_search_returns_the_nearest_messages_first(store):
+    user, conversation = new_id("user"), new_id("conv")
+    store.add(
+        conversation,
+        [
+            UserMessage("stock prices fell sharply today"),
+            AssistantMessage("my cat likes fish"),
+            UserMessage("rain"),
+        ],
+        user_id=user,
+    )
+    found = store.search("does the cat like fish", user_id=user, top_k=2)
+    assert texts(found)[0] == "my cat likes fish"
+    assert len(found) == 2
+    assert found[0] == AssistantMessage("my cat likes fish")
+
+
+def test_a_search_never_returns_another_users_messages(store):
+    mine, theirs, conversation = new_id("user"), new_id("user"), new_id("conv")
+    store.add(conversation, [UserMessage("secret plan about the cat")], user_id=theirs)
+    store.add(new_id("conv"), [UserMessage("weather report")], user_id=mine)
+    assert texts(store.search("secret plan about the cat", user_id=mine, top_k=10)) == ["weather report"]
+    assert texts(store.search("anything", user_id=new_id("nobody"), top_k=4)) == []
+    assert texts(store.search("cat", user_id=mine, top_k=4, conversation_id=conversation)) == []
+
+
+def test_a_search_can_keep_to_one_conversation(store):
+    user, first, second = new_id("user"), new_id("conv"), new_id("conv")
+    store.add(first, [UserMessage("apples are red")], user_id=user)
+    store.add(second, [UserMessage("apples are green")], user_id=user)
+    assert texts(store.search("apples", user_id=user, top_k=4, conversation_id=second)) == [
+        "apples are green"
+    ]
+    assert sorted(texts(store.search("apples", user_id=user, top_k=4))) == [
+        "apples are green",
+        "apples are red",
+    ]
+
+
+def test_only_user_and_assistant_messages_with_text_are_stored(store):
+    user, conversation = new_id("user"), new_id("conv")
+    store.add(
+        conversation,
+        [
+            SystemMessage("system rules"),
+            ToolResponseMessage([ToolResponse("c", "f", "tool rules")]),
+            AssistantMessage(None),
+            UserMessage("   "),
+            UserMessage("user rules"),
+        ],
+        user_id=user,
+    )
+    assert texts(store.search("rules", user_id=user, top_k=10)) == ["user rules"]
+
+
+def test_top_k_bounds_the_answer(store):
+    user, conversation = new_id("user"), new_id("conv")
+    store.add(conversation, [UserMessage(f"note number {i}") for i in range(6)], user_id=user)
+    assert len(store.search("note number", user_id=user, top_k=3)) == 3
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: s.add("  ", [UserMessage("x")], user_id="u"), "conversationId cannot be null or empty"),
+        (lambda s: s.add(None, [UserMessage("x")], user_id="u"), "conversationId cannot be null or empty"),
+        (lambda s: s.add("c", None, user_id="u"), "messages cannot be null"),
+        (
+            lambda s: s.add("c", [UserMessage("x"), None], user_id="u"),
+            "messages cannot contain null elements",
+        ),
+        (lambda s: s.add("c", [UserMessage("x")], user_id=""), "user_id must be a non-empty string"),
+        (lambda s: s.search("x", user_id=None, top_k=4), "user_id must be a non-empty string"),
+        (lambda s: s.search("x", user_id="u", top_k=0), "top_k must be greater than 0"),
+        (lambda s: s.search(None, user_id="u", top_k=4), "text must be a string"),
+        (lambda s: s.search("x", user_id="u", top_k=4, conversation_id=" "), "conversationId cannot be null"),
+    ],
+)
+def test_bad_input_is_a_value_error(store, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(store)
+
+
+def test_a_failing_embeddings_endpoint_is_a_clear_error_and_changes_nothing(store, fake_openai):
+    user, conversation = new_id("user"), new_id("conv")
+    store.add(conversation, [UserMessage("kept message")], user_id=user)
+    fake_openai.embedding_failures.append(Reply.status_code(503, "embeddings are down"))
+    with pytest.raises(EmbeddingsUnavailable, match="embeddings endpoint failed for model 'fake-embedding'"):
+        store.add(conversation, [UserMessage("lost message"), AssistantMessage("lost reply")], user_id=user)
+    fake_openai.embedding_failures.append(Reply.garbage())
+    with pytest.raises(EmbeddingsUnavailable):
+        store.search("kept", user_id=user, top_k=4)
+    assert texts(store.search("message", user_id=user, top_k=10)) == ["kept message"]
+
+
+def test_openai_embeddings_checks_its_arguments(fake_openai):
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
+    with pytest.raises(ValueError, match="client"):
+        OpenAIEmbeddings(None)
+    with pytest.raises(ValueError, match="model"):
+        OpenAIEmbeddings(client, model=" ")
+    embeddings = OpenAIEmbeddings(client, model="m")
+    assert embeddings.embed([]) == []
+    assert embeddings.embed(["a b", "c"]) == [fake_embedding("a b"), fake_embedding("c")]
+    assert fake_openai.embedding_requests[-1].body["model"] == "m"
