@@ -199,6 +199,9 @@ class Draft:
     event_type: str | None = None
     branch: str | None = None
     synthetic: bool = False
+    expected_version: int | None = None
+    """A conditional append: stored only while the session is at this event_version (else the
+    CONFLICT outcome); `None` appends whatever the version."""
 
     @property
     def size(self) -> int:

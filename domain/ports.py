@@ -95,6 +95,7 @@ class AppendOutcome(StrEnum):
     DUPLICATE = "duplicate"  # an event with that id is already in the session's ledger
     NO_SESSION = "no_session"  # the session does not exist or was deleted
     REFUSED = "refused"  # ingest on behalf of an identity: the session is another user's or app's
+    CONFLICT = "conflict"  # a conditional append: the session is not at the version it expected
 
 
 @dataclass(frozen=True, slots=True)

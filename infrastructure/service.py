@@ -238,16 +238,26 @@ class SessionService:
 
     # --- events (docs/api.md "Events") --------------------------------------------------------
 
-    def append_event(self, event: SessionEvent, *, user_id: str | None = None) -> bool:
+    def append_event(
+        self, event: SessionEvent, *, user_id: str | None = None, expected_version: int | None = None
+    ) -> bool:
         """Store the event; `False` (nothing changes) when its id is already in the session's ledger.
 
-        With `user_id`, the session must belong to that user (`ValueError` otherwise).
+        With `user_id`, the session must belong to that user (`ValueError` otherwise). With
+        `expected_version`, only while the session is at that `event_version`, checked in the
+        append's own write: `ConcurrencyConflict` (nothing stored) otherwise.
         """
         draft = self._draft(event)
+        if expected_version is not None:
+            draft = replace(draft, expected_version=expected_version)
         self._require_owner(event.session_id, user_id)
         outcome = self._append([draft])[0]
         if outcome is AppendOutcome.NO_SESSION:
             raise SessionNotFound(f"session {event.session_id!r} not found")
+        if outcome is AppendOutcome.CONFLICT:
+            raise ConcurrencyConflict(
+                f"session {event.session_id!r} is not at event_version {expected_version}: nothing appended"
+            )
         return outcome is AppendOutcome.STORED
 
     def append_message(

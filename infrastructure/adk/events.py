@@ -1,7 +1,8 @@
 """google-adk `Event`s as ledger events and back, exactly.
 
-The ledger event keeps the whole ADK event as its JSON (`metadata["adk"]`, pydantic's own dump, so
-every field, bytes and float timestamp included, comes back equal) and a `Message` read from its
+The ledger event keeps the whole ADK event as a JSON object (`metadata["adk"]`, pydantic's own
+JSON dump, so every field, bytes and float timestamp included, comes back equal, and the ledger's
+records and exports show it as it is) and a `Message` read from its
 content, so the workers' triggers, strategies and summarizers, search and the audit tools see a
 conversation they understand. A summary the workers wrote (a synthetic pair) reads back as ADK's
 own compaction event (`EventActions.compaction`), which ADK's prompt building already knows.
@@ -31,7 +32,7 @@ from sessionledger.domain.messages import (
 )
 
 ADK_KEY = "adk"
-"""The metadata key holding the ADK event's JSON."""
+"""The metadata key holding the ADK event (its JSON form)."""
 
 SUMMARY_AUTHOR = "user"
 """Who ADK's own summarizer names as the author of a compaction event."""
@@ -45,7 +46,7 @@ def to_ledger(event: Event, session_id: str) -> SessionEvent:
         id=event.id,
         message=message_of(event),
         timestamp=datetime.fromtimestamp(event.timestamp, UTC),
-        metadata={ADK_KEY: event.model_dump_json(exclude_none=True)},
+        metadata={ADK_KEY: event.model_dump(mode="json", exclude_none=True)},
         branch=event.branch or None,
         invocation_id=event.invocation_id or None,
         state_delta=json_safe(delta),
@@ -99,7 +100,7 @@ def to_adk(events: Sequence[SessionEvent]) -> list[Event]:
     adk: list[Event] = []
     for index, event in enumerate(events):
         if ADK_KEY in event.metadata:
-            adk.append(Event.model_validate_json(event.metadata[ADK_KEY]))
+            adk.append(Event.model_validate(event.metadata[ADK_KEY]))
         elif event.is_synthetic:
             if event.type is MessageType.ASSISTANT:
                 adk.append(_compaction(event, _next_real(events[index + 1 :])))
@@ -115,7 +116,7 @@ def _next_real(events: Iterable[SessionEvent]) -> float | None:
 def _seconds(event: SessionEvent) -> float:
     """The event's exact float timestamp: the ADK event's own when there is one."""
     if ADK_KEY in event.metadata:
-        stored = json.loads(event.metadata[ADK_KEY]).get("timestamp")
+        stored = event.metadata[ADK_KEY].get("timestamp")
         if isinstance(stored, float | int):
             return float(stored)
     return event.timestamp.timestamp()

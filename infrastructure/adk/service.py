@@ -8,9 +8,10 @@ translates google-adk's keys, events, errors and staleness rule.
 
 Staleness is google-adk's: a `Session` object remembers the ledger's `event_version` it was read
 at (google-adk's private `_storage_update_marker`), and appending through a copy that missed
-another writer's event (or a rewind, or a deletion) raises `StaleSessionError`. A compaction by the
-workers moves the version too, but misses nothing the caller wrote, so it never makes a session
-stale (google-adk's background compaction did: issue #5194).
+another writer's event (or a rewind, or a deletion) raises `StaleSessionError`. The check is the
+ledger's conditional append (`expected_version`), so it holds across processes at the cost of no
+extra round trip. A compaction by the workers moves the version too, but misses nothing the caller
+wrote, so it never makes a session stale (google-adk's background compaction did: issue #5194).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
-from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Kind
@@ -55,6 +56,9 @@ ADK_SESSION_ID = "adk_session_id"
 
 _LAST_APPENDED = EventFilter(exclude_synthetic=True, last_n=1)
 """The event appended last (archived or not): what google-adk's `last_update_time` follows."""
+
+APPEND_ATTEMPTS = 5
+"""Conditional appends tried while only compactions move the version, before giving up as stale."""
 
 _STALE_KINDS = frozenset({Kind.EVENT, Kind.REWIND, Kind.ERASURE})
 """Records that change what a session object shows; a compaction only shortens the window."""
@@ -205,11 +209,11 @@ class LedgerSessionService(BaseSessionService):
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             marker = await self._service.run(lambda service: _write(service, session, key, record, rewind_to))
+        if marker is None:  # this very event was stored before: an idempotent redelivery
+            return event
         # as google-adk's services: the caller's objects change only once the event is stored
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        if marker is None:  # this very event was stored before: an idempotent redelivery
-            return event
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         session._storage_update_marker = marker
@@ -238,22 +242,56 @@ def _without_temp(event: Event) -> Event:
 def _write(
     service: SessionService, session: Session, key: str, record: SessionEvent, rewind_to: str | None
 ) -> str | None:
-    """Check the caller's copy is current, then store (one thread hop); the new marker, or
-    `None` when an equal event with this id was stored before."""
+    """Store the event if the caller's copy is current (one thread hop); the new marker, or `None`
+    when an equal event with this id was stored before.
+
+    The append is conditional on the version the copy remembers, checked in the ledger's own
+    write: one round trip when nothing else wrote. When the version moved, the records since tell
+    a compaction (retry at the new version) from another writer (`StaleSessionError`).
+    """
+    marker = session._storage_update_marker
+    expected = int(marker) if marker is not None and marker.isdigit() else None
+    try:
+        if rewind_to is not None:
+            _current_version(service, session, key)  # a stale copy may not rewind either
+            version = _rewind(service, key, rewind_to)
+            return _stored(service, key, record, service.append_event(record), version)
+        for _ in range(APPEND_ATTEMPTS):
+            if expected is None:
+                expected = _current_version(service, session, key)
+            try:
+                stored = service.append_event(record, expected_version=expected)
+            except ConcurrencyConflict:
+                expected = None
+                continue
+            return _stored(service, key, record, stored, expected)
+    except SessionNotFound:
+        raise SessionNotFoundError(f"Session {session.id} not found.") from None
+    raise StaleSessionError(STALE_MESSAGE)
+
+
+def _current_version(service: SessionService, session: Session, key: str) -> int:
+    """The session's version, once the caller's copy is known to be current (`_check_fresh`)."""
     version = service.event_version(key)
     if session._storage_update_marker != str(version):
         _check_fresh(service, session, key)
-    if rewind_to is not None:
-        try:
-            version = service.rewind(key, rewind_to)
-        except SessionNotFound:
-            raise SessionNotFoundError(f"Session {session.id} not found.") from None
-        except LookupError:
-            raise InvocationNotFoundError(f"Invocation ID not found: {rewind_to}") from None
+    return version
+
+
+def _rewind(service: SessionService, key: str, target: str) -> int:
+    """The ledger's rewind (its new version); the rewind event itself is appended after it."""
     try:
-        stored = service.append_event(record)
+        return service.rewind(key, target)
     except SessionNotFound:
-        raise SessionNotFoundError(f"Session {session.id} not found.") from None
+        raise  # a LookupError too, answered by the caller
+    except LookupError:
+        raise InvocationNotFoundError(f"Invocation ID not found: {target}") from None
+
+
+def _stored(
+    service: SessionService, key: str, record: SessionEvent, stored: bool, version: int
+) -> str | None:
+    """The marker after an append at `version`, or `None` for a redelivered event."""
     if not stored:
         _same_as_stored(service, key, record)
         return None

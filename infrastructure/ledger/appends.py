@@ -85,10 +85,17 @@ class Appends:
             "size": event_bytes(event),
             "keep_count": 0 if event.is_synthetic else 1,
         }
+        expected = draft.expected_version
         for _ in range(MAX_HEAD_RACES):
-            head = self._heads.get(session_id) or read_head(self._engine, session_id)
+            cached = self._heads.get(session_id)
+            head = cached or read_head(self._engine, session_id)
             if head is None:
                 return AppendOutcome.NO_SESSION
+            if expected is not None and head.version != expected:
+                if cached is None:
+                    return AppendOutcome.CONFLICT
+                self._heads.forget(session_id)  # the cache may be behind another process: re-read
+                continue
             record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
             moves.update(cached=head.position, new_position=record.position, new_hash=record.row_hash)
             values = {**moves, **ledger_row(record, draft.text)}

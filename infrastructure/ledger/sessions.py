@@ -40,6 +40,12 @@ class Sessions:
         self._session = DriverStatement(
             statements.SESSIONS.where(sessions.c.id == statements.SID), engine.dialect
         )
+        self._version = DriverStatement(
+            sa.select(sessions.c.version).where(
+                sessions.c.id == statements.SID, sessions.c.deleted_at.is_(None)
+            ),
+            engine.dialect,
+        )
 
     def create(self, session: Session, state: Mapping[str, Any]) -> None:
         draft = created_draft(session, state)
@@ -108,13 +114,10 @@ class Sessions:
             return [session_of(row) for row in conn.execute(query)]
 
     def version(self, session_id: str) -> int:
-        with self._engine.connect() as conn:
-            version = conn.execute(
-                sa.select(sessions.c.version).where(
-                    sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
-                )
-            ).scalar()
-        return version or 0
+        """One autocommitted statement (one round trip): adapters read it to check a session copy."""
+        with autocommit(self._engine) as driver:
+            rows = self._version.rows(driver.cursor(), {"sid": session_id})
+        return rows[0].version if rows else 0
 
     def delete(self, session_id: str, reason: str) -> bool:
         """One transaction: the erasure record, the erasable payloads nulled, the session row

@@ -487,3 +487,29 @@ def test_a_rewind_event_is_the_ledgers_rewind(database_url):
         await service.append_event(session, text_event("three", invocation_id="inv3"))  # not stale
 
     run_with(database_url, body)
+
+
+def test_copies_in_two_services_on_one_ledger_race_and_one_is_refused(database_url):
+    """Two processes' services (here two services on one durable ledger): the check is the
+    ledger's conditional append, not a lock in one process."""
+    if database_url == "memory://":
+        pytest.skip("one memory ledger per service")
+
+    async def main() -> None:
+        app = f"app-{uuid.uuid4().hex[:8]}"
+        async with LedgerSessionService(database_url) as first, LedgerSessionService(database_url) as second:
+            session = await first.create_session(app_name=app, user_id="u")
+            await first.append_event(session, Event(invocation_id="warm", author="user"))
+            for i in range(4):
+                mine = await first.get_session(app_name=app, user_id="u", session_id=session.id)
+                theirs = await second.get_session(app_name=app, user_id="u", session_id=session.id)
+                results = await asyncio.gather(
+                    first.append_event(mine, Event(invocation_id=f"a{i}", author="user")),
+                    second.append_event(theirs, Event(invocation_id=f"b{i}", author="user")),
+                    return_exceptions=True,
+                )
+                assert sorted(type(r).__name__ for r in results) == ["Event", "StaleSessionError"]
+            final = await second.get_session(app_name=app, user_id="u", session_id=session.id)
+            assert len(final.events) == 5
+
+    asyncio.run(main())

@@ -1,0 +1,49 @@
+"""`SessionService.append_event(..., expected_version=)`: an append that holds only while the session
+is at the version the caller saw, checked in the ledger's own write (what the google-adk adapter's
+stale-session check rests on), across services on one ledger too."""
+
+from __future__ import annotations
+
+import pytest
+from sessionledger.domain import ConcurrencyConflict, SessionEvent, SessionNotFound, UserMessage
+from sessionledger.infrastructure import open_service
+
+
+def event(session_id: str, text: str) -> SessionEvent:
+    return SessionEvent(session_id=session_id, message=UserMessage(text))
+
+
+def test_an_append_at_the_expected_version_is_stored_and_any_other_is_refused(database_url):
+    with open_service(database_url) as service:
+        sid = service.create_session("u").id
+        assert service.append_event(event(sid, "one"), expected_version=0)
+        with pytest.raises(ConcurrencyConflict):
+            service.append_event(event(sid, "stale"), expected_version=0)
+        with pytest.raises(ConcurrencyConflict):
+            service.append_event(event(sid, "ahead"), expected_version=5)
+        assert service.append_event(event(sid, "two"), expected_version=1)
+        assert [m.text for m in service.get_messages(sid)] == ["one", "two"]
+        assert service.event_version(sid) == 2
+
+
+def test_a_version_moved_by_another_service_is_seen_through_the_head_cache(database_url):
+    if database_url == "memory://":
+        pytest.skip("one memory ledger per service")
+    with open_service(database_url) as first, open_service(database_url) as second:
+        sid = first.create_session("u").id
+        assert first.append_event(event(sid, "a"), expected_version=0)  # first caches the head
+        assert second.append_event(event(sid, "b"), expected_version=1)
+        with pytest.raises(ConcurrencyConflict):
+            first.append_event(event(sid, "c"), expected_version=1)  # its cache is behind: re-read
+        assert first.append_event(event(sid, "c"), expected_version=2)
+        assert [m.text for m in second.get_messages(sid)] == ["a", "b", "c"]
+
+
+def test_a_conditional_append_keeps_unknown_sessions_and_duplicates_as_they_were(database_url):
+    with open_service(database_url) as service:
+        with pytest.raises(SessionNotFound):
+            service.append_event(event("nowhere", "x"), expected_version=0)
+        sid = service.create_session("u").id
+        once = event(sid, "once")
+        assert service.append_event(once, expected_version=0)
+        assert service.append_event(once, expected_version=1) is False
