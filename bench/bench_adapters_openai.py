@@ -29,12 +29,11 @@ from sessionledger.infrastructure.openai_agents import LedgerSession
 from bench import payloads, report
 from bench.database import fresh_postgres
 from bench.report import Row
-from bench.timing import alternating
+from bench.timing import alternating, largest_stall
 
 ADD_ROUNDS, ADDS_PER_ROUND = 10, 100
 READ_ITEMS, READ_ROUNDS = 1_000, 20
 WRITERS, APPENDS_PER_WRITER, ASYNC_ROUNDS = 100, 5, 7
-TICK = 0.001
 IDLE_SECONDS = 1.0
 
 
@@ -172,7 +171,7 @@ def _concurrent_appends(
             )
 
         started = time.perf_counter()
-        stalls.append(await _largest_stall(appends))
+        stalls.append(await largest_stall(appends))
         return time.perf_counter() - started
 
     def sync_round() -> float:
@@ -184,7 +183,7 @@ def _concurrent_appends(
     idle: list[float] = []
 
     def idle_round() -> float:
-        idle.append(loop.run(_largest_stall(lambda: asyncio.sleep(IDLE_SECONDS))))
+        idle.append(loop.run(largest_stall(lambda: asyncio.sleep(IDLE_SECONDS))))
         return IDLE_SECONDS
 
     cases = {"async": lambda: loop.run(concurrent_round()), "sync": sync_round, "idle": idle_round}
@@ -213,30 +212,6 @@ def _concurrent_appends(
             worst < 0.010,
         ),
     ]
-
-
-async def _largest_stall(work: Callable[[], Awaitable[object]]) -> float:
-    """The longest the event loop went past a ticker's wake-up time while `work` ran (s)."""
-    done = asyncio.Event()
-    worst = 0.0
-
-    async def ticker() -> None:
-        nonlocal worst
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(TICK)
-            now = time.perf_counter()
-            worst = max(worst, now - last - TICK)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    try:
-        await work()
-    finally:
-        done.set()
-        await ticking
-    return worst
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""Timing on a shared, noisy machine: interleave the cases round by round and keep medians."""
+"""Timing on a shared, noisy machine: interleave the cases round by round and keep medians; and how
+long an event loop stalls."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 
 def timed(call: Callable[[], object]) -> float:
@@ -36,3 +38,28 @@ def alternating(rounds: int, cases: dict[str, Callable[[], float]]) -> dict[str,
 def interleaved(rounds: int, cases: dict[str, Callable[[], object]]) -> dict[str, float]:
     """Median seconds per call of each case, alternating as `alternating` does."""
     return alternating(rounds, {name: (lambda call=call: timed(call)) for name, call in cases.items()})
+
+
+async def largest_stall(work: Callable[[], Awaitable[object]], tick: float = 0.001) -> float:
+    """The longest the event loop went past a ticker's wake-up time while `work` ran (s): a
+    coroutine that sleeps `tick` and records how late it woke."""
+    done = asyncio.Event()
+    worst = 0.0
+
+    async def ticker() -> None:
+        nonlocal worst
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(tick)
+            now = time.perf_counter()
+            worst = max(worst, now - last - tick)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    try:
+        await work()
+    finally:
+        done.set()
+        await ticking
+    return worst

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 from xml.sax.saxutils import escape
@@ -43,13 +44,12 @@ class VectorStore(Protocol):
     ) -> list[Message]: ...
 
 
-class MessageChatMemoryAdvisor:
-    """The memory's messages before the prompt's (Spring AI 2.0's `MessageChatMemoryAdvisor`).
+class _ChatMemoryAdvisor(ABC):
+    """What the two advisors over a `ChatMemory` share: `before` checks the call, renders the prompt
+    with the stored messages (`_with_memory`), then stores the prompt's last user or tool message;
+    `after` stores the replies (an empty list too, unless `_STORES_NO_REPLIES` is false)."""
 
-    `before` prepends the stored messages (not when the prompt already holds them as one run, so
-    a tool loop does not repeat them), moves the first system message to the front, and stores
-    the prompt's last user or tool message; `after` stores the replies.
-    """
+    _STORES_NO_REPLIES = True
 
     def __init__(self, chat_memory: ChatMemory) -> None:
         self._memory = _required_memory(chat_memory)
@@ -64,17 +64,34 @@ class MessageChatMemoryAdvisor:
     ) -> list[Message]:
         conversation_id = _checked(self._memory, conversation_id, user_id)
         prompt = checked_messages(messages)
-        memory = self._memory.get(conversation_id)
-        processed = _system_first(([] if _memory_in_prompt(prompt, memory) else memory) + prompt)
+        processed = self._with_memory(prompt, self._memory.get(conversation_id))
         self._memory.add(conversation_id, _last_user_or_tool(prompt))
         return processed
 
     def after(self, conversation_id: str, replies: Iterable[Message], *, user_id: str | None = None) -> None:
         conversation_id = _checked(self._memory, conversation_id, user_id)
-        self._memory.add(conversation_id, checked_messages(replies))
+        stored = checked_messages(replies)
+        if stored or self._STORES_NO_REPLIES:
+            self._memory.add(conversation_id, stored)
+
+    @abstractmethod
+    def _with_memory(self, prompt: list[Message], memory: list[Message]) -> list[Message]:
+        """The prompt to send, given the conversation's stored messages."""
 
 
-class PromptChatMemoryAdvisor:
+class MessageChatMemoryAdvisor(_ChatMemoryAdvisor):
+    """The memory's messages before the prompt's (Spring AI 2.0's `MessageChatMemoryAdvisor`).
+
+    `before` prepends the stored messages (not when the prompt already holds them as one run, so
+    a tool loop does not repeat them), moves the first system message to the front, and stores
+    the prompt's last user or tool message; `after` stores the replies.
+    """
+
+    def _with_memory(self, prompt: list[Message], memory: list[Message]) -> list[Message]:
+        return _system_first(([] if _memory_in_prompt(prompt, memory) else memory) + prompt)
+
+
+class PromptChatMemoryAdvisor(_ChatMemoryAdvisor):
     """The memory as text in the system message (Spring AI 1.x's `PromptChatMemoryAdvisor`).
 
     `before` renders the stored user and assistant messages one per line (`USER: ...`,
@@ -83,34 +100,19 @@ class PromptChatMemoryAdvisor:
     stores the replies, if any. A custom `template` must hold `{instructions}` and `{memory}`.
     """
 
+    _STORES_NO_REPLIES = False
+
     def __init__(self, chat_memory: ChatMemory, template: str | None = None) -> None:
-        self._memory = _required_memory(chat_memory)
+        super().__init__(chat_memory)
         self._template = _checked_template(template, DEFAULT_PROMPT_TEMPLATE, "instructions", "memory")
 
-    def before(
-        self,
-        conversation_id: str,
-        messages: Iterable[Message],
-        *,
-        user_id: str | None = None,
-        event_filter: Any = None,
-    ) -> list[Message]:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        prompt = checked_messages(messages)
+    def _with_memory(self, prompt: list[Message], memory: list[Message]) -> list[Message]:
         lines = [
             f"{m.type.name}: {m.text}"
-            for m in self._memory.get(conversation_id)
+            for m in memory
             if m.type in (MessageType.USER, MessageType.ASSISTANT) and m.text
         ]
-        augmented = _with_system_text(prompt, self._template, memory="\n".join(lines))
-        self._memory.add(conversation_id, _last_user_or_tool(prompt))
-        return augmented
-
-    def after(self, conversation_id: str, replies: Iterable[Message], *, user_id: str | None = None) -> None:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        stored = checked_messages(replies)
-        if stored:
-            self._memory.add(conversation_id, stored)
+        return _with_system_text(prompt, self._template, memory="\n".join(lines))
 
 
 class VectorStoreChatMemoryAdvisor:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from sessionledger.domain.messages import Message, MessageType
-from sessionledger.infrastructure.vectors.entries import Embeddings, embedded, entries, query
+from sessionledger.infrastructure.vectors.entries import Embeddings, Query
+from sessionledger.infrastructure.vectors.sql_store import Row, SqlVectorStore
 
 _SEARCH = """SELECT message_type, text FROM {table} WHERE user_id = %(user)s{conversation}
 ORDER BY embedding <=> %(vector)s, id LIMIT %(k)s"""
@@ -16,7 +15,7 @@ _IN_CONVERSATION = " AND conversation_id = %(conversation)s"
 """Added only when a search names a conversation: one plan per query text, each using the B-tree."""
 
 
-class PgVectorStore:
+class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
     """Messages and embeddings in a PostgreSQL table with a pgvector `vector(N)` column.
 
     The extension and the table are created on first use (the table when the first vector gives
@@ -29,15 +28,12 @@ class PgVectorStore:
     """
 
     def __init__(self, url: str, embeddings: Embeddings, *, table: str = "chat_memory_vectors") -> None:
-        if embeddings is None:
-            raise ValueError("embeddings cannot be null")
+        super().__init__(embeddings)
         if not isinstance(table, str) or not table.isidentifier():
             raise ValueError("table must be a plain SQL identifier")
         from pgvector.psycopg import register_vector
 
-        self._embeddings = embeddings
         self._table = table
-        self._lock = threading.Lock()
         self._connection = psycopg.connect(
             url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True
         )
@@ -72,62 +68,36 @@ class PgVectorStore:
                 f"{self._table} holds vectors of dimension {self._dimension}, the embedder gave {dimension}"
             )
 
-    def add(self, conversation_id: str, messages: Iterable[Message], *, user_id: str) -> None:
-        new = entries(conversation_id, messages, user_id)
-        if not new:
-            return
-        vectors = embedded(self._embeddings, [entry.text for entry in new])
-        rows = [
-            (e.user_id, e.conversation_id, e.type.value, e.text, _vector(v))
-            for e, v in zip(new, vectors, strict=True)
-        ]
-        with self._lock:
-            self._ensure_table(len(vectors[0]))
-            with self._connection.transaction(), self._connection.cursor() as cursor:
-                cursor.executemany(
-                    f"INSERT INTO {self._table} (user_id, conversation_id, message_type, text, embedding)"
-                    " VALUES (%s, %s, %s, %s, %s)",
-                    rows,
-                )
+    def _encoded(self, vector: list[float]) -> Any:
+        from pgvector import Vector
 
-    def search(
-        self, text: str, *, user_id: str, top_k: int = 4, conversation_id: str | None = None
-    ) -> list[Message]:
-        q = query(text, user_id, top_k, conversation_id)
-        (vector,) = embedded(self._embeddings, [q.text])
-        with self._lock:
-            if self._dimension is None:  # another process may have created the table since
-                self._dimension = self._stored_dimension()
-            if self._dimension is None:
-                return []
-            if self._dimension != len(vector):
-                raise ValueError(
-                    f"{self._table} holds vectors of dimension {self._dimension}, the query has {len(vector)}"
-                )
-            params = {
-                "vector": _vector(vector),
-                "user": q.user_id,
-                "conversation": q.conversation_id,
-                "k": q.top_k,
-            }
-            sql = _SEARCH.format(
-                table=self._table, conversation=_IN_CONVERSATION if q.conversation_id is not None else ""
+        return Vector(vector)
+
+    def _insert(self, rows: Sequence[Row], dimension: int) -> None:
+        self._ensure_table(dimension)
+        with self._connection.transaction(), self._connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {self._table} (user_id, conversation_id, message_type, text, embedding)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                rows,
             )
-            found = self._connection.execute(sql, params).fetchall()
-        return [Message(MessageType(kind), body) for kind, body in found]
 
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
-
-    def __enter__(self) -> PgVectorStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def _vector(values: list[float]) -> Any:
-    from pgvector import Vector
-
-    return Vector(values)
+    def _nearest(self, q: Query, vector: list[float]) -> Sequence[tuple[str, str]]:
+        if self._dimension is None:  # another process may have created the table since
+            self._dimension = self._stored_dimension()
+        if self._dimension is None:
+            return []
+        if self._dimension != len(vector):
+            raise ValueError(
+                f"{self._table} holds vectors of dimension {self._dimension}, the query has {len(vector)}"
+            )
+        params = {
+            "vector": self._encoded(vector),
+            "user": q.user_id,
+            "conversation": q.conversation_id,
+            "k": q.top_k,
+        }
+        sql = _SEARCH.format(
+            table=self._table, conversation=_IN_CONVERSATION if q.conversation_id is not None else ""
+        )
+        return self._connection.execute(sql, params).fetchall()

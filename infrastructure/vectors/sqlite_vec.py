@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
-import threading
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from sessionledger.domain.messages import Message, MessageType
-from sessionledger.infrastructure.vectors.entries import Embeddings, embedded, entries, query
+from sessionledger.infrastructure.vectors.entries import Embeddings, Query
+from sessionledger.infrastructure.vectors.sql_store import Row, SqlVectorStore
 
 _TABLE = """CREATE TABLE IF NOT EXISTS chat_memory_vectors (
     id INTEGER PRIMARY KEY,
@@ -42,7 +41,7 @@ def _driver() -> ModuleType:
         ) from None
 
 
-class SqliteVecStore:
+class SqliteVecStore(SqlVectorStore[Any]):
     """Messages and embeddings in a SQLite file (`sqlite:///path`, a path, or `:memory:`).
 
     A search reads that user's rows (and conversation's, when given) through an index and orders
@@ -51,8 +50,7 @@ class SqliteVecStore:
     """
 
     def __init__(self, database: str | Path, embeddings: Embeddings) -> None:
-        if embeddings is None:
-            raise ValueError("embeddings cannot be null")
+        super().__init__(embeddings)
         path = str(database)
         if path.startswith("sqlite:///"):
             path = path.removeprefix("sqlite:///")
@@ -62,8 +60,6 @@ class SqliteVecStore:
 
         driver = _driver()
         self._serialize = sqlite_vec.serialize_float32
-        self._embeddings = embeddings
-        self._lock = threading.Lock()
         self._connection: Any = driver.connect(path, check_same_thread=False, isolation_level=None)
         self._connection.enable_load_extension(True)
         sqlite_vec.load(self._connection)
@@ -72,51 +68,30 @@ class SqliteVecStore:
             self._connection.execute(_TABLE)
             self._connection.execute(_INDEX)
 
-    def add(self, conversation_id: str, messages: Iterable[Message], *, user_id: str) -> None:
-        new = entries(conversation_id, messages, user_id)
-        if not new:
-            return
-        vectors = embedded(self._embeddings, [entry.text for entry in new])
-        rows = [
-            (e.user_id, e.conversation_id, e.type.value, e.text, self._serialize(v))
-            for e, v in zip(new, vectors, strict=True)
-        ]
-        with self._lock:
-            self._connection.execute("BEGIN IMMEDIATE")
-            try:
-                self._connection.executemany(
-                    "INSERT INTO chat_memory_vectors"
-                    " (user_id, conversation_id, message_type, text, embedding) VALUES (?, ?, ?, ?, ?)",
-                    rows,
-                )
-            except BaseException:
-                self._connection.execute("ROLLBACK")
-                raise
-            self._connection.execute("COMMIT")
+    def _encoded(self, vector: list[float]) -> Any:
+        return self._serialize(vector)
 
-    def search(
-        self, text: str, *, user_id: str, top_k: int = 4, conversation_id: str | None = None
-    ) -> list[Message]:
-        q = query(text, user_id, top_k, conversation_id)
-        (vector,) = embedded(self._embeddings, [q.text])
+    def _insert(self, rows: Sequence[Row], dimension: int) -> None:
+        self._connection.execute("BEGIN IMMEDIATE")
+        try:
+            self._connection.executemany(
+                "INSERT INTO chat_memory_vectors"
+                " (user_id, conversation_id, message_type, text, embedding) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+        except BaseException:
+            self._connection.execute("ROLLBACK")
+            raise
+        self._connection.execute("COMMIT")
+
+    def _nearest(self, q: Query, vector: list[float]) -> Sequence[tuple[str, str]]:
         params = (
             q.user_id,
             q.conversation_id,
             q.conversation_id,
             len(vector),
-            self._serialize(vector),
+            self._encoded(vector),
             q.top_k,
         )
-        with self._lock:
-            found = self._connection.execute(_SEARCH, params).fetchall()
-        return [Message(MessageType(kind), body) for kind, body in found]
-
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
-
-    def __enter__(self) -> SqliteVecStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        found: Sequence[tuple[str, str]] = self._connection.execute(_SEARCH, params).fetchall()
+        return found

@@ -3,17 +3,11 @@ SQLite ledger with a sqlite-vec store beside it, and keeps what it says it keeps
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 from sessionledger.domain import MessageType
 from sessionledger.infrastructure import open_service
 
+from tests.e2e.example_scripts import run_example
 from tests.fakes.fake_openai import Reply
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_chatbot_keeps_a_window_archives_the_rest_and_recalls_an_old_fact(fake_openai, tmp_path):
@@ -24,19 +18,9 @@ def test_chatbot_keeps_a_window_archives_the_rest_and_recalls_an_old_fact(fake_o
         Reply.text("You keep bees."),
     )
     database_url = f"sqlite:///{tmp_path / 'chatbot.db'}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
-    env.update(OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="test-key")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "chatbot.py"), "--database-url", database_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "bot: You keep bees." in done.stdout
-    assert "window: 4 messages; ledger: 8 (4 archived)" in done.stdout
+    out = run_example("chatbot.py", fake_openai, "--database-url", database_url)
+    assert "bot: You keep bees." in out
+    assert "window: 4 messages; ledger: 8 (4 archived)" in out
 
     # the last question reached the model with the first turn recalled from the vector store,
     # although that turn had left the window

@@ -4,34 +4,14 @@ client reads it) on a SQLite file, and store what they say they store."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from sessionledger.domain import EventFilter, MessageType, SessionEvent
 from sessionledger.domain.memory import remove_unpaired_tool_calls
 from sessionledger.infrastructure import open_service
 
+from tests.e2e.example_scripts import run_example
 from tests.fakes.fake_openai import Reply
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_example(name: str, fake_openai, database_url: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
-    env.update(OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="test-key")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), "--database-url", database_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture
@@ -53,7 +33,7 @@ def test_tool_agent_answers_its_tool_and_recalls_an_archived_turn(fake_openai, d
         Reply.calling(("call_s", "conversation_search", '{"innerThought": "look it up", "query": "colour"}')),
         Reply.text("Your favourite colour is teal."),
     )
-    out = run_example("tool_agent.py", fake_openai, database_url)
+    out = run_example("tool_agent.py", fake_openai, "--database-url", database_url)
     assert "agent: Your favourite colour is teal." in out
     events, _ = only_session(database_url, "alice")
     assert remove_unpaired_tool_calls(events) == events
@@ -74,7 +54,7 @@ def test_sentinel_facts_injects_the_summary_into_the_system_prompt(fake_openai, 
         Reply.text("The traveller plans Japan in April, Kyoto blossoms, 3000 EUR budget."),  # the summary
         Reply.text("Pack layers and comfortable shoes."),
     )
-    out = run_example("sentinel_facts.py", fake_openai, database_url)
+    out = run_example("sentinel_facts.py", fake_openai, "--database-url", database_url)
     assert "Pack layers" in out
     events, session_id = only_session(database_url, "traveller")
     synthetic = [e for e in events if e.is_synthetic]
@@ -97,7 +77,7 @@ def test_multi_agent_keeps_the_researchers_events_on_its_branch_out_of_the_orche
         Reply.text("Green tea is unoxidised; it has catechins."),
         Reply.text("Green tea is unoxidised and rich in catechins."),
     )
-    out = run_example("multi_agent_branches.py", fake_openai, database_url)
+    out = run_example("multi_agent_branches.py", fake_openai, "--database-url", database_url)
     assert "orchestrator: Green tea is unoxidised and rich in catechins." in out
     events, _ = only_session(database_url, "editor")
     assert [(e.branch, e.type) for e in events if e.branch == "orch.researcher"] == [

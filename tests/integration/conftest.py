@@ -1,4 +1,5 @@
-"""Fixtures for the contract suites of the workers' stores: one storage per backend, and reopening it."""
+"""Fixtures for the integration suites: the session service or the workers' stores on each backend,
+and reopening them."""
 
 from __future__ import annotations
 
@@ -6,8 +7,15 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from sessionledger.infrastructure import Settings
+from sessionledger.infrastructure import SessionService, Settings, open_service
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
+
+
+@pytest.fixture
+def service(database_url: str) -> Iterator[SessionService]:
+    """The session service on memory, SQLite and PostgreSQL in turn."""
+    with open_service(database_url) as opened:
+        yield opened
 
 
 @pytest.fixture

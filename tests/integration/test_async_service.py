@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from sessionledger.domain.compaction import EventCountTrigger, SlidingWindowStra
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import AsyncSessionService, SessionService, open_async_service, open_service
 
+from bench.timing import largest_stall
 from sessionledger import open_async_service as top_level_open_async_service
 
 
@@ -156,30 +156,6 @@ def test_many_coroutines_appending_at_once_lose_nothing(database_url: str) -> No
                     assert mine == [f"{n}-{i}" for i in range(per_writer)]
 
     run(scenario)
-
-
-async def largest_stall(work: Callable[[], Awaitable[Any]], tick: float = 0.001) -> float:
-    """The longest the event loop went without running a ticker coroutine while `work` ran (s)."""
-    done = asyncio.Event()
-    worst = 0.0
-
-    async def ticker() -> None:
-        nonlocal worst
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(tick)
-            now = time.perf_counter()
-            worst = max(worst, now - last - tick)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    try:
-        await work()
-    finally:
-        done.set()
-        await ticking
-    return worst
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import openai
 import pytest
 from sessionledger.domain import AssistantMessage, MessageType, SystemMessage, ToolCall, UserMessage
 from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
-from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.agents import (
     LedgerChatMemoryRepository,
     MessageChatMemoryAdvisor,
@@ -21,12 +19,6 @@ from sessionledger.infrastructure.agents import (
 from sessionledger.infrastructure.vectors import EmbeddingsUnavailable, InMemoryVectorStore, OpenAIEmbeddings
 
 from tests.fakes.fake_openai import Reply
-
-
-@pytest.fixture
-def service(database_url: str) -> Iterator[SessionService]:
-    with open_service(database_url) as opened:
-        yield opened
 
 
 def cid() -> str:

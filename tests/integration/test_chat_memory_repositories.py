@@ -4,25 +4,18 @@ memory, SQLite and PostgreSQL; then what only the ledger's promises (nothing des
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sessionledger.domain import AssistantMessage, EventFilter, SystemMessage, ToolCall, UserMessage
 from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import (
     InMemoryChatMemoryRepository,
     LedgerChatMemoryRepository,
     MessageWindowChatMemory,
 )
-
-
-@pytest.fixture
-def service(database_url: str) -> Iterator[SessionService]:
-    with open_service(database_url) as opened:
-        yield opened
 
 
 @pytest.fixture

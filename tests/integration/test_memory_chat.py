@@ -19,18 +19,11 @@ from sessionledger.domain import (
     UserMessage,
 )
 from sessionledger.domain.memory import remove_unpaired_tool_calls
-from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, RecallTools, SessionMemory
 
 from tests.fakes.fake_openai import Reply
 
 SEARCH_TEA = ("call_1", "conversation_search", json.dumps({"innerThought": "recall", "query": "tea"}))
-
-
-@pytest.fixture
-def service(database_url):
-    with open_service(database_url) as service:
-        yield service
 
 
 @pytest.fixture

@@ -10,17 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
 from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
-from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import RecallTools
 from sessionledger.infrastructure.agents.recall import instant_text
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def service(database_url):
-    with open_service(database_url) as service:
-        yield service
 
 
 def unique(prefix: str) -> str:

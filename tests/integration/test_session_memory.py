@@ -20,16 +20,9 @@ from sessionledger.domain import (
 from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.domain.memory import drop_system_prompts, remove_unpaired_tool_calls
 from sessionledger.domain.prompting import FACTS_INTRO
-from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import Advisor, SessionMemory, idempotent_event_id
 
 SYNTHETIC = {SessionEvent.SYNTHETIC: True, SessionEvent.COMPACTION_SOURCE: "recursive-summarization"}
-
-
-@pytest.fixture
-def service(database_url):
-    with open_service(database_url) as service:
-        yield service
 
 
 def unique(prefix: str) -> str:

@@ -6,16 +6,8 @@ from __future__ import annotations
 import threading
 import uuid
 
-import pytest
 from sessionledger.domain import UserMessage
-from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import SessionMemory
-
-
-@pytest.fixture
-def service(database_url):
-    with open_service(database_url) as service:
-        yield service
 
 
 def test_two_first_turns_at_once_share_one_session(service):
