@@ -69,9 +69,11 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
             )
 
     def _encoded(self, vector: list[float]) -> Any:
-        from pgvector import Vector
+        """A numpy array, which `register_vector` sends as a `vector` in every pgvector release
+        (its `Vector` class moved between 0.3 and 0.4, and langchain-postgres pins below 0.4)."""
+        import numpy
 
-        return Vector(vector)
+        return numpy.asarray(vector, dtype=numpy.float32)
 
     def _insert(self, rows: Sequence[Row], dimension: int) -> None:
         self._ensure_table(dimension)
