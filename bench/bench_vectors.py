@@ -22,11 +22,11 @@ import statistics
 import time
 from collections.abc import Sequence
 
-import numpy
 import psycopg
 from pgvector.psycopg import register_vector
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure.vectors import PgVectorStore
+from sessionledger.infrastructure.vectors.pgvector import as_pgvector
 
 from bench import payloads, report
 from bench.database import terminate_as_exit
@@ -115,7 +115,7 @@ def _load(conn: psycopg.Connection, texts: list[str], rng: random.Random) -> Non
         for i, text in enumerate(texts):
             user = i % USERS
             kind = "user" if i % 2 == 0 else "assistant"
-            copy.write_row((f"user-{user}", f"conv-{user}-{i // 1000}", kind, text, _vector(_unit(rng))))
+            copy.write_row((f"user-{user}", f"conv-{user}-{i // 1000}", kind, text, as_pgvector(_unit(rng))))
     conn.execute("ANALYZE chat_memory_vectors")
 
 
@@ -132,9 +132,9 @@ def _time_one(
         embedder.next = vector
         found = store.search("what did we say", user_id=user, top_k=4)
     elif case == "raw":
-        found = conn.execute(_RAW, (user, _vector(vector))).fetchall()
+        found = conn.execute(_RAW, (user, as_pgvector(vector))).fetchall()
     else:
-        found = conn.execute(_TABLE, (_vector(vector),)).fetchall()
+        found = conn.execute(_TABLE, (as_pgvector(vector),)).fetchall()
     elapsed = time.perf_counter() - started
     assert len(found) == 4
     return elapsed
@@ -151,8 +151,3 @@ def _ms(seconds: float) -> str:
 
 if __name__ == "__main__":
     report.main(run)
-
-
-def _vector(values: list[float]) -> numpy.ndarray:
-    """A pgvector value in any pgvector release (its `Vector` class moved in 0.4)."""
-    return numpy.asarray(values, dtype=numpy.float32)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,11 +70,7 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
             )
 
     def _encoded(self, vector: list[float]) -> Any:
-        """A numpy array, which `register_vector` sends as a `vector` in every pgvector release
-        (its `Vector` class moved between 0.3 and 0.4, and langchain-postgres pins below 0.4)."""
-        import numpy
-
-        return numpy.asarray(vector, dtype=numpy.float32)
+        return as_pgvector(vector)
 
     def _insert(self, rows: Sequence[Row], dimension: int) -> None:
         self._ensure_table(dimension)
@@ -103,3 +100,13 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
             table=self._table, conversation=_IN_CONVERSATION if q.conversation_id is not None else ""
         )
         return self._connection.execute(sql, params).fetchall()
+
+
+def as_pgvector(values: list[float]) -> Any:
+    """`values` as the pgvector package's `Vector`, which `register_vector` sends as a `vector`.
+
+    The class is top-level from pgvector 0.4 and in `pgvector.utils` before it; both are found,
+    because langchain-postgres (in the `bench` extra) still pins pgvector below 0.4."""
+    package = importlib.import_module("pgvector")
+    vector_class = getattr(package, "Vector", None) or importlib.import_module("pgvector.utils").Vector
+    return vector_class(values)
