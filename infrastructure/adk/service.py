@@ -39,7 +39,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Kind
 from sessionledger.domain.sessions import Session as LedgerSession
-from sessionledger.infrastructure.adk.events import ADK_KEY, json_safe, thaw, to_adk, to_ledger
+from sessionledger.infrastructure.adk.events import ADK_KEY, adk_json, json_safe, thaw, to_adk, to_ledger
 from sessionledger.infrastructure.adk.ids import ledger_session_id
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.service import SessionService
@@ -321,7 +321,12 @@ def _same_as_stored(service: SessionService, key: str, record: SessionEvent) -> 
     """An event id is the ledger's idempotency key: re-delivering the same event is a no-op, and
     a different event with a used id is a `ValueError` (the ledger cannot hold both)."""
     stored = next((e for e in service.get_events(key) if e.id == record.id), None)
-    if stored is None or stored.metadata.get(ADK_KEY) != record.metadata[ADK_KEY]:
+    same = (  # compared as objects: the ledger may hold the older object form
+        stored is not None
+        and ADK_KEY in stored.metadata
+        and adk_json(stored.metadata[ADK_KEY]) == adk_json(record.metadata[ADK_KEY])
+    )
+    if not same:
         raise ValueError(f"event id {record.id!r} is already used by another event of session {key!r}")
 
 
