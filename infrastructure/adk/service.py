@@ -203,12 +203,17 @@ class LedgerSessionService(BaseSessionService):
             return event
         key = ledger_session_id(session.app_name, session.user_id, session.id)
         rewind_to = event.actions.rewind_before_invocation_id if event.actions else None
-        record = to_ledger(_without_temp(event), key)
-        if rewind_to is not None:  # the ledger's rewind sets the state; the event only marks it
-            record = replace(record, state_delta={})
+
+        def write(service: SessionService) -> str | None:
+            # converted on the pool thread, in the one hop: the event loop only waits
+            record = to_ledger(_without_temp(event), key)
+            if rewind_to is not None:  # the ledger's rewind sets the state; the event only marks it
+                record = replace(record, state_delta={})
+            return _write(service, session, key, record, rewind_to)
+
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            marker = await self._service.run(lambda service: _write(service, session, key, record, rewind_to))
+            marker = await self._service.run(write)
         if marker is None:  # this very event was stored before: an idempotent redelivery
             return event
         # as google-adk's services: the caller's objects change only once the event is stored
