@@ -1,11 +1,15 @@
 """google-adk `Event`s as ledger events and back, exactly.
 
-The ledger event keeps the whole ADK event as a JSON object (`metadata["adk"]`, pydantic's own
-JSON dump, so every field, bytes and float timestamp included, comes back equal, and the ledger's
-records and exports show it as it is) and a `Message` read from its
-content, so the workers' triggers, strategies and summarizers, search and the audit tools see a
-conversation they understand. A summary the workers wrote (a synthetic pair) reads back as ADK's
-own compaction event (`EventActions.compaction`), which ADK's prompt building already knows.
+The ledger event keeps the whole ADK event as JSON text (`metadata["adk"]`, pydantic's own
+`model_dump_json`, so every field, bytes and float timestamp included, comes back equal) and a
+`Message` read from its content, so the workers' triggers, strategies and summarizers, search and
+the audit tools see a conversation they understand. Text rather than a nested object because the
+ledger checks and hashes metadata on every append: a string is one check and keeps the canonical
+JSON on its fast path (ADK's float timestamp would not). Ledgers written before hold the object;
+both read back the same.
+
+A summary the workers wrote (a synthetic pair) reads back as ADK's own compaction event
+(`EventActions.compaction`), which ADK's prompt building already knows.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
@@ -32,7 +37,7 @@ from sessionledger.domain.messages import (
 )
 
 ADK_KEY = "adk"
-"""The metadata key holding the ADK event (its JSON form)."""
+"""The metadata key holding the ADK event (its JSON text; an object in ledgers written before)."""
 
 SUMMARY_AUTHOR = "user"
 """Who ADK's own summarizer names as the author of a compaction event."""
@@ -46,7 +51,7 @@ def to_ledger(event: Event, session_id: str) -> SessionEvent:
         id=event.id,
         message=message_of(event),
         timestamp=datetime.fromtimestamp(event.timestamp, UTC),
-        metadata={ADK_KEY: event.model_dump(mode="json", exclude_none=True)},
+        metadata={ADK_KEY: event.model_dump_json(exclude_none=True)},
         branch=event.branch or None,
         invocation_id=event.invocation_id or None,
         state_delta=json_safe(delta),
@@ -100,13 +105,25 @@ def to_adk(events: Sequence[SessionEvent]) -> list[Event]:
     adk: list[Event] = []
     for index, event in enumerate(events):
         if ADK_KEY in event.metadata:
-            adk.append(Event.model_validate(event.metadata[ADK_KEY]))
+            adk.append(adk_event(event.metadata[ADK_KEY]))
         elif event.is_synthetic:
             if event.type is MessageType.ASSISTANT:
                 adk.append(_compaction(event, _next_real(events[index + 1 :])))
         else:
             adk.append(_plain(event))
     return adk
+
+
+def adk_event(stored: Any) -> Event:
+    """The ADK event back from `metadata["adk"]` (JSON text, or the object of older ledgers)."""
+    if isinstance(stored, str):
+        return Event.model_validate_json(stored)
+    return Event.model_validate(stored)
+
+
+def adk_json(stored: Any) -> Mapping[str, Any]:
+    """`metadata["adk"]` as a JSON object, whichever form it was stored in."""
+    return orjson.loads(stored) if isinstance(stored, str) else stored
 
 
 def _next_real(events: Iterable[SessionEvent]) -> float | None:
@@ -116,7 +133,7 @@ def _next_real(events: Iterable[SessionEvent]) -> float | None:
 def _seconds(event: SessionEvent) -> float:
     """The event's exact float timestamp: the ADK event's own when there is one."""
     if ADK_KEY in event.metadata:
-        stored = event.metadata[ADK_KEY].get("timestamp")
+        stored = adk_json(event.metadata[ADK_KEY]).get("timestamp")
         if isinstance(stored, float | int):
             return float(stored)
     return event.timestamp.timestamp()

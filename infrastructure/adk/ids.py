@@ -7,6 +7,7 @@ percent-quoted so that no two keys share an id, and stays readable (`my_app/alic
 
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import quote
 
 from sessionledger.domain.ids import MAX_ID_LENGTH
@@ -17,10 +18,16 @@ def ledger_session_id(app_name: str, user_id: str, session_id: str) -> str:
     for value, name in ((app_name, "app_name"), (user_id, "user_id"), (session_id, "session_id")):
         if not isinstance(value, str) or not value:
             raise ValueError(f"{name} must be a non-empty string")
-    key = "/".join(quote(part, safe="") for part in (app_name, user_id, session_id))
+    key = f"{_quoted(app_name)}/{_quoted(user_id)}/{_quoted(session_id)}"
     if len(key) > MAX_ID_LENGTH:
         raise ValueError(
             f"app_name, user_id and session_id together are too long for the ledger "
             f"({len(key)} > {MAX_ID_LENGTH} characters once quoted)"
         )
     return key
+
+
+@lru_cache(maxsize=4096)
+def _quoted(part: str) -> str:
+    """A part percent-quoted; cached, as every append of a session quotes the same three parts."""
+    return quote(part, safe="")

@@ -39,7 +39,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Kind
 from sessionledger.domain.sessions import Session as LedgerSession
-from sessionledger.infrastructure.adk.events import ADK_KEY, json_safe, thaw, to_adk, to_ledger
+from sessionledger.infrastructure.adk.events import ADK_KEY, adk_json, json_safe, thaw, to_adk, to_ledger
 from sessionledger.infrastructure.adk.ids import ledger_session_id
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.service import SessionService
@@ -203,12 +203,17 @@ class LedgerSessionService(BaseSessionService):
             return event
         key = ledger_session_id(session.app_name, session.user_id, session.id)
         rewind_to = event.actions.rewind_before_invocation_id if event.actions else None
-        record = to_ledger(_without_temp(event), key)
-        if rewind_to is not None:  # the ledger's rewind sets the state; the event only marks it
-            record = replace(record, state_delta={})
+
+        def write(service: SessionService) -> str | None:
+            # converted on the pool thread, in the one hop: the event loop only waits
+            record = to_ledger(_without_temp(event), key)
+            if rewind_to is not None:  # the ledger's rewind sets the state; the event only marks it
+                record = replace(record, state_delta={})
+            return _write(service, session, key, record, rewind_to)
+
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            marker = await self._service.run(lambda service: _write(service, session, key, record, rewind_to))
+            marker = await self._service.run(write)
         if marker is None:  # this very event was stored before: an idempotent redelivery
             return event
         # as google-adk's services: the caller's objects change only once the event is stored
@@ -321,7 +326,12 @@ def _same_as_stored(service: SessionService, key: str, record: SessionEvent) -> 
     """An event id is the ledger's idempotency key: re-delivering the same event is a no-op, and
     a different event with a used id is a `ValueError` (the ledger cannot hold both)."""
     stored = next((e for e in service.get_events(key) if e.id == record.id), None)
-    if stored is None or stored.metadata.get(ADK_KEY) != record.metadata[ADK_KEY]:
+    same = (  # compared as objects: the ledger may hold the older object form
+        stored is not None
+        and ADK_KEY in stored.metadata
+        and adk_json(stored.metadata[ADK_KEY]) == adk_json(record.metadata[ADK_KEY])
+    )
+    if not same:
         raise ValueError(f"event id {record.id!r} is already used by another event of session {key!r}")
 
 

@@ -3,6 +3,7 @@ reads back (its own event exactly, an event appended through the ledger's API, a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from google.adk.events.event import Event
@@ -17,7 +18,7 @@ from sessionledger.domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from sessionledger.infrastructure.adk.events import message_of, thaw, to_adk, to_ledger
+from sessionledger.infrastructure.adk.events import ADK_KEY, adk_json, message_of, thaw, to_adk, to_ledger
 
 
 def content(role: str, *parts: types.Part) -> types.Content:
@@ -62,6 +63,16 @@ def test_an_adk_event_comes_back_equal_and_the_ledger_event_carries_its_fields()
     )
     assert stored.state_delta == {"k": 1} and stored.type is MessageType.USER
     assert to_adk([stored]) == [event]
+
+
+def test_the_adk_event_is_stored_as_json_text_and_the_older_object_form_still_reads():
+    event = Event(author="user", timestamp=1700000000.5, content=content("user", types.Part(text='hé "q"')))
+    stored = to_ledger(event, "app/u/s")
+    text = stored.metadata[ADK_KEY]
+    assert isinstance(text, str)  # one cheap check on append
+    older = replace(stored, metadata={ADK_KEY: event.model_dump(mode="json", exclude_none=True)})
+    assert to_adk([stored]) == to_adk([older]) == [event]
+    assert adk_json(text) == adk_json(older.metadata[ADK_KEY])
 
 
 def test_an_event_appended_through_the_ledgers_api_reads_as_an_adk_event():
