@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sessionledger.domain.codec import message_from_dict
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import (
     AssistantMessage,
@@ -76,28 +77,49 @@ def event_item(event: SessionEvent, fast_loads: Callable[[str], Any] = json.load
     `fast_loads` may be a faster JSON parser that reads integers of up to 64 bits exactly and
     raises `ValueError` on what it cannot read (orjson: NaN, lone surrogates); the stdlib parser
     reads the rest."""
-    metadata = event.metadata
     message = event.message
+    return _item(event.metadata, message.type.value, message.text, lambda: message, fast_loads)
+
+
+def payload_item(payload: Mapping[str, Any], fast_loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
+    """`event_item` of the event whose stored payload (`event_to_payload`) is `payload`: the
+    history read skips building the events (their timestamps, their messages) it does not need."""
+    fields = payload["message"]
+    return _item(
+        payload["metadata"], fields["type"], fields["text"], lambda: message_from_dict(fields), fast_loads
+    )
+
+
+def _item(
+    metadata: Mapping[str, Any],
+    kind: str,
+    text: str | None,
+    message: Callable[[], Message],
+    fast_loads: Callable[[str], Any],
+) -> dict[str, Any]:
+    """The item an event stores, from its metadata and its message's type and text; `message`
+    builds the whole message, which only an event holding no item (a summary) needs."""
     shape = metadata.get(SHAPE_KEY)
     if shape == "content,role":
-        return {"content": message.text, "role": message.type.value}
+        return {"content": text, "role": kind}
     if shape == "role,content":
-        return {"role": message.type.value, "content": message.text}
-    text = metadata.get(ITEM_KEY)
-    if isinstance(text, str):
+        return {"role": kind, "content": text}
+    exact = metadata.get(ITEM_KEY)
+    if isinstance(exact, str):
         item: dict[str, Any]
         if LONG_NUMBERS_KEY in metadata:
-            item = json.loads(text)
+            item = json.loads(exact)
             return item
         try:
-            item = fast_loads(text)
+            item = fast_loads(exact)
         except ValueError:
-            item = json.loads(text)
+            item = json.loads(exact)
         return item
-    if message.type is MessageType.TOOL:
-        response = message.tool_responses[0] if message.tool_responses else ToolResponse("", "", "")
+    built = message()
+    if built.type is MessageType.TOOL:
+        response = built.tool_responses[0] if built.tool_responses else ToolResponse("", "", "")
         return {"type": "function_call_output", "call_id": response.id, "output": response.content}
-    return {"role": message.type.value, "content": message.text or ""}
+    return {"role": built.type.value, "content": built.text or ""}
 
 
 def item_message(item: Mapping[str, Any]) -> Message:
