@@ -33,6 +33,9 @@ ITEM_KEY = "openaiAgentsItem"
 SHAPE_KEY = "openaiAgentsShape"
 """Instead of the text, for a plain text message (`{"role", "content"}` only, in the order this
 names), which its message holds whole: half the payload, nothing to parse on the way back."""
+TEXT_PART_KEY = "openaiAgentsTextPart"
+"""Set when the text leaves out (as `null`) the text of the item's one content part, which its
+message holds exactly (a model's output message): the text is stored and sent once, not twice."""
 LONG_NUMBERS_KEY = "openaiAgentsLongNumbers"
 """Set when the text may hold an integer beyond 64 bits, which only the stdlib parser reads exactly."""
 
@@ -61,14 +64,30 @@ def item_event(session_id: str, item: Mapping[str, Any]) -> SessionEvent:
     ):
         message = Message(_PLAIN_ROLES[role], content)
         return SessionEvent(session_id=session_id, message=message, metadata={SHAPE_KEY: shape})
+    message = item_message(item)
+    stored = _without_text_part(item, message)
     try:
-        text = json.dumps(item)
+        text = json.dumps(item if stored is None else stored)
     except (TypeError, ValueError) as error:
         raise ValueError(f"an item must be JSON: {error}") from None
     metadata: dict[str, Any] = {ITEM_KEY: text}
+    if stored is not None:
+        metadata[TEXT_PART_KEY] = True
     if _LONG_DIGITS.search(text):
         metadata[LONG_NUMBERS_KEY] = True
-    return SessionEvent(session_id=session_id, message=item_message(item), metadata=metadata)
+    return SessionEvent(session_id=session_id, message=message, metadata=metadata)
+
+
+def _without_text_part(item: Mapping[str, Any], message: Message) -> dict[str, Any] | None:
+    """The item with its one content part's text as `null`, when `message` holds that text
+    exactly (the same keys, in the same order, read back); `None` otherwise."""
+    content = item.get("content")
+    if not isinstance(content, list) or len(content) != 1 or item.get("type", "message") != "message":
+        return None
+    part = content[0]
+    if not isinstance(part, Mapping) or not isinstance(part.get("text"), str) or part["text"] != message.text:
+        return None
+    return {**item, "content": [{**part, "text": None}]}
 
 
 def event_item(event: SessionEvent, fast_loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
@@ -109,11 +128,13 @@ def _item(
         item: dict[str, Any]
         if LONG_NUMBERS_KEY in metadata:
             item = json.loads(exact)
-            return item
-        try:
-            item = fast_loads(exact)
-        except ValueError:
-            item = json.loads(exact)
+        else:
+            try:
+                item = fast_loads(exact)
+            except ValueError:
+                item = json.loads(exact)
+        if TEXT_PART_KEY in metadata:
+            item["content"][0]["text"] = text
         return item
     built = message()
     if built.type is MessageType.TOOL:
