@@ -23,6 +23,7 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 from sessionledger.domain.compaction import CompactionRequest, CompactionResult
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ports import AppendOutcome, Strategy
 from sessionledger.domain.response_items import event_item, item_event, payload_item
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
@@ -141,15 +142,18 @@ class LedgerSession:
         if limit == 0:
             return []
         session_id, user_id = self.session_id, self.user_id
+        if limit is not None and limit > 0:  # the newest `limit`: a read whose cost follows `limit`
+            newest = EventFilter(exclude_archived=True, last_n=limit)
+            events = await self._service.get_events(session_id, newest, user_id=user_id)
+            return cast("list[TResponseInputItem]", [event_item(event, orjson.loads) for event in events])
 
         def read(service: SessionService) -> list[Mapping[str, Any]]:
+            """The whole window's payloads: only what the items are rebuilt from, no events."""
             if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
                 return []  # another user's session reads as empty
             return service.ledger.payloads(session_id)
 
         payloads = await self._service.run(read)
-        if limit is not None and limit > 0:
-            payloads = payloads[-limit:]
         return cast("list[TResponseInputItem]", [payload_item(payload, orjson.loads) for payload in payloads])
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
