@@ -4,8 +4,10 @@ An item is stored twice in one event: exactly, as the JSON text the SDK's own se
 (`json.dumps`), in the event's metadata, so it reads back equal whatever it holds (NUL characters,
 integers of any size, key order); and as a readable `Message` (text, tool call or tool result), so
 compaction, search, turns and summaries work on it as on any other message. A plain text message
-(what a user says) is its `Message` whole, so it is stored once. Reading an event that holds no
-item (a summary a compaction wrote) gives a plain `{"role", "content"}` message item.
+(what a user says) is its `Message` whole, so it is stored once; so is the text of a message item
+with one content part (a model's output), which the JSON text then holds as `null`. Reading an
+event that holds no item (a summary a compaction wrote) gives a plain `{"role", "content"}` message
+item.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def item_event(session_id: str, item: Mapping[str, Any]) -> SessionEvent:
 
 
 def _without_text_part(item: Mapping[str, Any], message: Message) -> dict[str, Any] | None:
-    """The item with its one content part's text as `null`, when `message` holds that text
-    exactly (the same keys, in the same order, read back); `None` otherwise."""
+    """The item with its one content part's text as `null` (every key kept in its place), when
+    `message` holds that text exactly, so the read can put it back; `None` otherwise."""
     content = item.get("content")
     if not isinstance(content, list) or len(content) != 1 or item.get("type", "message") != "message":
         return None
