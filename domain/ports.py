@@ -182,6 +182,11 @@ class Ledger(Protocol):
         """The active window's messages in order (`events` of `EventFilter.active()`, without the
         events around them: the read before every prompt); `[]` for unknown sessions."""
 
+    def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
+        """The active window's event payloads in order (`event_to_payload`'s JSON objects: the
+        message and metadata as stored, for a reader that rebuilds its own items from them
+        without building events); `[]` for unknown sessions."""
+
     def version(self, session_id: str) -> int:
         """The session's event version; 0 when unknown or deleted."""
 

@@ -4,8 +4,10 @@ An item is stored twice in one event: exactly, as the JSON text the SDK's own se
 (`json.dumps`), in the event's metadata, so it reads back equal whatever it holds (NUL characters,
 integers of any size, key order); and as a readable `Message` (text, tool call or tool result), so
 compaction, search, turns and summaries work on it as on any other message. A plain text message
-(what a user says) is its `Message` whole, so it is stored once. Reading an event that holds no
-item (a summary a compaction wrote) gives a plain `{"role", "content"}` message item.
+(what a user says) is its `Message` whole, so it is stored once; so is the text of a message item
+with one content part (a model's output), which the JSON text then holds as `null`. Reading an
+event that holds no item (a summary a compaction wrote) gives a plain `{"role", "content"}` message
+item.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sessionledger.domain.codec import message_from_dict
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import (
     AssistantMessage,
@@ -32,6 +35,9 @@ ITEM_KEY = "openaiAgentsItem"
 SHAPE_KEY = "openaiAgentsShape"
 """Instead of the text, for a plain text message (`{"role", "content"}` only, in the order this
 names), which its message holds whole: half the payload, nothing to parse on the way back."""
+TEXT_PART_KEY = "openaiAgentsTextPart"
+"""Set when the text leaves out (as `null`) the text of the item's one content part, which its
+message holds exactly (a model's output message): the text is stored and sent once, not twice."""
 LONG_NUMBERS_KEY = "openaiAgentsLongNumbers"
 """Set when the text may hold an integer beyond 64 bits, which only the stdlib parser reads exactly."""
 
@@ -60,14 +66,30 @@ def item_event(session_id: str, item: Mapping[str, Any]) -> SessionEvent:
     ):
         message = Message(_PLAIN_ROLES[role], content)
         return SessionEvent(session_id=session_id, message=message, metadata={SHAPE_KEY: shape})
+    message = item_message(item)
+    stored = _without_text_part(item, message)
     try:
-        text = json.dumps(item)
+        text = json.dumps(item if stored is None else stored)
     except (TypeError, ValueError) as error:
         raise ValueError(f"an item must be JSON: {error}") from None
     metadata: dict[str, Any] = {ITEM_KEY: text}
+    if stored is not None:
+        metadata[TEXT_PART_KEY] = True
     if _LONG_DIGITS.search(text):
         metadata[LONG_NUMBERS_KEY] = True
-    return SessionEvent(session_id=session_id, message=item_message(item), metadata=metadata)
+    return SessionEvent(session_id=session_id, message=message, metadata=metadata)
+
+
+def _without_text_part(item: Mapping[str, Any], message: Message) -> dict[str, Any] | None:
+    """The item with its one content part's text as `null` (every key kept in its place), when
+    `message` holds that text exactly, so the read can put it back; `None` otherwise."""
+    content = item.get("content")
+    if not isinstance(content, list) or len(content) != 1 or item.get("type", "message") != "message":
+        return None
+    part = content[0]
+    if not isinstance(part, Mapping) or not isinstance(part.get("text"), str) or part["text"] != message.text:
+        return None
+    return {**item, "content": [{**part, "text": None}]}
 
 
 def event_item(event: SessionEvent, fast_loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
@@ -76,28 +98,51 @@ def event_item(event: SessionEvent, fast_loads: Callable[[str], Any] = json.load
     `fast_loads` may be a faster JSON parser that reads integers of up to 64 bits exactly and
     raises `ValueError` on what it cannot read (orjson: NaN, lone surrogates); the stdlib parser
     reads the rest."""
-    metadata = event.metadata
     message = event.message
+    return _item(event.metadata, message.type.value, message.text, lambda: message, fast_loads)
+
+
+def payload_item(payload: Mapping[str, Any], fast_loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
+    """`event_item` of the event whose stored payload (`event_to_payload`) is `payload`: the
+    history read skips building the events (their timestamps, their messages) it does not need."""
+    fields = payload["message"]
+    return _item(
+        payload["metadata"], fields["type"], fields["text"], lambda: message_from_dict(fields), fast_loads
+    )
+
+
+def _item(
+    metadata: Mapping[str, Any],
+    kind: str,
+    text: str | None,
+    message: Callable[[], Message],
+    fast_loads: Callable[[str], Any],
+) -> dict[str, Any]:
+    """The item an event stores, from its metadata and its message's type and text; `message`
+    builds the whole message, which only an event holding no item (a summary) needs."""
     shape = metadata.get(SHAPE_KEY)
     if shape == "content,role":
-        return {"content": message.text, "role": message.type.value}
+        return {"content": text, "role": kind}
     if shape == "role,content":
-        return {"role": message.type.value, "content": message.text}
-    text = metadata.get(ITEM_KEY)
-    if isinstance(text, str):
+        return {"role": kind, "content": text}
+    exact = metadata.get(ITEM_KEY)
+    if isinstance(exact, str):
         item: dict[str, Any]
         if LONG_NUMBERS_KEY in metadata:
-            item = json.loads(text)
-            return item
-        try:
-            item = fast_loads(text)
-        except ValueError:
-            item = json.loads(text)
+            item = json.loads(exact)
+        else:
+            try:
+                item = fast_loads(exact)
+            except ValueError:
+                item = json.loads(exact)
+        if TEXT_PART_KEY in metadata:
+            item["content"][0]["text"] = text
         return item
-    if message.type is MessageType.TOOL:
-        response = message.tool_responses[0] if message.tool_responses else ToolResponse("", "", "")
+    built = message()
+    if built.type is MessageType.TOOL:
+        response = built.tool_responses[0] if built.tool_responses else ToolResponse("", "", "")
         return {"type": "function_call_output", "call_id": response.id, "output": response.content}
-    return {"role": message.type.value, "content": message.text or ""}
+    return {"role": built.type.value, "content": built.text or ""}
 
 
 def item_message(item: Mapping[str, Any]) -> Message:

@@ -25,7 +25,7 @@ from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ports import AppendOutcome, Strategy
-from sessionledger.domain.response_items import event_item, item_event
+from sessionledger.domain.response_items import event_item, item_event, payload_item
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import MEMORY_URL
@@ -141,9 +141,20 @@ class LedgerSession:
         limit = resolve_session_limit(limit, self.session_settings)
         if limit == 0:
             return []
-        window = EventFilter(exclude_archived=True, last_n=limit if limit is not None and limit > 0 else None)
-        events = await self._service.get_events(self.session_id, window, user_id=self.user_id)
-        return cast("list[TResponseInputItem]", [event_item(event, orjson.loads) for event in events])
+        session_id, user_id = self.session_id, self.user_id
+        if limit is not None and limit > 0:  # the newest `limit`: a read whose cost follows `limit`
+            newest = EventFilter(exclude_archived=True, last_n=limit)
+            events = await self._service.get_events(session_id, newest, user_id=user_id)
+            return cast("list[TResponseInputItem]", [event_item(event, orjson.loads) for event in events])
+
+        def read(service: SessionService) -> list[Mapping[str, Any]]:
+            """The whole window's payloads: only what the items are rebuilt from, no events."""
+            if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
+                return []  # another user's session reads as empty
+            return service.ledger.payloads(session_id)
+
+        payloads = await self._service.run(read)
+        return cast("list[TResponseInputItem]", [payload_item(payload, orjson.loads) for payload in payloads])
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order, in one ledger transaction (creating the session first)."""

@@ -14,6 +14,7 @@ from itertools import count
 from threading import RLock
 from typing import TYPE_CHECKING, Any
 
+from sessionledger.domain.codec import event_to_payload
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
@@ -225,6 +226,9 @@ class MemoryLedger:
 
     def messages(self, session_id: str) -> list[Message]:
         return [event.message for event in self.events(session_id, EventFilter.active())]
+
+    def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
+        return [event_to_payload(event) for event in self.events(session_id, EventFilter.active())]
 
     def version(self, session_id: str) -> int:
         with self._lock:

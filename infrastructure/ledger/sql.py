@@ -84,6 +84,9 @@ class SqlLedger:
     def messages(self, session_id: str) -> list[Message]:
         return self._window.messages(session_id)
 
+    def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
+        return self._window.payloads(session_id)
+
     def version(self, session_id: str) -> int:
         return self._sessions.version(session_id)
 

@@ -1,5 +1,6 @@
 """The ledger's fast paths return what its general paths do: the active window read on the driver
-against the same filter through SQLAlchemy Core, on memory, SQLite and PostgreSQL."""
+(events, messages, payloads) against the same filter through SQLAlchemy Core, on memory, SQLite
+and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
+from sessionledger.domain.codec import event_to_payload
 from sessionledger.infrastructure import SessionService, open_service
 
 from tests.fakes.compaction import SummarizeAllButTwo
@@ -33,6 +35,7 @@ def _window(service: SessionService, session_id: str) -> list[tuple[str, str | N
         (e.id, e.message.text, e.archived) for e in service.get_events(session_id, SAME_AS_ACTIVE)
     ]
     assert [m.text for m in service.get_messages(session_id)] == [e.message.text for e in fast]
+    assert service.ledger.payloads(session_id) == [event_to_payload(e) for e in fast]
     return [(e.id, e.message.text, e.archived) for e in fast]
 
 
@@ -57,6 +60,7 @@ def test_the_active_window_read_matches_the_general_read(service: SessionService
 
 def test_an_unknown_or_deleted_session_has_no_window(service: SessionService) -> None:
     assert service.get_messages("no-such-session") == []
+    assert service.ledger.payloads("no-such-session") == []
     session_id = service.create_session("u").id
     service.append_message(session_id, UserMessage("gone soon"))
     service.delete_session(session_id)

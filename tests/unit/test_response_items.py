@@ -1,4 +1,4 @@
-"""openai-agents items as events: plain text messages stored once, everything else exactly as JSON
+"""openai-agents items as events: plain text messages stored once, everything else as JSON
 text beside a readable message; read back equal whichever parser reads them."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from sessionledger.domain.response_items import (
     ITEM_KEY,
     LONG_NUMBERS_KEY,
     SHAPE_KEY,
+    TEXT_PART_KEY,
     event_item,
     item_event,
 )
@@ -38,7 +39,10 @@ def test_a_plain_text_message_is_stored_once_and_keeps_its_key_order(item: dict)
     [
         {"role": "developer", "content": "x"},  # a role the message type cannot tell from system
         {"role": "user", "content": "x", "id": "m1"},
-        {"role": "user", "content": [{"type": "input_text", "text": "x"}]},
+        {
+            "role": "user",
+            "content": [{"type": "input_text", "text": "x"}, {"type": "input_text", "text": "y"}],
+        },
         {"role": "user", "content": "nul\x00"},
         {"role": "user", "content": "lone \ud800 surrogate"},
     ],
@@ -48,6 +52,41 @@ def test_anything_else_keeps_its_exact_json_text(item: dict) -> None:
     assert event.metadata[ITEM_KEY] == json.dumps(item)
     assert event_item(event, orjson.loads) == item
     event.message.text.encode()  # the readable text is storable
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"role": "user", "content": [{"type": "input_text", "text": "said once"}]},
+        {
+            "id": "msg_1",
+            "content": [{"annotations": [], "text": "the answer", "type": "output_text", "logprobs": []}],
+            "role": "assistant",
+            "status": "completed",
+            "type": "message",
+        },
+    ],
+)
+def test_the_text_of_a_one_part_message_is_stored_once(item: dict) -> None:
+    event = item_event("s", item)
+    assert event.metadata[TEXT_PART_KEY] is True
+    text = item["content"][0]["text"]
+    assert event.message.text == text and text not in event.metadata[ITEM_KEY]
+    back = event_item(event, orjson.loads)
+    assert back == item and list(back) == list(item) and list(back["content"][0]) == list(item["content"][0])
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"role": "user", "content": [{"type": "input_text", "text": "nul\x00"}]},  # the message drops the NUL
+        {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "x"}]},
+    ],
+)
+def test_a_text_the_message_does_not_hold_exactly_stays_in_the_item(item: dict) -> None:
+    event = item_event("s", item)
+    assert TEXT_PART_KEY not in event.metadata and event.metadata[ITEM_KEY] == json.dumps(item)
+    assert event_item(event, orjson.loads) == item
 
 
 def test_integers_beyond_64_bits_are_read_by_the_exact_parser() -> None:
