@@ -13,20 +13,16 @@ from typing import Any
 import pytest
 from sessionledger.domain import UserMessage
 from sessionledger.domain.ledger import GENESIS_HASH, canonical, row_hash, sha256_hex
-from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.anchored import Anchor, verify_against
 from sessionledger.infrastructure.audit.digest import Digest, take_digest
 
-from tests.integration.test_tamper import Ledger, build_session
+from tests.integration.test_tamper import Ledger, open_ledger
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
-    postgres = request.param == "postgres"
-    url = request.getfixturevalue("pg_url_shared" if postgres else "sqlite_url")
-    with open_service(url) as service:
-        yield Ledger(service, build_session(service), postgres)
+    yield from open_ledger(request)
 
 
 def rewrite(ledger: Ledger, position: int, change: Callable[[dict[str, Any]], None]) -> None:

@@ -110,12 +110,18 @@ def build_session(service: SessionService) -> str:
     return session_id
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
-def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
+def open_ledger(request: pytest.FixtureRequest, postgres_url: str = "pg_url_shared") -> Iterator[Ledger]:
+    """`build_session`'s session on the backend `request.param` names: PostgreSQL through the
+    `postgres_url` fixture (a fresh database where the whole ledger is judged), else SQLite."""
     postgres = request.param == "postgres"
-    url = request.getfixturevalue("pg_url_shared" if postgres else "sqlite_url")
+    url = request.getfixturevalue(postgres_url if postgres else "sqlite_url")
     with open_service(url) as service:
         yield Ledger(service, build_session(service), postgres)
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
+    yield from open_ledger(request)
 
 
 def first_finding(ledger: Ledger) -> tuple[str, int | None]:

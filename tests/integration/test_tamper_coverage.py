@@ -22,16 +22,13 @@ from sessionledger.infrastructure.audit import export_lines, import_lines, verif
 from sessionledger.infrastructure.audit.anchored import Anchor, verify_against
 from sessionledger.infrastructure.audit.digest import take_digest
 
-from tests.integration.test_tamper import Ledger, build_session
+from tests.integration.test_tamper import Ledger, open_ledger
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
     """A fresh database each (the shared-state check judges the whole ledger)."""
-    postgres = request.param == "postgres"
-    url = request.getfixturevalue("pg_url" if postgres else "sqlite_url")
-    with open_service(url) as service:
-        yield Ledger(service, build_session(service), postgres)
+    yield from open_ledger(request, "pg_url")
 
 
 def whole(service: SessionService) -> dict[str, list[tuple[str, int | None]]]:

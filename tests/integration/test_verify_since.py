@@ -14,15 +14,12 @@ from sessionledger.infrastructure.audit.digest import InvalidDigest, parse_diges
 from sessionledger.infrastructure.audit.since import verify_since
 
 from tests.integration.test_digests import rewrite
-from tests.integration.test_tamper import Ledger, build_session
+from tests.integration.test_tamper import Ledger, build_session, open_ledger
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
-    postgres = request.param == "postgres"
-    url = request.getfixturevalue("pg_url" if postgres else "sqlite_url")
-    with open_service(url) as service:
-        yield Ledger(service, build_session(service), postgres)
+    yield from open_ledger(request, "pg_url")
 
 
 def found(ledger: Ledger, digest: object) -> list[tuple[str, int | None]]:

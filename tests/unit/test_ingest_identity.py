@@ -6,7 +6,8 @@ import pytest
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.publisher import UNBOUND, PublisherIdentity, encode_event
-from sessionledger.workers.tasks import IngestReport, decode_lines, store
+
+from tests.unit.test_ingest import ingest, texts
 
 ALICE = PublisherIdentity(user_id="alice")
 
@@ -19,16 +20,6 @@ def service():
 
 def line(session_id: str, text: str, identity: PublisherIdentity = UNBOUND) -> str:
     return encode_event(SessionEvent(session_id=session_id, message=UserMessage(text)), identity)
-
-
-def ingest(service, lines: list[str]) -> IngestReport:
-    report = IngestReport()
-    store(service, decode_lines(lines, report), report)
-    return report
-
-
-def texts(service, session_id: str) -> list[str]:
-    return [event.message.text for event in service.get_events(session_id)]
 
 
 def test_a_bound_publishers_events_for_another_users_session_are_refused_with_the_reason(service):
