@@ -37,6 +37,7 @@ from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
 from bench import payloads, raw, report
 from bench.database import fresh_postgres, uninterrupted
 from bench.report import Row
+from tests.e2e.queue_deployment import remove_queues
 
 BROKER_URL = os.environ.get("SESSIONLEDGER_BENCH_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,12 +106,7 @@ def deployment(url: str) -> Iterator[tuple[QueueNames, object]]:
         with uninterrupted():
             for process in started:
                 _stop(process)
-            with Connection(BROKER_URL) as connection:
-                channel = connection.channel()
-                for queue in names.all_queues():
-                    channel.queue_delete(queue.name)
-                for exchange in (names.prefix, names.dead):
-                    channel.exchange_delete(exchange)
+            remove_queues(BROKER_URL, names)
             logs.cleanup()
 
 
