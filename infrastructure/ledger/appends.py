@@ -26,9 +26,9 @@ from sessionledger.domain.write_plans import BatchSession, LedgerHead, appended_
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.counters import add_counts
 from sessionledger.infrastructure.ledger.driver import (
+    Autocommit,
     BulkInsert,
     DriverStatement,
-    autocommit,
     driver_of,
     integrity_errors,
     write_transaction,
@@ -46,8 +46,11 @@ MAX_HEAD_RACES = 1000
 class Appends:
     """The append paths of one database, moving the heads in `heads`."""
 
-    def __init__(self, engine: sa.Engine, heads: HeadCache, state: StateScopes) -> None:
+    def __init__(
+        self, engine: sa.Engine, autocommit: Autocommit, heads: HeadCache, state: StateScopes
+    ) -> None:
         self._engine = engine
+        self._autocommit = autocommit
         self._writer = engine.execution_options(**{WRITE: True})
         self._postgres = engine.dialect.name == "postgresql"
         self._heads = heads
@@ -108,7 +111,7 @@ class Appends:
                             lambda: self._state.merge_delta(conn, session_id, scopes),
                         )
                 elif self._append_row is not None:
-                    with autocommit(self._engine) as driver:
+                    with self._autocommit() as driver:
                         cursor = driver.cursor()
                         self._append_row.execute(cursor, values)
                         moved = cursor.rowcount == 1

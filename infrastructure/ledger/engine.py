@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
-from sessionledger.infrastructure.ledger.driver import driver_of
+from sessionledger.infrastructure.ledger.driver import PING_AFTER_IDLE_SECONDS, driver_of
 from sessionledger.infrastructure.ledger.schema import loads
 from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
 from sessionledger.infrastructure.redaction import hide_passwords
@@ -98,9 +98,6 @@ def _configure_postgres(statement_timeout: float, read_only: bool, connection: A
 def _milliseconds(seconds: float) -> int:
     """PostgreSQL's unit for `statement_timeout`; at least 1 (0 would mean no timeout at all)."""
     return max(1, round(seconds * 1000))
-
-
-PING_AFTER_IDLE_SECONDS = 1.0
 
 
 def _check_idle_connections(engine: sa.Engine) -> None:

@@ -17,7 +17,7 @@ from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session, split_state_delta
 from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import BulkInsert, DriverStatement, autocommit, driver_of
+from sessionledger.infrastructure.ledger.driver import Autocommit, BulkInsert, DriverStatement, driver_of
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
@@ -29,7 +29,15 @@ from sessionledger.infrastructure.ledger.window_changes import WindowPrefix
 class Sessions:
     """The sessions of one database, keeping the heads in `heads` as they create and delete."""
 
-    def __init__(self, engine: sa.Engine, heads: HeadCache, state: StateScopes, prefix: WindowPrefix) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        autocommit: Autocommit,
+        heads: HeadCache,
+        state: StateScopes,
+        prefix: WindowPrefix,
+    ) -> None:
+        self._autocommit = autocommit
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
         self._postgres = engine.dialect.name == "postgresql"
@@ -99,7 +107,7 @@ class Sessions:
         self._heads.keep(session.id, head)
 
     def get(self, session_id: str) -> Session | None:
-        with autocommit(self._engine) as driver:
+        with self._autocommit() as driver:
             rows = self._session.rows(driver.cursor(), {"sid": session_id})
         return session_of(rows[0]) if rows else None
 
@@ -115,7 +123,7 @@ class Sessions:
 
     def version(self, session_id: str) -> int:
         """One autocommitted statement (one round trip): adapters read it to check a session copy."""
-        with autocommit(self._engine) as driver:
+        with self._autocommit() as driver:
             rows = self._version.rows(driver.cursor(), {"sid": session_id})
         return rows[0].version if rows else 0
 

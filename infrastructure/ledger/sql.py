@@ -24,6 +24,7 @@ from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure.ledger.appends import Appends
 from sessionledger.infrastructure.ledger.audit_reads import AuditReads
+from sessionledger.infrastructure.ledger.driver import Autocommit
 from sessionledger.infrastructure.ledger.events import EventReads
 from sessionledger.infrastructure.ledger.heads import HeadCache
 from sessionledger.infrastructure.ledger.sessions import Sessions
@@ -40,13 +41,14 @@ class SqlLedger:
 
     def __init__(self, engine: sa.Engine) -> None:
         self._engine = engine
+        self._autocommit = Autocommit(engine)
         heads = HeadCache()
         state = StateScopes(engine)
         prefix = WindowPrefix(engine.dialect)
-        self._sessions = Sessions(engine, heads, state, prefix)
+        self._sessions = Sessions(engine, self._autocommit, heads, state, prefix)
         self._state = state
-        self._appends = Appends(engine, heads, state)
-        self._window = WindowReads(engine)
+        self._appends = Appends(engine, self._autocommit, heads, state)
+        self._window = WindowReads(engine, self._autocommit)
         self._events = EventReads(engine, self._window)
         self._changes = WindowChanges(engine, heads, prefix)
         self._audit = AuditReads(engine)
@@ -56,6 +58,7 @@ class SqlLedger:
         return self._engine
 
     def close(self) -> None:
+        self._autocommit.close()
         self._engine.dispose()
 
     # sessions

@@ -16,7 +16,7 @@ from sessionledger.domain.filters import MAX_KEYWORDS
 from sessionledger.infrastructure import SessionService, Settings, open_service
 from sessionledger.infrastructure.bootstrap import open_engine
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import DriverStatement
+from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
 from sessionledger.infrastructure.ledger.events import EventReads
 from sessionledger.infrastructure.ledger.migrate import ADVISORY_LOCK_KEY
 from sessionledger.infrastructure.ledger.schema import ledger
@@ -89,7 +89,7 @@ def test_sqlite_extracts_and_lowers_each_text_once(sqlite_url: str) -> None:
 
     engine.dispose()  # the connections opened so far have the ledger's own lower()
     try:
-        reads = EventReads(engine, WindowReads(engine))
+        reads = EventReads(engine, WindowReads(engine, Autocommit(engine)))
         for mode in MatchMode:
             for search in (
                 EventFilter(keywords=TERMS, match_mode=mode),

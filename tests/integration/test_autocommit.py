@@ -1,0 +1,130 @@
+"""`driver.Autocommit`: the kept autocommit connection is reused while it is free and healthy, and
+handed back to the pool whenever reusing it could be wrong (after an error, when idle, in another
+process)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from sessionledger.infrastructure.ledger import driver as driver_module
+from sessionledger.infrastructure.ledger.driver import Autocommit
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine(request) -> Iterator[sa.Engine]:
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url_shared")
+    engine = create_ledger_engine(url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def connections(engine: sa.Engine) -> Iterator[Autocommit]:
+    kept = Autocommit(engine)
+    yield kept
+    kept.close()
+
+
+@pytest.fixture
+def checkouts(engine: sa.Engine) -> list[int]:
+    """The process of every pool checkout from now on."""
+    seen: list[int] = []
+    sa.event.listen(engine, "checkout", lambda *_: seen.append(os.getpid()))
+    return seen
+
+
+def _backend_pid(driver) -> object:
+    """The server process of a PostgreSQL connection; the connection object itself on SQLite."""
+    return driver.info.backend_pid if hasattr(driver, "info") else id(driver)
+
+
+def test_one_connection_serves_calls_in_turn(connections: Autocommit, checkouts: list[int]) -> None:
+    with connections() as first:
+        before = _backend_pid(first)
+    for _ in range(3):
+        with connections() as again:
+            assert _backend_pid(again) == before
+    assert len(checkouts) == 1
+
+
+def test_each_statement_commits_on_its_own(connections: Autocommit, engine: sa.Engine) -> None:
+    with connections() as driver:
+        driver.execute("CREATE TABLE autocommit_probe (n INTEGER)")
+        driver.execute("INSERT INTO autocommit_probe VALUES (1)")
+    try:
+        with engine.connect() as other:  # another connection sees the row: it was committed
+            assert other.execute(sa.text("SELECT count(*) FROM autocommit_probe")).scalar() == 1
+    finally:
+        with connections() as driver:
+            driver.execute("DROP TABLE autocommit_probe")
+
+
+def test_a_caller_that_finds_it_taken_gets_a_connection_of_its_own(connections: Autocommit) -> None:
+    seen: list[object] = []
+    with connections() as outer:
+        seen.append(_backend_pid(outer))
+        with connections() as nested:  # the same thread: no deadlock
+            seen.append(_backend_pid(nested))
+        worker = threading.Thread(target=lambda: seen.append(_used_by(connections)))
+        worker.start()
+        worker.join()
+    assert seen[0] != seen[1]
+    assert seen[0] != seen[2]
+
+
+def _used_by(connections: Autocommit) -> object:
+    with connections() as driver:
+        return _backend_pid(driver)
+
+
+def test_an_error_hands_the_connection_back(connections: Autocommit, checkouts: list[int]) -> None:
+    with pytest.raises(Exception, match="no_such_table"), connections() as driver:
+        driver.execute("SELECT * FROM no_such_table")
+    with connections() as driver:
+        driver.execute("SELECT 1")
+    assert len(checkouts) == 2  # the second call went through the pool (its reset and checks) again
+
+
+def test_an_idle_connection_goes_back_to_the_pool_to_be_checked(
+    connections: Autocommit, checkouts: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with connections():
+        pass
+    monkeypatch.setattr(driver_module, "PING_AFTER_IDLE_SECONDS", -1.0)  # every gap is "idle"
+    with connections() as driver:
+        driver.execute("SELECT 1")
+    assert len(checkouts) == 2, "an idle connection was used again without the pool's idle check"
+
+
+def test_a_forked_process_does_not_use_its_parents_connection(
+    engine: sa.Engine, connections: Autocommit, checkouts: list[int]
+) -> None:
+    with connections():
+        pass
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 if it checked out a connection of its own
+        try:
+            engine.dispose(close=False)
+            with connections() as driver:
+                driver.execute("SELECT 1")
+            os._exit(0 if checkouts[-1] == os.getpid() else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    with connections() as driver:  # and the parent's still works
+        driver.execute("SELECT 1")
+
+
+def test_close_returns_the_connection(engine: sa.Engine) -> None:
+    connections = Autocommit(engine)
+    with connections():
+        pass
+    assert engine.pool.checkedout() == 1
+    connections.close()
+    assert engine.pool.checkedout() == 0
