@@ -41,11 +41,6 @@ def _message(_session_id: str, row: Any) -> Message:
     return message_from_dict(row.payload["message"])
 
 
-def _payload(_session_id: str, row: Any) -> Mapping[str, Any]:
-    payload: Mapping[str, Any] = row.payload
-    return payload
-
-
 class WindowReads:
     """The active windows of one database."""
 
@@ -54,6 +49,7 @@ class WindowReads:
         self._writer = engine.execution_options(**{WRITE: True})
         self._window = DriverStatement(statements.WINDOW, engine.dialect)
         self._window_head = DriverStatement(statements.WINDOW_HEAD, engine.dialect)
+        self._window_payloads = DriverStatement(statements.WINDOW_PAYLOADS, engine.dialect)
 
     def window(self, session_id: str) -> Window | None:
         """The active window, its head and stats, in one statement (one snapshot)."""
@@ -94,11 +90,12 @@ class WindowReads:
         return [entry[4] for entry in entries]
 
     def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
-        """The active window's payloads in order: the same read, with nothing built of the rows
-        (an adapter's history read, which rebuilds its items from the message and metadata)."""
+        """The active window's payloads in order (an adapter's history read, which rebuilds its
+        items from the message and metadata): a read of the payloads alone, nothing built of them."""
         with autocommit(self._engine) as driver:
-            _, entries = self._read(driver, {"sid": session_id}, _payload)
-        return [entry[4] for entry in entries]
+            rows = list(self._window_payloads.stream(driver.cursor(), {"sid": session_id}, WINDOW_CHUNK))
+        rows.sort(key=WINDOW_ORDER)
+        return [row.payload for row in rows]
 
     def _read(
         self, driver: Any, values: dict[str, Any], build: Callable[[str, Any], Any] = _event
