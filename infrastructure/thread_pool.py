@@ -47,7 +47,8 @@ class ThreadPool:
 
     async def run(self, call: Callable[[], R]) -> R:
         """`call()` on a pool thread, in the caller's context (its context variables), awaited;
-        `RuntimeError` once the pool is shut down."""
+        `RuntimeError` once the pool is shut down. Cancelling the await before a thread took the
+        call drops it; once taken, it runs to its end (as with `run_in_executor`)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         with self._lock:
@@ -89,6 +90,8 @@ def _serve(calls: queue.SimpleQueue[_Call | None]) -> None:
     settle: Callable[[asyncio.Future[Any], Any], None]
     while (handed := calls.get()) is not None:
         loop, future, context, call = handed
+        if future.cancelled():  # as an executor's queued call: a cancelled await never starts it
+            continue
         try:
             settle, value = _set_result, context.run(call)
         except BaseException as error:  # as ThreadPoolExecutor: the awaiting coroutine gets it

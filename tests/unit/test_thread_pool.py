@@ -48,6 +48,25 @@ def test_a_cancelled_await_leaves_the_pool_working() -> None:
     asyncio.run(scenario())
 
 
+def test_a_call_cancelled_before_a_thread_took_it_never_runs() -> None:
+    ran: list[str] = []
+
+    async def scenario() -> None:
+        pool = ThreadPool(1, "test-pool")
+        try:
+            busy = asyncio.ensure_future(pool.run(lambda: time.sleep(0.05)))
+            queued = asyncio.ensure_future(pool.run(lambda: ran.append("queued")))
+            await asyncio.sleep(0.01)  # the one thread is busy, the second call waits in the queue
+            queued.cancel()
+            await busy
+            assert await pool.run(lambda: "after") == "after"
+        finally:
+            pool.shutdown()
+
+    asyncio.run(scenario())
+    assert ran == []
+
+
 def test_shutdown_finishes_the_queued_calls_then_refuses() -> None:
     done: list[int] = []
 
