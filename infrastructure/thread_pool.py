@@ -86,20 +86,28 @@ def _stop(calls: queue.SimpleQueue[_Call | None], threads: list[threading.Thread
 
 
 def _serve(calls: queue.SimpleQueue[_Call | None]) -> None:
-    """A pool thread: run calls until a stop mark, settling each one's future on its loop."""
-    settle: Callable[[asyncio.Future[Any], Any], None]
+    """A pool thread: run calls until a stop mark."""
     while (handed := calls.get()) is not None:
-        loop, future, context, call = handed
-        if future.cancelled():  # as an executor's queued call: a cancelled await never starts it
-            continue
-        try:
-            settle, value = _set_result, context.run(call)
-        except BaseException as error:  # as ThreadPoolExecutor: the awaiting coroutine gets it
-            settle, value = _set_exception, error
-        del handed, context, call
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits the result
-            loop.call_soon_threadsafe(settle, future, value)
-        del loop, future, value  # nothing of a call outlives it while the thread waits
+        _run(*handed)
+        del handed  # nothing of a call outlives it while the thread waits for the next
+
+
+def _run(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    context: contextvars.Context,
+    call: Callable[[], Any],
+) -> None:
+    """Run one call and settle its future on its loop: the loop's wake-up is the last thing done."""
+    if future.cancelled():  # as an executor's queued call: a cancelled await never starts it
+        return
+    settle: Callable[[asyncio.Future[Any], Any], None]
+    try:
+        settle, value = _set_result, context.run(call)
+    except BaseException as error:  # as ThreadPoolExecutor: the awaiting coroutine gets it
+        settle, value = _set_exception, error
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits the result
+        loop.call_soon_threadsafe(settle, future, value)
 
 
 def _set_result(future: asyncio.Future[Any], result: Any) -> None:
