@@ -142,19 +142,19 @@ class LedgerSession:
         if limit == 0:
             return []
         session_id, user_id = self.session_id, self.user_id
-        if limit is not None and limit > 0:  # the newest `limit`: a read whose cost follows `limit`
-            newest = EventFilter(exclude_archived=True, last_n=limit)
-            events = await self._service.get_events(session_id, newest, user_id=user_id)
-            return cast("list[TResponseInputItem]", [event_item(event, orjson.loads) for event in events])
 
-        def read(service: SessionService) -> list[Mapping[str, Any]]:
-            """The whole window's payloads: only what the items are rebuilt from, no events."""
+        def read(service: SessionService) -> list[Any]:
+            """The items, built in the same hop as the read, so the event loop only hands it over."""
+            if limit is not None and limit > 0:  # the newest `limit`: a read whose cost follows `limit`
+                newest = EventFilter(exclude_archived=True, last_n=limit)
+                events = service.get_events(session_id, newest, user_id=user_id)
+                return [event_item(event, orjson.loads) for event in events]
             if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
                 return []  # another user's session reads as empty
-            return service.ledger.payloads(session_id)
+            # the whole window: only the payloads the items are rebuilt from, no events
+            return [payload_item(payload, orjson.loads) for payload in service.ledger.payloads(session_id)]
 
-        payloads = await self._service.run(read)
-        return cast("list[TResponseInputItem]", [payload_item(payload, orjson.loads) for payload in payloads])
+        return cast("list[TResponseInputItem]", await self._service.run(read))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order, in one ledger transaction (creating the session first)."""

@@ -127,11 +127,12 @@ def adk_json(stored: Any) -> Mapping[str, Any]:
 
 
 def _next_real(events: Iterable[SessionEvent]) -> float | None:
-    return next((_seconds(e) for e in events if not e.is_synthetic), None)
+    return next((timestamp_of(e) for e in events if not e.is_synthetic), None)
 
 
-def _seconds(event: SessionEvent) -> float:
-    """The event's exact float timestamp: the ADK event's own when there is one."""
+def timestamp_of(event: SessionEvent) -> float:
+    """The event's exact float timestamp, as its ADK event has it (`to_adk`), without building
+    that event: the ADK JSON's own when there is one."""
     if ADK_KEY in event.metadata:
         stored = adk_json(event.metadata[ADK_KEY]).get("timestamp")
         if isinstance(stored, float | int):

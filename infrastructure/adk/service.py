@@ -39,7 +39,15 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import Kind
 from sessionledger.domain.sessions import Session as LedgerSession
-from sessionledger.infrastructure.adk.events import ADK_KEY, adk_json, json_safe, thaw, to_adk, to_ledger
+from sessionledger.infrastructure.adk.events import (
+    ADK_KEY,
+    adk_json,
+    json_safe,
+    thaw,
+    timestamp_of,
+    to_adk,
+    to_ledger,
+)
 from sessionledger.infrastructure.adk.ids import ledger_session_id
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.service import SessionService
@@ -345,7 +353,7 @@ def _last_update(
         last = found[-1] if found else None
     if last is None:
         return session.created_at.timestamp()
-    return to_adk([last])[0].timestamp
+    return timestamp_of(last)  # never a summary, whose ADK form is built from its neighbours
 
 
 def _adk_session(
