@@ -24,11 +24,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ledger import Draft
+from sessionledger.domain.messages import Message
+from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure.bootstrap import check_database_url, open_storage
-from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.ledger.async_append import AsyncAppend
+from sessionledger.infrastructure.ledger.sql import SqlLedger
+from sessionledger.infrastructure.service import SessionService, append_event_result, append_message_result
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.thread_pool import ThreadPool
 
@@ -79,6 +85,7 @@ class AsyncSessionService:
         self._pool = ThreadPool(settings.pool_size, "sessionledger-async")
         self._opening = threading.Lock()
         self._service: SessionService | None = None
+        self._fast_append: AsyncAppend | None = None
         self._closed = False
 
     @property
@@ -98,9 +105,26 @@ class AsyncSessionService:
                 if self._closed:
                     raise RuntimeError("the async session service is closed")
                 if self._service is None:
-                    self._service = open_storage(self._settings).service
+                    opened = open_storage(self._settings).service
+                    if isinstance(opened.ledger, SqlLedger):
+                        self._fast_append = opened.ledger.async_append(self._settings.statement_timeout)
+                    self._service = opened
                 service = self._service
         return service
+
+    async def _store(self, draft: Draft, user_id: str | None) -> AppendOutcome:
+        """`SessionService._store` from the loop: the common append on the loop's own connection
+        (`ledger/async_append.py`), any other on the pool (an owner's check reads first)."""
+        if user_id is None and self._fast_append is not None:
+            outcome = await self._fast_append.append(draft)
+            if outcome is not None:
+                return outcome
+        return await self.run(lambda service: service._store(draft, user_id))
+
+    async def _ready(self) -> SessionService:
+        """The synchronous service, opened on the pool if it is not yet."""
+        service = self._service
+        return service if service is not None else await self.run(lambda opened: opened)
 
     async def run(self, call: Callable[[SessionService], R]) -> R:
         """`call(service)` on the pool, awaited: for work that needs several service calls in one
@@ -118,6 +142,8 @@ class AsyncSessionService:
         await asyncio.to_thread(self._shutdown)
 
     def _shutdown(self) -> None:
+        if self._fast_append is not None:
+            self._fast_append.close()
         self._pool.shutdown()
         with self._opening:
             if self._service is not None:
@@ -138,8 +164,29 @@ class AsyncSessionService:
     list_sessions = _async_twin(SessionService.list_sessions)
     delete_session = _async_twin(SessionService.delete_session)
     delete_expired_sessions = _async_twin(SessionService.delete_expired_sessions)
-    append_event = _async_twin(SessionService.append_event)
-    append_message = _async_twin(SessionService.append_message)
+
+    async def append_event(
+        self, event: SessionEvent, *, user_id: str | None = None, expected_version: int | None = None
+    ) -> bool:
+        """`SessionService.append_event`; the common append is sent from the loop, without a thread."""
+        draft = (await self._ready())._event_draft(event, expected_version)
+        return append_event_result(event, expected_version, await self._store(draft, user_id))
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        branch: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        state_delta: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+    ) -> SessionEvent:
+        """`SessionService.append_message`; the common append is sent from the loop, as `append_event`'s."""
+        service = await self._ready()
+        draft = service._message_draft(session_id, message, branch, metadata, state_delta)
+        return append_message_result(draft, await self._store(draft, user_id))
+
     ingest = _async_twin(SessionService.ingest)
     get_events = _async_twin(SessionService.get_events)
     get_messages = _async_twin(SessionService.get_messages)

@@ -170,6 +170,12 @@ class LedgerSession:
                 if not _append(service, events, user_id):
                     raise SessionNotFound(f"session {session_id!r} not found")
 
+        if len(events) == 1:  # the ledger's fastest path, sent from the loop when it can be
+            try:
+                await self._service.append_event(events[0], user_id=user_id)
+                return
+            except SessionNotFound:
+                pass  # created below
         await self._service.run(store)
 
     async def pop_item(self) -> TResponseInputItem | None:

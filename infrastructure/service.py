@@ -31,6 +31,7 @@ from sessionledger.domain.ports import (
     WindowStats,
 )
 from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, expiry, strip_temp
+from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure.settings import Settings
 
 
@@ -57,6 +58,25 @@ def _not_owned(session: Session, user_id: str | None, app_name: str | None = Non
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def append_message_result(draft: Draft, outcome: AppendOutcome) -> SessionEvent:
+    """`append_message`'s answer: the event as stored (also when it was stored before)."""
+    event = appended_event(draft)
+    if outcome is AppendOutcome.NO_SESSION:
+        raise SessionNotFound(f"session {event.session_id!r} not found")
+    return event
+
+
+def append_event_result(event: SessionEvent, expected_version: int | None, outcome: AppendOutcome) -> bool:
+    """`append_event`'s answer for the outcome of the event's append (`True`: stored)."""
+    if outcome is AppendOutcome.NO_SESSION:
+        raise SessionNotFound(f"session {event.session_id!r} not found")
+    if outcome is AppendOutcome.CONFLICT:
+        raise ConcurrencyConflict(
+            f"session {event.session_id!r} is not at event_version {expected_version}: nothing appended"
+        )
+    return outcome is AppendOutcome.STORED
 
 
 def append_draft(event: SessionEvent, max_payload_bytes: int) -> Draft:
@@ -247,18 +267,13 @@ class SessionService:
         `expected_version`, only while the session is at that `event_version`, checked in the
         append's own write: `ConcurrencyConflict` (nothing stored) otherwise.
         """
+        draft = self._event_draft(event, expected_version)
+        return append_event_result(event, expected_version, self._store(draft, user_id))
+
+    def _event_draft(self, event: SessionEvent, expected_version: int | None) -> Draft:
+        """`append_event`'s checked draft (no I/O: the async service makes it on the event loop)."""
         draft = self._draft(event)
-        if expected_version is not None:
-            draft = replace(draft, expected_version=expected_version)
-        self._require_owner(event.session_id, user_id)
-        outcome = self._append([draft])[0]
-        if outcome is AppendOutcome.NO_SESSION:
-            raise SessionNotFound(f"session {event.session_id!r} not found")
-        if outcome is AppendOutcome.CONFLICT:
-            raise ConcurrencyConflict(
-                f"session {event.session_id!r} is not at event_version {expected_version}: nothing appended"
-            )
-        return outcome is AppendOutcome.STORED
+        return draft if expected_version is None else replace(draft, expected_version=expected_version)
 
     def append_message(
         self,
@@ -274,20 +289,34 @@ class SessionService:
 
         With `user_id`, the session must belong to that user (`ValueError` otherwise).
         """
+        draft = self._message_draft(session_id, message, branch, metadata, state_delta)
+        return append_message_result(draft, self._store(draft, user_id))
+
+    def _message_draft(
+        self,
+        session_id: str,
+        message: Message,
+        branch: str | None,
+        metadata: Mapping[str, Any] | None,
+        state_delta: Mapping[str, Any] | None,
+    ) -> Draft:
+        """`append_message`'s checked draft of a new event (no I/O, as `_event_draft`)."""
         if not isinstance(message, Message):
             raise ValueError("message must be a Message")
-        event = SessionEvent(
-            session_id=_require_id(session_id, "session_id"),
-            message=message,
-            branch=branch,
-            metadata=freeze(metadata, "metadata"),
-            state_delta=freeze(state_delta, "state_delta"),
+        return self._draft(
+            SessionEvent(
+                session_id=_require_id(session_id, "session_id"),
+                message=message,
+                branch=branch,
+                metadata=freeze(metadata, "metadata"),
+                state_delta=freeze(state_delta, "state_delta"),
+            )
         )
-        draft = self._draft(event)
-        self._require_owner(session_id, user_id)
-        if self._append([draft])[0] is AppendOutcome.NO_SESSION:
-            raise SessionNotFound(f"session {session_id!r} not found")
-        return draft.event  # type: ignore[return-value]  # an event's draft always carries the event
+
+    def _store(self, draft: Draft, user_id: str | None) -> AppendOutcome:
+        """Append one event's draft, on behalf of `user_id` if given (the session must be theirs)."""
+        self._require_owner(appended_event(draft).session_id, user_id)
+        return self._append([draft])[0]
 
     def ingest(
         self,

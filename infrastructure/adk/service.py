@@ -221,7 +221,9 @@ class LedgerSessionService(BaseSessionService):
 
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            marker = await self._service.run(write)
+            marker = await self._append_current(session, key, event) if rewind_to is None else None
+            if marker is None:
+                marker = await self._service.run(write)
         if marker is None:  # this very event was stored before: an idempotent redelivery
             return event
         # as google-adk's services: the caller's objects change only once the event is stored
@@ -233,6 +235,21 @@ class LedgerSessionService(BaseSessionService):
         if rewind_to is not None:
             await self._resync_state(session, key)
         return event
+
+    async def _append_current(self, session: Session, key: str, event: Event) -> str | None:
+        """The common append from the event loop (no thread hop): a copy that knows its version,
+        appended at it. Its new marker, or `None` for `_write` to decide (a stale copy or a
+        compaction since, an unknown session, an event id used before)."""
+        marker = session._storage_update_marker
+        if marker is None or not marker.isdigit():
+            return None
+        try:
+            stored = await self._service.append_event(
+                to_ledger(_without_temp(event), key), expected_version=int(marker)
+            )
+        except (ConcurrencyConflict, SessionNotFound):
+            return None
+        return str(int(marker) + 1) if stored else None
 
     async def _resync_state(self, session: Session, key: str) -> None:
         """After a rewind: the stored state (the ledger keeps the initial state google-adk loses),

@@ -12,13 +12,15 @@ one round trip (`driver.BulkInsert`: COPY on PostgreSQL, executemany on SQLite).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.errors import ConcurrencyConflict
-from sessionledger.domain.ledger import Draft, event_bytes
+from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ledger import Draft, LedgerRecord, event_bytes
 from sessionledger.domain.ports import AppendOutcome, Tally
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
@@ -41,6 +43,35 @@ from sessionledger.infrastructure.ledger.state import StateScopes
 
 MAX_HEAD_RACES = 1000
 """How often a one-event append re-reads a head that moved before it gives up."""
+
+
+@dataclass(frozen=True)
+class OneStatement:
+    """An append's one autocommitted statement, ready to run: its SQL, the driver's parameters,
+    and the ledger record it writes."""
+
+    sql: str
+    params: Mapping[str, Any] | tuple[Any, ...]
+    record: LedgerRecord
+
+
+def _moves(event: SessionEvent) -> dict[str, Any]:
+    """What an event adds to its session row's head and window stats."""
+    return {
+        "sid": event.session_id,
+        "turn": int(starts_turn(event)),
+        "size": event_bytes(event),
+        "keep_count": 0 if event.is_synthetic else 1,
+    }
+
+
+def _placed(draft: Draft, head: LedgerHead, moves: dict[str, Any]) -> tuple[LedgerRecord, dict[str, Any]]:
+    """The draft's record after `head`, and the values of the statement that moves the head from
+    there and inserts the record."""
+    session_id = moves["sid"]
+    record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
+    values = {**moves, "cached": head.position, "new_position": record.position, "new_hash": record.row_hash}
+    return record, {**values, **ledger_row(record, draft.text)}
 
 
 class Appends:
@@ -82,12 +113,7 @@ class Appends:
         event = appended_event(draft)
         session_id = event.session_id
         scopes = split_state_delta(event.state_delta)
-        moves = {
-            "sid": session_id,
-            "turn": int(starts_turn(event)),
-            "size": event_bytes(event),
-            "keep_count": 0 if event.is_synthetic else 1,
-        }
+        moves = _moves(event)
         expected = draft.expected_version
         for _ in range(MAX_HEAD_RACES):
             cached = self._heads.get(session_id)
@@ -99,9 +125,7 @@ class Appends:
                     return AppendOutcome.CONFLICT
                 self._heads.forget(session_id)  # the cache may be behind another process: re-read
                 continue
-            record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
-            moves.update(cached=head.position, new_position=record.position, new_hash=record.row_hash)
-            values = {**moves, **ledger_row(record, draft.text)}
+            record, values = _placed(draft, head, moves)
             try:
                 if any(scopes):
                     with self._writer.begin() as conn:
@@ -128,6 +152,27 @@ class Appends:
                 return AppendOutcome.STORED
             self._heads.forget(session_id)  # the head moved: re-read it and retry
         raise ConcurrencyConflict(f"append to {session_id!r} lost {MAX_HEAD_RACES} races for the ledger head")
+
+    def one_statement(self, draft: Draft) -> OneStatement | None:
+        """The common append as its one statement, for a caller that runs it on a connection of its
+        own (`async_append.py`): a PostgreSQL ledger, a cached head at the expected version, no
+        state delta. `None` for every other append, which only `append` makes."""
+        event = appended_event(draft)
+        if self._append_row is None or any(split_state_delta(event.state_delta)):
+            return None
+        head = self._heads.get(event.session_id)
+        if head is None or (draft.expected_version is not None and head.version != draft.expected_version):
+            return None
+        record, values = _placed(draft, head, _moves(event))
+        return OneStatement(self._append_row.sql, self._append_row.params(values), record)
+
+    def ran(self, statement: OneStatement, moved: bool) -> None:
+        """What a `one_statement` that ran did to the head: moved it (kept), or found it moved
+        (forgotten: the next append re-reads it)."""
+        if moved:
+            self._heads.keep(statement.record.session_id, LedgerHead.of(statement.record))
+        else:
+            self._heads.forget(statement.record.session_id)
 
     def _move_and_insert(
         self, driver: Any, values: dict[str, Any], merge_state: Callable[[], None] | None = None

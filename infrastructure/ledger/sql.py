@@ -23,6 +23,7 @@ from sessionledger.domain.ports import AppendOutcome, TailRow, Tally, TokenCount
 from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure.ledger.appends import Appends
+from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 from sessionledger.infrastructure.ledger.audit_reads import AuditReads
 from sessionledger.infrastructure.ledger.driver import Autocommit
 from sessionledger.infrastructure.ledger.events import EventReads
@@ -56,6 +57,12 @@ class SqlLedger:
     @property
     def engine(self) -> sa.Engine:
         return self._engine
+
+    def async_append(self, statement_timeout: float) -> AsyncAppend | None:
+        """The common append from an event loop without a thread (`async_append.py`), on PostgreSQL."""
+        if self._engine.dialect.name != "postgresql":
+            return None
+        return AsyncAppend(self._appends, self._engine, statement_timeout)
 
     def close(self) -> None:
         self._autocommit.close()

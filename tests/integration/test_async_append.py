@@ -1,0 +1,167 @@
+"""The async service's common append, sent from the event loop on its own PostgreSQL connection
+(`ledger/async_append.py`): it takes no thread, and whenever it cannot append (a head that moved,
+a conflict, a duplicate, a lost connection, a state delta, an owner to check) the synchronous path
+does, so each outcome is exactly the synchronous service's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sessionledger.domain import SessionEvent, SessionNotFound, UserMessage
+from sessionledger.domain.errors import ConcurrencyConflict
+from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
+from sessionledger.infrastructure.audit import verify
+from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
+
+
+@pytest.fixture
+def counted_hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Each call the async service hands to its thread pool."""
+    hops: list[str] = []
+    original = AsyncSessionService.run
+
+    async def counting(self, call):  # type: ignore[no-untyped-def]
+        hops.append(getattr(call, "__qualname__", "call"))
+        return await original(self, call)
+
+    monkeypatch.setattr(AsyncSessionService, "run", counting)
+    yield hops
+
+
+def texts(url: str, session_id: str) -> list[str]:
+    with open_service(url) as service:
+        return [m.text for m in service.get_messages(session_id)]
+
+
+def test_appends_from_the_loop_take_no_thread_and_keep_the_chain(
+    pg_url: str, counted_hops: list[str]
+) -> None:
+    async def scenario() -> str:
+        async with open_async_service(pg_url) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("first"))  # reads the head once
+            counted_hops.clear()
+            for n in range(20):
+                await service.append_message(session.id, UserMessage(f"m{n}"))
+            for n in range(5):
+                event = SessionEvent(session_id=session.id, message=UserMessage(f"e{n}"))
+                assert await service.append_event(event) is True
+            assert counted_hops == []
+            return session.id
+
+    session_id = asyncio.run(scenario())
+    assert texts(pg_url, session_id) == ["first", *(f"m{n}" for n in range(20)), *(f"e{n}" for n in range(5))]
+    with open_service(pg_url) as service:
+        assert verify(service, session_id).ok
+
+
+def test_every_other_outcome_is_the_synchronous_services(pg_url: str) -> None:
+    async def scenario() -> None:
+        async with open_async_service(pg_url) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("warm"))
+            version = await service.event_version(session.id)
+            with pytest.raises(ConcurrencyConflict):
+                await service.append_event(
+                    SessionEvent(session_id=session.id, message=UserMessage("x")),
+                    expected_version=version - 1,
+                )
+            event = SessionEvent(session_id=session.id, message=UserMessage("once"))
+            assert await service.append_event(event, expected_version=version) is True
+            assert await service.append_event(event) is False  # its id is taken: a duplicate
+            with pytest.raises(SessionNotFound):
+                await service.append_message("no-such-session", UserMessage("x"))
+            with pytest.raises(ValueError):
+                await service.append_message(session.id, UserMessage("x"), user_id="mallory")
+            stored = await service.append_message(session.id, UserMessage("s"), state_delta={"k": 1})
+            assert stored.state_delta == {"k": 1}
+            assert (await service.get_session(session.id)).state["k"] == 1  # type: ignore[union-attr]
+            messages = await service.get_messages(session.id)
+            assert [m.text for m in messages] == ["warm", "once", "s"]
+
+    asyncio.run(scenario())
+
+
+def test_a_head_moved_by_another_writer_is_caught_and_the_append_still_made(pg_url: str) -> None:
+    async def scenario() -> str:
+        async with open_async_service(pg_url) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("a"))
+            with open_service(pg_url) as other:  # another process's service, another head cache
+                other.append_message(session.id, UserMessage("b"))
+            await service.append_message(session.id, UserMessage("c"))
+            return session.id
+
+    session_id = asyncio.run(scenario())
+    assert texts(pg_url, session_id) == ["a", "b", "c"]
+    with open_service(pg_url) as service:
+        assert verify(service, session_id).ok
+
+
+def test_a_lost_connection_loses_no_append_and_is_replaced(pg_url: str, counted_hops: list[str]) -> None:
+    async def scenario() -> str:
+        async with open_async_service(pg_url) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("a"))
+            await service.append_message(session.id, UserMessage("b"))
+            with psycopg.connect(pg_url.replace("+psycopg", ""), autocommit=True) as admin:
+                admin.execute(  # the server drops the loop's connection
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND application_name = %s",
+                    (APPLICATION_NAME,),
+                )
+            counted_hops.clear()
+            await service.append_message(session.id, UserMessage("c"))  # sync path: the pool's checks
+            assert counted_hops, "the append on a lost connection was not handed to the synchronous path"
+            counted_hops.clear()
+            await service.append_message(session.id, UserMessage("d"))
+            assert counted_hops == []  # a new loop connection
+            return session.id
+
+    session_id = asyncio.run(scenario())
+    assert texts(pg_url, session_id) == ["a", "b", "c", "d"]
+
+
+def test_many_tasks_on_one_session_and_one_service_on_two_loops(pg_url: str) -> None:
+    service = open_async_service(pg_url)
+
+    async def writers(session_id: str, tag: str) -> None:
+        async def writer(name: str) -> None:
+            for n in range(25):
+                await service.append_message(session_id, UserMessage(f"{tag}-{name}-{n}"))
+
+        await asyncio.gather(*(writer(str(w)) for w in range(4)))
+
+    async def first() -> str:
+        session = await service.create_session("alice", app_name="app")
+        await writers(session.id, "one")
+        return session.id
+
+    session_id = asyncio.run(first())
+    asyncio.run(writers(session_id, "two"))  # a second loop: the first loop's connection is closed with it
+    asyncio.run(service.aclose())
+    stored = texts(pg_url, session_id)
+    assert len(stored) == 200 and len(set(stored)) == 200
+    for tag in ("one", "two"):
+        for w in range(4):
+            mine = [t for t in stored if t.startswith(f"{tag}-{w}-")]
+            assert mine == [f"{tag}-{w}-{n}" for n in range(25)]  # each writer's order kept
+    with open_service(pg_url) as check:
+        assert verify(check, session_id).ok
+
+
+def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
+    if database_url.startswith("postgresql"):
+        pytest.skip("the loop's own connection is PostgreSQL's")
+
+    async def scenario() -> None:
+        async with open_async_service(database_url) as service:
+            session = await service.create_session("alice", app_name="app")
+            for n in range(3):
+                await service.append_message(session.id, UserMessage(f"m{n}"))
+            assert [m.text for m in await service.get_messages(session.id)] == ["m0", "m1", "m2"]
+
+    asyncio.run(scenario())
