@@ -11,7 +11,7 @@ orjson. The other columns still go through SQLAlchemy's own result conversions (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import groupby
@@ -23,7 +23,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from sessionledger.domain.ledger import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
-from sessionledger.infrastructure.ledger.schema import ledger, loads, sessions
+from sessionledger.infrastructure.ledger.schema import ledger, loads
 
 CHUNK = 5_000
 """Rows per round trip: large enough to amortize it, small enough to keep memory flat."""
@@ -73,14 +73,6 @@ _APPENDED_QUERY = (
     .order_by(ledger.c.session_id, ledger.c.position)
 )
 _QUERIES: dict[tuple[str, int], DriverStatement] = {}
-_HEADS_POSTGRES = sa.text(
-    "SELECT id, head_position, head_hash FROM sessions WHERE id = ANY(CAST(:ids AS text[]))"
-)
-_ROWS_AT_POSTGRES = sa.text(
-    "SELECT l.session_id, l.position, l.row_hash"
-    " FROM unnest(CAST(:sids AS text[]), CAST(:positions AS bigint[])) AS wanted(sid, pos)"
-    " JOIN ledger l ON l.session_id = wanted.sid AND l.position = wanted.pos"
-)
 
 
 @contextmanager
@@ -143,48 +135,6 @@ def _cursor(conn: sa.Connection) -> Any:
     cursor = driver.cursor(binary=True)
     cursor.adapters.register_loader("json", _StoredText)
     return cursor
-
-
-def rows_at(conn: sa.Connection, places: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
-    """The row hash at each `(session id, position)` that still has a record (a statement per
-    `CHUNK` places, each an index lookup per place)."""
-    wanted = list(places)
-    found: dict[tuple[str, int], str] = {}
-    if conn.dialect.name == "postgresql" and wanted:  # one join of two arrays: no plan per place
-        sids, positions = zip(*wanted, strict=True)
-        rows = conn.execute(_ROWS_AT_POSTGRES, {"sids": list(sids), "positions": list(positions)})
-        return {(row.session_id, row.position): row.row_hash for row in rows}
-    for start in range(0, len(wanted), CHUNK):
-        query = sa.select(ledger.c.session_id, ledger.c.position, ledger.c.row_hash).where(
-            sa.tuple_(ledger.c.session_id, ledger.c.position).in_(wanted[start : start + CHUNK])
-        )
-        found.update(((row.session_id, row.position), row.row_hash) for row in conn.execute(query))
-    return found
-
-
-def session_heads(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
-    """The head (position, row hash) each session row names, for those that have a row."""
-    wanted = list(session_ids)
-    found: dict[str, tuple[int, str]] = {}
-    if conn.dialect.name == "postgresql":  # one array parameter: no plan per id
-        rows = conn.execute(_HEADS_POSTGRES, {"ids": wanted})
-        return {row.id: (row.head_position, row.head_hash) for row in rows}
-    for start in range(0, len(wanted), CHUNK):
-        query = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
-            sessions.c.id.in_(wanted[start : start + CHUNK])
-        )
-        found.update((row.id, (row.head_position, row.head_hash)) for row in conn.execute(query))
-    return found
-
-
-def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, int]:
-    """The last position each session still has records up to (none: no records)."""
-    query = (
-        sa.select(ledger.c.session_id, sa.func.max(ledger.c.position))
-        .where(ledger.c.session_id.in_(list(session_ids)))
-        .group_by(ledger.c.session_id)
-    )
-    return {str(sid): int(last) for sid, last in conn.execute(query)}
 
 
 def _ahead(fetch: Callable[[int], list[Any]], chunk: int, after: int) -> Iterator[list[Any]]:
