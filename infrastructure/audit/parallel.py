@@ -2,8 +2,9 @@
 
 Reading and checking a record is Python work per row (hashes, payload parsing, replay), so one
 process verifies at about two thirds of a raw read's rate; N processes share it out. The parent
-reads, in one snapshot, every session row and window slot (the heads, versions and stored
-windows to check against), then hands out ranges of at most `SPAN` positions. A worker reads its
+reads, in one snapshot, the sessions' rows and window slots (the heads, versions and stored
+windows to check against), then hands out ranges of at most `SPAN` positions (a long session in
+equal ranges, as many as a multiple of N, so that each process gets its share). A worker reads its
 range in a snapshot of its own, checks the chain inside it (`chain.first_break` from the range's
 first link), folds it into a `domain.ledger.ReplayPart` and measures its readable events for the
 window stats; only that, not the records, travels back. The parent checks that consecutive
@@ -150,8 +151,7 @@ def _stored_rows(engine: sa.Engine, session_ids: Sequence[str], every: bool) -> 
     with snapshot(engine) as conn:
         for row in conn.execute(rows):
             found[row.id] = StoredRows(SimpleNamespace(**row._mapping), [])
-        slots = conn.execute(slots)
-        for session_id, position, ordinal, rewound in slots:
+        for session_id, position, ordinal, rewound in conn.execute(slots):
             if session_id in found:
                 found[session_id].slots.append(Slot(position, ordinal, rewound))
     return {sid: found[sid] for sid in session_ids if sid in found}

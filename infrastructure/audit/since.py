@@ -5,8 +5,11 @@ vouches for every record it covers. What is left to check is that the ledger sti
 session's head as the digest saw it (same position, same row hash) and that every record written
 since chains from that head, hash by hash, up to the head the session row names; a session
 created since is checked from its first record. The records are read by a range of the global
-position (the primary key) and the heads by index lookups, so the cost follows the records
-written since and the number of sessions, not the ledger's size.
+position (the primary key), so that cost follows the records written since, not the ledger's size.
+The heads are the database's work: one index lookup per session of the digest, in one statement
+that returns only the heads that moved (`ledger.audit_reads.moved_heads`), run on a second
+connection in the same snapshot while the new records are hashed here; a session left as the
+digest saw it costs no Python at all.
 
 The Merkle root of today's records is then the digest's tree, resumed from the peaks the digest
 keeps, with only the new records hashed: so the digest's tree is a prefix of today's by
