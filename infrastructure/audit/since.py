@@ -24,7 +24,6 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import sqlalchemy as sa
 from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, sha256_hex
 from sessionledger.domain.merkle import MerkleMountainRange
 from sessionledger.domain.ports import Ledger
@@ -32,13 +31,7 @@ from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead
 from sessionledger.infrastructure.audit.verify import Finding, Verification
-from sessionledger.infrastructure.ledger.audit_reads import (
-    Moved,
-    beside,
-    last_positions,
-    moved_heads,
-    touched_heads,
-)
+from sessionledger.infrastructure.ledger.audit_reads import heads_beside, last_positions
 from sessionledger.infrastructure.ledger.records import read_appended, snapshot
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 
@@ -184,18 +177,16 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     sha256 = hashlib.sha256
     after = digest.global_position
     trusted = [(sid, head.position, head.head) for sid, head in digest.sessions.items()]
-
-    def heads_now(conn: sa.Connection) -> tuple[dict[str, Moved], dict[str, tuple[int, str]]]:
-        return moved_heads(conn, trusted), touched_heads(conn, after)
-
-    with snapshot(ledger.engine) as conn:
-        with beside(ledger.engine, conn, heads_now) as pending:
-            for record, text in read_appended(conn, after):
-                records.setdefault(record.session_id, []).append(record)
-                digests.setdefault(record.session_id, []).append(
-                    None if text is None else sha256(text).hexdigest()
-                )
-            moved, touched = pending.result()
+    with (
+        snapshot(ledger.engine) as conn,
+        heads_beside(ledger.engine, conn, trusted, after) as heads_now,
+    ):
+        for record, text in read_appended(conn, after):
+            records.setdefault(record.session_id, []).append(record)
+            digests.setdefault(record.session_id, []).append(
+                None if text is None else sha256(text).hexdigest()
+            )
+        moved, touched = heads_now()
         gone = [sid for sid, m in moved.items() if m.row_hash is None]
         last = last_positions(conn, gone) if gone else {}
     heads = {sid: ChainHead(*m.head) for sid, m in moved.items() if m.head is not None}

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sessionledger.domain.ledger import LedgerRecord
@@ -61,33 +60,7 @@ class AuditReads:
 
 # --- verify --since ---------------------------------------------------------------------------
 
-T = TypeVar("T")
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+(-[0-9A-F]+)+")
-
-
-@contextmanager
-def beside(engine: sa.Engine, conn: sa.Connection, work: Callable[[sa.Connection], T]) -> Iterator[Future[T]]:
-    """`work` done on a second connection that sees the snapshot of `conn`'s transaction (begun by
-    this call), while the caller goes on with `conn`: on PostgreSQL the snapshot is exported to a
-    helper thread's transaction, so the database answers `work` while the caller's Python works
-    through its own rows. SQLite has one reader per connection and nothing to export: `work` is
-    done on `conn`, first. Leaving the block waits for `work`."""
-    if conn.dialect.name != "postgresql":
-        done: Future[T] = Future()
-        done.set_result(work(conn))
-        yield done
-        return
-    exported = str(conn.execute(sa.text("SELECT pg_export_snapshot()")).scalar_one())
-    if not _SNAPSHOT_ID.fullmatch(exported):  # it is spelled into the statement below
-        raise RuntimeError(f"unexpected snapshot id {exported!r}")
-
-    def imported() -> T:
-        with snapshot(engine) as other:
-            other.execute(sa.text(f"SET TRANSACTION SNAPSHOT '{exported}'"))
-            return work(other)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="ledger-beside") as pool:
-        yield pool.submit(imported)
 
 
 class Moved(NamedTuple):
@@ -152,24 +125,36 @@ def moved_heads(conn: sa.Connection, trusted: Sequence[tuple[str, int, str]]) ->
     position or whose session row's head is not that head any more. Whatever is as trusted comes
     back as nothing, so the caller's work follows the sessions that changed; the database's
     follows the heads (an index lookup each, in one statement)."""
+    if conn.dialect.name == "postgresql":
+        sent = _send_moved(driver_of(conn.connection), conn.dialect, trusted)
+        return _moved_rows([] if sent is None else sent.fetchall())
+    rows = []
+    for start in range(0, len(trusted), CHUNK):
+        wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(trusted[start : start + CHUNK]).cte()
+        rows += conn.execute(_moved_query(wanted)).all()
+    return _moved_rows(rows)
+
+
+def _send_moved(driver: Any, dialect: sa.Dialect, trusted: Sequence[tuple[str, int, str]]) -> Any:
+    """`moved_heads`' statement executed on a psycopg connection (`None`: no heads to look up);
+    its rows are the cursor's (three arrays: no plan per head)."""
     if not trusted:
-        return {}
-    if conn.dialect.name == "postgresql":  # three arrays: no plan per head
-        sids, positions, heads = (list(column) for column in zip(*trusted, strict=True))
-        cursor = driver_of(conn.connection).cursor(binary=True)
-        try:
-            rows = cursor.execute(_moved_sql(conn.dialect), (sids, positions, heads)).fetchall()
-        finally:
-            cursor.close()
-    else:
-        rows = []
-        for start in range(0, len(trusted), CHUNK):
-            wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(trusted[start : start + CHUNK]).cte()
-            rows += conn.execute(_moved_query(wanted)).all()
+        return None
+    cursor = driver.cursor(binary=True)
+    cursor.execute(_moved_sql(dialect), [list(column) for column in zip(*trusted, strict=True)])
+    return cursor
+
+
+def _moved_rows(rows: Iterable[Sequence[Any]]) -> dict[str, Moved]:
     return {
         sid: Moved(row_hash, None if row_id is None else (head_position, head_hash))
         for sid, row_hash, row_id, head_position, head_hash in rows
     }
+
+
+@cache
+def _touched_sql(dialect: sa.Dialect) -> str:
+    return _TOUCHED.compile(dialect=dialect).string
 
 
 def touched_heads(conn: sa.Connection, after: int) -> dict[str, tuple[int, str]]:
@@ -177,6 +162,43 @@ def touched_heads(conn: sa.Connection, after: int) -> dict[str, tuple[int, str]]
     global position `after`."""
     rows = conn.execute(_TOUCHED, {"after": after})
     return {row.id: (row.head_position, row.head_hash) for row in rows}
+
+
+Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
+"""The moved heads (`moved_heads`) and the heads of the sessions written to since (`touched_heads`)."""
+
+
+@contextmanager
+def heads_beside(
+    engine: sa.Engine, conn: sa.Connection, trusted: Sequence[tuple[str, int, str]], after: int
+) -> Iterator[Callable[[], Heads]]:
+    """`moved_heads(trusted)` and `touched_heads(after)` as `conn`'s transaction sees them (it
+    begins here), asked on entry and collected by calling what this yields. On PostgreSQL the
+    snapshot is exported to a second connection, which sends both statements in pipeline mode and
+    is answered by the database while the caller's Python works through its own rows on `conn`
+    (one thread: nothing waits for the interpreter's lock). SQLite has nothing to export and one
+    reader per connection: both are read on `conn`, on entry."""
+    if conn.dialect.name != "postgresql":
+        found = moved_heads(conn, trusted), touched_heads(conn, after)
+        yield lambda: found
+        return
+    exported = str(conn.execute(sa.text("SELECT pg_export_snapshot()")).scalar_one())
+    if not _SNAPSHOT_ID.fullmatch(exported):  # it is spelled into the statement below
+        raise RuntimeError(f"unexpected snapshot id {exported!r}")
+    with snapshot(engine) as other:
+        driver = driver_of(other.connection)
+        with driver.pipeline():
+            driver.execute(f"SET TRANSACTION SNAPSHOT '{exported}'")
+            moved = _send_moved(driver, other.dialect, trusted)
+            touched = driver.cursor()
+            touched.execute(_touched_sql(other.dialect), {"after": after})
+
+            def collected() -> Heads:
+                return _moved_rows([] if moved is None else moved.fetchall()), {
+                    sid: (position, hash_) for sid, position, hash_ in touched.fetchall()
+                }
+
+            yield collected
 
 
 def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, int]:
