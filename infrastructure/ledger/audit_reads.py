@@ -124,11 +124,9 @@ def moved_heads(conn: sa.Connection, trusted: Sequence[tuple[str, int, str]]) ->
     """Of the trusted `(session id, position, row hash)` heads, those whose ledger row at that
     position or whose session row's head is not that head any more. Whatever is as trusted comes
     back as nothing, so the caller's work follows the sessions that changed; the database's
-    follows the heads (an index lookup each, in one statement)."""
-    if conn.dialect.name == "postgresql":
-        sent = _send_moved(driver_of(conn.connection), conn.dialect, trusted)
-        return _moved_rows([] if sent is None else sent.fetchall())
-    rows = []
+    follows the heads (an index lookup each, in a statement per `CHUNK` heads). PostgreSQL asks
+    the same in one statement over three arrays (`_send_moved`, from `heads_beside`)."""
+    rows: list[Sequence[Any]] = []
     for start in range(0, len(trusted), CHUNK):
         wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(trusted[start : start + CHUNK]).cte()
         rows += conn.execute(_moved_query(wanted)).all()
