@@ -110,7 +110,7 @@ def read_records(
         rows.sort(key=_position)
         if stop >= upto:
             return rows, None
-        if rows and rows[-1].position == stop:  # the chunk is full: the next one follows it
+        if rows and rows[-1].position == stop:  # the chunk reaches its end: the next one follows
             return rows, stop
         [(found,)] = next_query.rows(cursor, {"sid": session_id, "after": stop, "upto": upto})
         return rows, None if found is None else found - 1
