@@ -173,7 +173,7 @@ def parse_digest(text: str, source: str = "") -> Digest:
             raise ValueError("its signature is not ed25519")
         digest = Digest(
             taken_at=parse_timestamp(document["taken_at"]),
-            global_position=_count(document["global_position"]),
+            global_position=count(document["global_position"]),
             sessions={sid: _session_head(head) for sid, head in document["sessions"].items()},
             signature=None if signature is None else str(signature["value"]),
             source=source,
@@ -188,7 +188,7 @@ def parse_digest(text: str, source: str = "") -> Digest:
 def _session_head(head: Mapping[str, Any]) -> SessionHead:
     peaks = head.get("peaks")
     parsed = SessionHead(
-        _count(head["position"]),
+        count(head["position"]),
         hex_hash(head["head"]),
         hex_hash(head["root"]),
         None if peaks is None else tuple(hex_hash(peak) for peak in peaks),
@@ -198,9 +198,11 @@ def _session_head(head: Mapping[str, Any]) -> SessionHead:
     return parsed
 
 
-def _count(value: Any) -> int:
+def count(value: Any) -> int:
+    """A position, version or size as a document spells it: an `int` (not a `bool`, not a float),
+    never negative (`ValueError` for anything else). Proofs read theirs with it too."""
     if type(value) is not int or value < 0:
-        raise ValueError(f"{value!r} is not a position")
+        raise ValueError(f"{value!r} is not a position or version")
     return value
 
 

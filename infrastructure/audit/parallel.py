@@ -2,8 +2,9 @@
 
 Reading and checking a record is Python work per row (hashes, payload parsing, replay), so one
 process verifies at about two thirds of a raw read's rate; N processes share it out. The parent
-reads, in one snapshot, every session row and window slot (the heads, versions and stored
-windows to check against), then hands out ranges of at most `SPAN` positions. A worker reads its
+reads, in one snapshot, the sessions' rows and window slots (the heads, versions and stored
+windows to check against), then hands out ranges of at most `SPAN` positions (a long session in
+equal ranges, as many as a multiple of N, so that each process gets its share). A worker reads its
 range in a snapshot of its own, checks the chain inside it (`chain.first_break` from the range's
 first link), folds it into a `domain.ledger.ReplayPart` and measures its readable events for the
 window stats; only that, not the records, travels back. The parent checks that consecutive
@@ -56,8 +57,11 @@ from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import SessionService
 
 SPAN = 25_000
-"""Positions per task: small enough to share a long session out, large enough that a task's own
-snapshot and first query cost little against its rows."""
+"""Positions per task at most: small enough to share a long session out, large enough that a
+task's own snapshot and first query cost little against its rows."""
+
+_FEW = 1_000
+"""Sessions whose rows are read by their ids (one statement, a parameter each); more: every row."""
 
 _ENGINE: sa.Engine | None = None
 """The worker process's engine: the parent's, its inherited connections forgotten."""
@@ -108,8 +112,8 @@ def verify_parallel(
             return list(verify_all(service))
         return [verify(service, sid) for sid in session_ids]
     wanted = list(ledger.session_ids()) if session_ids is None else list(session_ids)
-    stored = _stored_rows(ledger.engine, wanted)
-    tasks = [task for sid in wanted for task in _tasks(sid, stored.get(sid))]
+    stored = _stored_rows(ledger.engine, wanted, every=session_ids is None)
+    tasks = [task for sid in wanted for task in _tasks(sid, stored.get(sid), jobs)]
     context = multiprocessing.get_context("fork")
     chunks = max(1, len(tasks) // (jobs * 8))
     with ProcessPoolExecutor(
@@ -131,23 +135,32 @@ def verify_parallel(
     return results
 
 
-def _stored_rows(engine: sa.Engine, session_ids: Sequence[str]) -> dict[str, StoredRows]:
-    """Every session row and window slot in one snapshot (rows made plain: they go to workers)."""
+def _stored_rows(engine: sa.Engine, session_ids: Sequence[str], every: bool) -> dict[str, StoredRows]:
+    """The sessions' rows and window slots in one snapshot (rows made plain: they go to workers):
+    a few sessions' by their ids, else (`every`, or too many ids for one statement) every row."""
     found: dict[str, StoredRows] = {}
+    rows, slots = (
+        sa.select(sessions),
+        sa.select(
+            window_slots.c.session_id, window_slots.c.position, window_slots.c.ordinal, window_slots.c.rewound
+        ),
+    )
+    if not every and len(session_ids) <= _FEW:
+        rows = rows.where(sessions.c.id.in_(session_ids))
+        slots = slots.where(window_slots.c.session_id.in_(session_ids))
     with snapshot(engine) as conn:
-        for row in conn.execute(sa.select(sessions)):
+        for row in conn.execute(rows):
             found[row.id] = StoredRows(SimpleNamespace(**row._mapping), [])
-        slots = conn.execute(
-            sa.select(window_slots.c.session_id, window_slots.c.position, window_slots.c.ordinal,
-                      window_slots.c.rewound)
-        )  # fmt: skip
-        for session_id, position, ordinal, rewound in slots:
+        for session_id, position, ordinal, rewound in conn.execute(slots):
             if session_id in found:
                 found[session_id].slots.append(Slot(position, ordinal, rewound))
     return {sid: found[sid] for sid in session_ids if sid in found}
 
 
-def _tasks(session_id: str, stored: StoredRows | None) -> Iterator[_Task]:
+def _tasks(session_id: str, stored: StoredRows | None, jobs: int) -> Iterator[_Task]:
+    """A session's ranges: one when it is short, else ranges of equal size, at most `SPAN`, and as
+    many as a multiple of `jobs`, so that a session read alone is shared out evenly (no short last
+    range read while the other processes wait)."""
     if stored is None or stored.row is None:  # records but no session row: one range, to its end
         yield _Task(session_id, 0, 2**62, None, None, False, None)
         return
@@ -157,9 +170,12 @@ def _tasks(session_id: str, stored: StoredRows | None) -> Iterator[_Task]:
     app_user = (row.app_name, row.user_id)
     upto_version = None if erased else row.version
     prefix = frozenset(slot.position for slot in stored.slots if slot.ordinal is not None)
-    for after in range(0, max(row.head_position, 1), SPAN):
-        last = after + SPAN >= row.head_position
-        upto = 2**62 if last else after + SPAN
+    end = max(row.head_position, 1)
+    ranges = -(-end // SPAN)
+    span = end if ranges == 1 else -(-end // (-(-ranges // jobs) * jobs))
+    for after in range(0, end, span):
+        last = after + span >= row.head_position
+        upto = 2**62 if last else after + span
         yield _Task(
             session_id, after, upto, upto_version, head if last else None, erased, app_user,
             row.window_base, prefix,

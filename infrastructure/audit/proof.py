@@ -28,7 +28,7 @@ from sessionledger.domain.ledger import (
     sha256_hex,
 )
 from sessionledger.domain.merkle import MerkleTree, verify_inclusion
-from sessionledger.infrastructure.audit.digest import Digest, hex_hash
+from sessionledger.infrastructure.audit.digest import Digest, count, hex_hash
 
 FORMAT = "sessionledger-proof/1"
 _SHAPING = (Kind.COMPACTION, Kind.REWIND)
@@ -136,7 +136,7 @@ def _against(digest: Digest, session_id: str, size: int, root: str) -> None:
 
 
 def _checked_record(session_id: str, size: int, root: bytes, item: Mapping[str, Any]) -> LedgerRecord:
-    position, version, event_id = _count(item["position"]), _count(item["version"]), item["event_id"]
+    position, version, event_id = count(item["position"]), count(item["version"]), item["event_id"]
     if event_id is not None and not isinstance(event_id, str):
         raise ValueError(f"record {position}: event_id {event_id!r} is not a string")
     payload = item["payload"]
@@ -167,12 +167,6 @@ def _timestamp(position: int, text: Any) -> datetime:
     if format_timestamp(moment) != text:
         raise ValueError(f"record {position}: {text!r} is not a ledger timestamp")
     return moment
-
-
-def _count(value: Any) -> int:
-    if type(value) is not int or value < 0:
-        raise ValueError(f"{value!r} is not a position or version")
-    return value
 
 
 def _window(session_id: str, records: list[LedgerRecord], event: int, claimed: list[int]) -> CheckedProof:

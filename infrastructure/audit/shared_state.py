@@ -46,19 +46,24 @@ class SharedStateFold:
     def add(self, records: Sequence[LedgerRecord], app_user: tuple[str, str] | None = None) -> None:
         """One session's records (by position), or a range of them with the session's app and
         user (`verify --jobs`: the created record that names them is in another range)."""
+        writers = []  # the records that may write shared state: not the events with no state delta
         for record in records:
-            if record.payload is None:
+            payload = record.payload
+            if payload is None:
                 if record.kind in (Kind.CREATED, Kind.EVENT):
                     self.erased_up_to = max(self.erased_up_to, record.global_position or 0)
                 continue
             if record.kind is Kind.CREATED:
-                app_user = (str(record.payload.get("app_name")), str(record.payload.get("user_id")))
+                app_user = (str(payload.get("app_name")), str(payload.get("user_id")))
                 for scope in ((app_user[0],), app_user):
                     self.sessions[scope] = record.session_id
+                writers.append(record)
+            elif record.kind is Kind.EVENT and (not isinstance(payload, dict) or payload.get("state_delta")):
+                writers.append(record)
         if app_user is None:
             return
         try:
-            writes = list(shared_writes(records))
+            writes = list(shared_writes(writers))
         except (TypeError, ValueError, AttributeError):  # a payload that is not the ledger's: the
             return  # chain check names it
         for record, delta in writes:

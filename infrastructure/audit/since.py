@@ -5,8 +5,11 @@ vouches for every record it covers. What is left to check is that the ledger sti
 session's head as the digest saw it (same position, same row hash) and that every record written
 since chains from that head, hash by hash, up to the head the session row names; a session
 created since is checked from its first record. The records are read by a range of the global
-position (the primary key) and the heads by index lookups, so the cost follows the records
-written since and the number of sessions, not the ledger's size.
+position (the primary key), so that cost follows the records written since, not the ledger's size.
+The heads are the database's work: one index lookup per session of the digest, in one statement
+that returns only the heads that moved (`ledger.audit_reads.moved_heads`), run on a second
+connection in the same snapshot while the new records are hashed here; a session left as the
+digest saw it costs no Python at all.
 
 The Merkle root of today's records is then the digest's tree, resumed from the peaks the digest
 keeps, with only the new records hashed: so the digest's tree is a prefix of today's by
@@ -28,13 +31,8 @@ from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead
 from sessionledger.infrastructure.audit.verify import Finding, Verification
-from sessionledger.infrastructure.ledger.records import (
-    last_positions,
-    read_appended,
-    rows_at,
-    session_heads,
-    snapshot,
-)
+from sessionledger.infrastructure.ledger.audit_reads import heads_beside, last_positions
+from sessionledger.infrastructure.ledger.records import read_appended, snapshot
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 
 
@@ -55,44 +53,55 @@ class SinceCheck:
 @dataclass(slots=True)
 class _Appended:
     """What the ledger holds of the sessions since a digest: the records written after it (by
-    session, by position, with the sha256 of each stored payload), each digest head's row hash
-    where a record still is, the head each session row names, and the last position of sessions
-    whose digest head is gone."""
+    session, by position, with the sha256 of each stored payload); for the digest's sessions
+    whose head record is not as the digest saw it, the row hash at that position now (`None`: no
+    record there; the others' is the digest's own); the head each session row names (`None`:
+    unknown to the backend), for the sessions with new records or a moved head (and no entry:
+    no session row); and the last position of sessions whose digest head is gone."""
 
     records: dict[str, list[LedgerRecord]]
     digests: dict[str, list[str | None]]
-    anchors: dict[str, str]
+    anchors: dict[str, str | None]
     heads: dict[str, ChainHead] | None
     last: dict[str, int]
 
 
 def verify_since(ledger: Ledger, digest: Digest, *, now: datetime | None = None) -> SinceCheck:
     """Check the records written since `digest` and their link to it (`InvalidDigest` when the
-    digest keeps no Merkle peaks to resume its trees from)."""
+    digest keeps no Merkle peaks to resume its trees from).
+
+    Only the sessions written to since, or whose head the ledger no longer holds as the digest
+    saw it, are looked at here: the others are the digest's, unchanged."""
     for session_id, head in digest.sessions.items():
-        try:
-            head.mountains()
-        except ValueError as error:
-            raise InvalidDigest(
-                f"digest {digest.name} cannot anchor --since: session {session_id}: {error}"
-            ) from None
+        if head.peaks is None or len(head.peaks) != head.position.bit_count():
+            _resumed(digest, session_id, head)
     appended = _read_sql(ledger, digest) if isinstance(ledger, SqlLedger) else _read_port(ledger, digest)
     results: list[Verification] = []
     sessions: dict[str, SessionHead] = dict(digest.sessions)
-    unchanged = 0
-    for session_id in sorted(digest.sessions.keys() | appended.records.keys()):
-        result, today = _check(session_id, digest.sessions.get(session_id), appended, digest)
+    unchanged = len(digest.sessions)
+    for session_id in sorted(appended.records.keys() | appended.anchors.keys()):
+        anchor = digest.sessions.get(session_id)
+        result, today = _check(session_id, anchor, appended, digest)
         if today is not None:
             sessions[session_id] = today
         else:
             sessions.pop(session_id, None)
         if result is not None:
             results.append(result)
-        else:
-            unchanged += 1
+            unchanged -= anchor is not None
     top = max((r.global_position or 0 for rs in appended.records.values() for r in rs), default=0)
     next_digest = Digest(now or datetime.now(UTC), max(top, digest.global_position), sessions)
     return SinceCheck(tuple(results), unchanged, next_digest)
+
+
+def _resumed(digest: Digest, session_id: str, head: SessionHead) -> MerkleMountainRange:
+    """The session's tree as the digest keeps it (`InvalidDigest` when it cannot be resumed)."""
+    try:
+        return head.mountains()
+    except ValueError as error:
+        raise InvalidDigest(
+            f"digest {digest.name} cannot anchor --since: session {session_id}: {error}"
+        ) from None
 
 
 def _check(
@@ -104,7 +113,7 @@ def _check(
     after: ChainHead | None = None
     if anchor is not None:
         after = ChainHead(anchor.position, anchor.head)
-        found = appended.anchors.get(session_id)
+        found = appended.anchors.get(session_id, anchor.head)
         if found is None:
             findings.append(_gone(session_id, anchor, appended.last.get(session_id), digest))
         elif found != anchor.head:
@@ -123,7 +132,7 @@ def _check(
             findings.append(Finding(broken.kind, broken.position, broken.detail))
     if anchor is not None and not records and not findings:
         return None, anchor
-    mountains = anchor.mountains() if anchor is not None else MerkleMountainRange()
+    mountains = _resumed(digest, session_id, anchor) if anchor is not None else MerkleMountainRange()
     mountains.extend(bytes.fromhex(record.row_hash) for record in records)
     last = records[-1] if records else None
     today = (
@@ -161,39 +170,45 @@ def _gone(session_id: str, anchor: SessionHead, last: int | None, digest: Digest
 
 
 def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
+    """The records since the digest, and the digest's heads that moved, in one snapshot: the heads
+    are looked up (by the database, one index lookup each) while the records are hashed here."""
     records: dict[str, list[LedgerRecord]] = {}
     digests: dict[str, list[str | None]] = {}
-    with snapshot(ledger.engine) as conn:
-        for record, text in read_appended(conn, digest.global_position):
+    sha256 = hashlib.sha256
+    after = digest.global_position
+    trusted = [(sid, head.position, head.head) for sid, head in digest.sessions.items()]
+    with (
+        snapshot(ledger.engine) as conn,
+        heads_beside(ledger.engine, conn, trusted, after) as heads_now,
+    ):
+        for record, text in read_appended(conn, after):
             records.setdefault(record.session_id, []).append(record)
             digests.setdefault(record.session_id, []).append(
-                None if text is None else hashlib.sha256(text).hexdigest()
+                None if text is None else sha256(text).hexdigest()
             )
-        anchors = rows_at(conn, ((sid, head.position) for sid, head in digest.sessions.items()))
-        named = session_heads(conn, digest.sessions.keys() | records.keys())
-        gone = [sid for sid, head in digest.sessions.items() if (sid, head.position) not in anchors]
+        moved, touched = heads_now()
+        gone = [sid for sid, m in moved.items() if m.row_hash is None]
         last = last_positions(conn, gone) if gone else {}
-    return _Appended(
-        records,
-        digests,
-        {sid: found for (sid, _), found in anchors.items()},
-        {sid: ChainHead(position, hash_) for sid, (position, hash_) in named.items()},
-        last,
-    )
+    heads = {sid: ChainHead(*m.head) for sid, m in moved.items() if m.head is not None}
+    heads.update((sid, ChainHead(*head)) for sid, head in touched.items())
+    return _Appended(records, digests, {sid: m.row_hash for sid, m in moved.items()}, heads, last)
 
 
 def _read_port(ledger: Ledger, digest: Digest) -> _Appended:
     """Any other ledger (the in-memory one) through its port: every record is at hand anyway."""
     records: dict[str, list[LedgerRecord]] = {}
-    anchors: dict[str, str] = {}
+    anchors: dict[str, str | None] = {}
     last: dict[str, int] = {}
     for session_id in {*ledger.session_ids(), *digest.sessions}:
         every = list(ledger.records(session_id))
         anchor = digest.sessions.get(session_id)
         if anchor is not None and len(every) >= anchor.position:
-            anchors[session_id] = every[anchor.position - 1].row_hash
-        elif every:
-            last[session_id] = every[-1].position
+            if every[anchor.position - 1].row_hash != anchor.head:
+                anchors[session_id] = every[anchor.position - 1].row_hash
+        elif anchor is not None:
+            anchors[session_id] = None
+            if every:
+                last[session_id] = every[-1].position
         new = [r for r in every if (r.global_position or 0) > digest.global_position]
         if new:
             records[session_id] = new

@@ -1,9 +1,10 @@
 """Reading every record of a session, fast: audit (verify, replay, export) reads whole sessions of
 100,000 records and more, where per-row overhead is the whole cost.
 
-Rows come straight off the driver in chunks by position (a range read of
-UNIQUE(session_id, position): the planner never sorts), each chunk fetched by a helper thread
-while the caller works through the one before, so the database and Python work at the same time.
+Rows come straight off the driver in chunks of `CHUNK` positions (a range read of
+UNIQUE(session_id, position), sorted here: the planner never sorts, see `_CHUNK_QUERY`), each chunk
+fetched by a helper thread while the caller works through the one before, so the database and
+Python work at the same time.
 On PostgreSQL the binary protocol is used and a payload arrives as the bytes of its stored text:
 the canonical text the ledger hashed, handed out as it is (audit hashes it) and parsed once by
 orjson. The other columns still go through SQLAlchemy's own result conversions (`DriverStatement`).
@@ -11,11 +12,11 @@ orjson. The other columns still go through SQLAlchemy's own result conversions (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import groupby
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,7 +24,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from sessionledger.domain.ledger import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
-from sessionledger.infrastructure.ledger.schema import ledger, loads, sessions
+from sessionledger.infrastructure.ledger.schema import ledger, loads
 
 CHUNK = 5_000
 """Rows per round trip: large enough to amortize it, small enough to keep memory flat."""
@@ -57,30 +58,29 @@ class _StoredText(Loader):
         return bytes(data)
 
 
-_CHUNK_QUERY = (
-    sa.select(*_COLUMNS)
-    .where(
-        ledger.c.session_id == sa.bindparam("sid"),
-        ledger.c.position > sa.bindparam("after"),
-        ledger.c.position <= sa.bindparam("upto"),
-    )
-    .order_by(ledger.c.position)
-    .limit(sa.bindparam("chunk"))
+_IN_RANGE = (
+    ledger.c.session_id == sa.bindparam("sid"),
+    ledger.c.position > sa.bindparam("after"),
+    ledger.c.position <= sa.bindparam("upto"),
 )
+_CHUNK_QUERY = sa.select(*_COLUMNS).where(*_IN_RANGE)
+"""One chunk: the records of a range of `CHUNK` positions, unsorted (the rows are sorted here).
+
+Neither `ORDER BY` nor `LIMIT`: with them, the planner's estimate for a range in the middle of a
+long session (the positions' statistics are the whole table's, mostly short sessions) is a tenth
+of the truth, and it chose a bitmap scan of everything up to `upto` plus an external sort, per
+chunk: 60-110 ms for 5,000 rows of a 100,000-record session against 4 ms along the index, until
+a prepared statement's generic plan took over (never, in a fresh `verify --jobs` worker)."""
+_NEXT_QUERY = sa.select(sa.func.min(ledger.c.position)).where(*_IN_RANGE)
+"""The first position after a range that ended short: a gap (a tampered ledger) is stepped over,
+not read through `CHUNK` positions at a time."""
 _APPENDED_QUERY = (
     sa.select(ledger.c.session_id, *_COLUMNS)
     .where(ledger.c.global_position > sa.bindparam("after"))
     .order_by(ledger.c.session_id, ledger.c.position)
 )
 _QUERIES: dict[tuple[str, int], DriverStatement] = {}
-_HEADS_POSTGRES = sa.text(
-    "SELECT id, head_position, head_hash FROM sessions WHERE id = ANY(CAST(:ids AS text[]))"
-)
-_ROWS_AT_POSTGRES = sa.text(
-    "SELECT l.session_id, l.position, l.row_hash"
-    " FROM unnest(CAST(:sids AS text[]), CAST(:positions AS bigint[])) AS wanted(sid, pos)"
-    " JOIN ledger l ON l.session_id = wanted.sid AND l.position = wanted.pos"
-)
+_position = attrgetter("position")
 
 
 @contextmanager
@@ -99,15 +99,24 @@ def read_records(
     reads a long session in ranges), with its payload's stored text in utf-8 (`None` once
     erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write transaction,
     so the chunks agree with each other."""
-    query = _statement(conn, _CHUNK_QUERY)
+    chunk_query, next_query = _statement(conn, _CHUNK_QUERY), _statement(conn, _NEXT_QUERY)
     cursor = _cursor(conn)
     chunk = CHUNK
 
-    def fetch(start: int) -> list[Any]:
-        return query.rows(cursor, {"sid": session_id, "after": start, "upto": upto, "chunk": chunk})
+    def fetch(start: int) -> tuple[list[Any], int | None]:
+        """The chunk of positions after `start`, and where the next one starts (`None`: none)."""
+        stop = min(start + chunk, upto)
+        rows = chunk_query.rows(cursor, {"sid": session_id, "after": start, "upto": stop})
+        rows.sort(key=_position)
+        if stop >= upto:
+            return rows, None
+        if rows and rows[-1].position == stop:  # the chunk reaches its end: the next one follows
+            return rows, stop
+        [(found,)] = next_query.rows(cursor, {"sid": session_id, "after": stop, "upto": upto})
+        return rows, None if found is None else found - 1
 
     try:
-        for rows in _ahead(fetch, chunk, after):
+        for rows in _ahead(fetch, after):
             yield from _records(session_id, rows)
     finally:
         cursor.close()
@@ -145,56 +154,13 @@ def _cursor(conn: sa.Connection) -> Any:
     return cursor
 
 
-def rows_at(conn: sa.Connection, places: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
-    """The row hash at each `(session id, position)` that still has a record (a statement per
-    `CHUNK` places, each an index lookup per place)."""
-    wanted = list(places)
-    found: dict[tuple[str, int], str] = {}
-    if conn.dialect.name == "postgresql" and wanted:  # one join of two arrays: no plan per place
-        sids, positions = zip(*wanted, strict=True)
-        rows = conn.execute(_ROWS_AT_POSTGRES, {"sids": list(sids), "positions": list(positions)})
-        return {(row.session_id, row.position): row.row_hash for row in rows}
-    for start in range(0, len(wanted), CHUNK):
-        query = sa.select(ledger.c.session_id, ledger.c.position, ledger.c.row_hash).where(
-            sa.tuple_(ledger.c.session_id, ledger.c.position).in_(wanted[start : start + CHUNK])
-        )
-        found.update(((row.session_id, row.position), row.row_hash) for row in conn.execute(query))
-    return found
-
-
-def session_heads(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
-    """The head (position, row hash) each session row names, for those that have a row."""
-    wanted = list(session_ids)
-    found: dict[str, tuple[int, str]] = {}
-    if conn.dialect.name == "postgresql":  # one array parameter: no plan per id
-        rows = conn.execute(_HEADS_POSTGRES, {"ids": wanted})
-        return {row.id: (row.head_position, row.head_hash) for row in rows}
-    for start in range(0, len(wanted), CHUNK):
-        query = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
-            sessions.c.id.in_(wanted[start : start + CHUNK])
-        )
-        found.update((row.id, (row.head_position, row.head_hash)) for row in conn.execute(query))
-    return found
-
-
-def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, int]:
-    """The last position each session still has records up to (none: no records)."""
-    query = (
-        sa.select(ledger.c.session_id, sa.func.max(ledger.c.position))
-        .where(ledger.c.session_id.in_(list(session_ids)))
-        .group_by(ledger.c.session_id)
-    )
-    return {str(sid): int(last) for sid, last in conn.execute(query)}
-
-
-def _ahead(fetch: Callable[[int], list[Any]], chunk: int, after: int) -> Iterator[list[Any]]:
-    """The chunks in order, the next one already being fetched while the caller has this one
-    (a chunk of fewer than `chunk` rows is the last)."""
+def _ahead(fetch: Callable[[int], tuple[list[Any], int | None]], start: int) -> Iterator[list[Any]]:
+    """The chunks in order, the next one already being fetched while the caller has this one."""
     with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
-        pending: Future[list[Any]] | None = pool.submit(fetch, after)
+        pending: Future[tuple[list[Any], int | None]] | None = pool.submit(fetch, start)
         while pending is not None:
-            rows = pending.result()
-            pending = pool.submit(fetch, rows[-1].position) if len(rows) == chunk else None
+            rows, following = pending.result()
+            pending = None if following is None else pool.submit(fetch, following)
             yield rows
 
 

@@ -33,3 +33,22 @@ def test_every_record_once_in_order_across_chunks(sql_url: str, chunk: int, monk
         ]
         assert chain_problems(read) == []
         assert verify(service, mine).ok
+
+
+def test_a_gap_is_stepped_over_not_read_through(sqlite_url: str, monkeypatch) -> None:
+    """Chunks are ranges of positions: records missing for longer than a chunk, or a position moved
+    far past the end (a tampered ledger), cost a lookup, and every record left is read once."""
+    monkeypatch.setattr(records, "CHUNK", 3)
+    with open_service(sqlite_url) as service:
+        mine = service.create_session("alice").id
+        for i in range(11):
+            service.append_message(mine, UserMessage(f"mine {i}"))
+        with service.ledger.engine.begin() as conn:  # SQLite has no guard trigger
+            conn.exec_driver_sql(
+                "DELETE FROM ledger WHERE session_id = ? AND position BETWEEN 4 AND 10", (mine,)
+            )
+            conn.exec_driver_sql(
+                "UPDATE ledger SET position = ? WHERE session_id = ? AND position = 12", (10**15, mine)
+            )
+        assert [r.position for r in service.records(mine)] == [1, 2, 3, 11, 10**15]
+        assert verify(service, mine).first is not None
