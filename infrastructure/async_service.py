@@ -112,19 +112,20 @@ class AsyncSessionService:
                 service = self._service
         return service
 
-    async def _store(self, draft: Draft, user_id: str | None) -> AppendOutcome:
-        """`SessionService._store` from the loop: the common append on the loop's own connection
-        (`ledger/async_append.py`), any other on the pool (an owner's check reads first)."""
-        if user_id is None and self._fast_append is not None:
-            outcome = await self._fast_append.append(draft)
-            if outcome is not None:
-                return outcome
-        return await self.run(lambda service: service._store(draft, user_id))
+    def _loop_append(self, user_id: str | None) -> AsyncAppend | None:
+        """The loop's own append connection when this append may take it now (no owner to check,
+        the connection free), else `None`: the whole call goes to the pool, its event built there.
+        Many coroutines appending at once then build their events on the pool's threads, not all
+        on the loop in one burst."""
+        fast = self._fast_append
+        return fast if user_id is None and fast is not None and fast.free and not self._closed else None
 
-    async def _ready(self) -> SessionService:
-        """The synchronous service, opened on the pool if it is not yet."""
-        service = self._service
-        return service if service is not None else await self.run(lambda opened: opened)
+    async def _store(self, fast: AsyncAppend, draft: Draft) -> AppendOutcome:
+        """The draft appended from the loop, or, when that cannot be, on the pool."""
+        outcome = await fast.append(draft)
+        if outcome is not None:
+            return outcome
+        return await self.run(lambda service: service._store(draft, None))
 
     async def run(self, call: Callable[[SessionService], R]) -> R:
         """`call(service)` on the pool, awaited: for work that needs several service calls in one
@@ -169,8 +170,15 @@ class AsyncSessionService:
         self, event: SessionEvent, *, user_id: str | None = None, expected_version: int | None = None
     ) -> bool:
         """`SessionService.append_event`; the common append is sent from the loop, without a thread."""
-        draft = (await self._ready())._event_draft(event, expected_version)
-        return append_event_result(event, expected_version, await self._store(draft, user_id))
+        fast = self._loop_append(user_id)
+        if fast is None:
+            return await self.run(
+                lambda service: service.append_event(
+                    event, user_id=user_id, expected_version=expected_version
+                )
+            )
+        draft = self._opened()._event_draft(event, expected_version)
+        return append_event_result(event, expected_version, await self._store(fast, draft))
 
     async def append_message(
         self,
@@ -183,9 +191,20 @@ class AsyncSessionService:
         user_id: str | None = None,
     ) -> SessionEvent:
         """`SessionService.append_message`; the common append is sent from the loop, as `append_event`'s."""
-        service = await self._ready()
-        draft = service._message_draft(session_id, message, branch, metadata, state_delta)
-        return append_message_result(draft, await self._store(draft, user_id))
+        fast = self._loop_append(user_id)
+        if fast is None:
+            return await self.run(
+                lambda service: service.append_message(
+                    session_id,
+                    message,
+                    branch=branch,
+                    metadata=metadata,
+                    state_delta=state_delta,
+                    user_id=user_id,
+                )
+            )
+        draft = self._opened()._message_draft(session_id, message, branch, metadata, state_delta)
+        return append_message_result(draft, await self._store(fast, draft))
 
     ingest = _async_twin(SessionService.ingest)
     get_events = _async_twin(SessionService.get_events)

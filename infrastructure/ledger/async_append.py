@@ -41,6 +41,11 @@ class AsyncAppend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
+    @property
+    def free(self) -> bool:
+        """Whether an append now would be made here (open, not in use by another append)."""
+        return not self._closed and not self._in_use.locked()
+
     async def append(self, draft: Draft) -> AppendOutcome | None:
         """`STORED`, or `None`: not appended here, for the synchronous path to append."""
         if self._closed or not self._in_use.acquire(blocking=False):
