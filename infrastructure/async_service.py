@@ -15,6 +15,13 @@ idle, on a loaded 2-core machine), 8 threads 915/s and 21 ms, 15 threads 1,014/s
 460 ms). The stall is the target that matters to an agent's event loop, so the pool stays small;
 `pool_size=` trades one for the other.
 
+One call is sent from the loop itself: the common one-event append on PostgreSQL
+(`append_event`, `append_message`; `ledger/async_append.py`), made by the synchronous path's own
+code and sent on an asyncio connection of the service's own, because the hop around it cost 100-175
+us on a quiet machine and over 500 us on a loaded one. Only an append that may take that
+connection now is built on the loop; any other goes whole to the pool, so many coroutines
+appending at once build their events on the threads.
+
 Opening a durable ledger connects and may migrate its schema, so `open_async_service` only checks its
 arguments; the service itself is opened on the pool by the first call (or `async with`).
 """
