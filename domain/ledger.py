@@ -264,12 +264,13 @@ def created_draft(session: Session, state: Mapping[str, Any]) -> Draft:
     return _draft(Kind.CREATED, session.created_at, payload)
 
 
-def event_draft(event: SessionEvent) -> Draft:
-    """An appended event; `ValueError` when its metadata or state delta is not plain JSON."""
+def event_draft(event: SessionEvent, payload: dict[str, Any] | None = None) -> Draft:
+    """An appended event; `ValueError` when its metadata or state delta is not plain JSON.
+    `payload`: the event's `event_to_payload`, when the caller has it already (`validated_event`)."""
     return _draft(
         Kind.EVENT,
         event.timestamp,
-        event_to_payload(event),
+        event_to_payload(event) if payload is None else payload,
         event=event,
         event_id=event.id,
         event_type=event.message.type.value,
