@@ -346,12 +346,12 @@ def store(service: SessionService, items: list[Decoded], report: IngestReport) -
     """
     if not items:
         return
-    runs = [list(run) for _, run in groupby(items, key=lambda item: item[2])]
-    if len(runs) > 1:
-        for run in runs:
-            store(service, run, report)
+    first = items[0][2]
+    if not all(item[2] is first or item[2] == first for item in items):  # `is`: decoding shares UNBOUND
+        for _, run in groupby(items, key=lambda item: item[2]):
+            store(service, list(run), report)
         return
-    identity = items[0][2]
+    identity = first
     try:
         outcomes = service.ingest(
             [draft for _, draft, _ in items], tally=metrics.INGEST_TALLY, **identity.as_dict()
