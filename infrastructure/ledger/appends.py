@@ -179,7 +179,7 @@ class Appends:
     ) -> BatchPlan:
         with self._writer.begin() as conn:
             locked = conn.execute(
-                sa.select(sessions)
+                sa.select(*statements.BATCH_SESSION_COLUMNS)
                 .where(sessions.c.id.in_(sorted({sid for sid, _ in keys})), sessions.c.deleted_at.is_(None))
                 .order_by(sessions.c.id)
                 .with_for_update()
