@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from functools import partial
 from typing import Any
 
 from celery import Celery, current_app, signals
@@ -50,6 +52,19 @@ class DeadLetteringConsumer(Consumer):
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
         self._dead(message, f"invalid task message: {exc}")
+
+    def call_soon_ack(self, ack: Any, *args: Any, **kwargs: Any) -> Any:
+        """Ack (or reject) a finished task's message at once when its task ended in the event
+        loop's own thread (the solo pool's tasks; the prefork pool's results): Celery defers it
+        to the loop's next turn, and when the task had run from a deferred callback that turn
+        came only after the loop's poll had timed out. With acks_late and a prefetch of 1 the
+        broker sends the next message only after that ack: ingest workers stood idle up to 2 s
+        between messages. Any other thread defers, as Celery does."""
+        if threading.current_thread() is not threading.main_thread():
+            return super().call_soon_ack(ack, *args, **kwargs)
+        bound = partial(ack, *args, **kwargs)
+        bound()
+        return bound
 
     def _dead(self, message: Any, reason: str) -> None:
         from sessionledger.workers.dlq import DeadLetter, dead_letters
