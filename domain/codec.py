@@ -149,18 +149,27 @@ def event_from_payload(
     Without `validate` the fast trusted constructor is used: the ledger's rows were validated on write.
     With it, any malformed payload raises `ValueError`.
     """
-    if not validate:
-        return SessionEvent._trusted(
-            event_id,
-            session_id,
-            parse_timestamp(payload["timestamp"]),
-            message_from_dict(payload["message"]),
-            payload["metadata"],
-            payload["branch"],
-            archived,
-            payload["invocation_id"],
-            payload["state_delta"],
-        )
+    if validate:
+        return validated_event(session_id, event_id, payload, archived)[0]
+    return SessionEvent._trusted(
+        event_id,
+        session_id,
+        parse_timestamp(payload["timestamp"]),
+        message_from_dict(payload["message"]),
+        payload["metadata"],
+        payload["branch"],
+        archived,
+        payload["invocation_id"],
+        payload["state_delta"],
+    )
+
+
+def validated_event(
+    session_id: str, event_id: str, payload: Mapping[str, Any], archived: bool = False
+) -> tuple[SessionEvent, dict[str, Any]]:
+    """The event of a payload from outside (`ValueError` when malformed), and its payload as
+    `event_to_payload` writes it: the check of its JSON values, handed back so that a caller
+    drafting the event does not build it a second time."""
     try:
         raw = payload["message"]
         message = Message(
@@ -183,5 +192,4 @@ def event_from_payload(
         )
     except (KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"malformed event payload: {error!r}") from None
-    event_to_payload(event)  # the JSON checks
-    return event
+    return event, event_to_payload(event)  # the JSON checks

@@ -13,6 +13,7 @@ event rows in neither the window nor the hidden set. Appends therefore never tou
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -120,13 +121,18 @@ def row_hash(
     every append. Without `recorded_at` it is the header of the records written before the
     recording time was hashed (docs/architecture.md "Hash chain"), which still verify.
     """
-    recorded = "" if recorded_at is None else f'"recorded_at":"{format_timestamp(recorded_at)}",'
+    recorded = "" if recorded_at is None else f'"recorded_at":"{_recorded_text(recorded_at)}",'
     header = (
         f'{{"content_hash":"{content_hash}","event_id":{_json_string(event_id)},"kind":"{kind}",'
         f'"occurred_at":"{format_timestamp(occurred_at)}","position":{int(position)},{recorded}'
         f'"session_id":{_json_string(session_id)},"version":{int(version)}}}'
     )
     return sha256_hex(prev_hash + "\n" + header)
+
+
+_recorded_text = functools.lru_cache(maxsize=64)(format_timestamp)
+"""`format_timestamp` of a `recorded_at`: a write places all its records at one time (a batch:
+thousands), formatted once."""
 
 
 def covers_recorded_at(record: LedgerRecord, position: int | None = None) -> bool | None:
@@ -246,8 +252,10 @@ class Draft:
         )
 
 
-def _draft(kind: Kind, occurred_at: datetime, payload: dict[str, Any], **columns: Any) -> Draft:
-    text = canonical(payload)
+def _draft(
+    kind: Kind, occurred_at: datetime, payload: dict[str, Any], text: str | None = None, **columns: Any
+) -> Draft:
+    text = canonical(payload) if text is None else text
     return Draft(kind, occurred_at, payload, text, sha256_hex(text), **columns)
 
 
@@ -264,18 +272,40 @@ def created_draft(session: Session, state: Mapping[str, Any]) -> Draft:
     return _draft(Kind.CREATED, session.created_at, payload)
 
 
-def event_draft(event: SessionEvent) -> Draft:
-    """An appended event; `ValueError` when its metadata or state delta is not plain JSON."""
+def event_draft(event: SessionEvent, payload: dict[str, Any] | None = None) -> Draft:
+    """An appended event; `ValueError` when its metadata or state delta is not plain JSON.
+    `payload`: the event's `event_to_payload`, when the caller has it already (`validated_event`)."""
+    payload = event_to_payload(event) if payload is None else payload
     return _draft(
         Kind.EVENT,
         event.timestamp,
-        event_to_payload(event),
+        payload,
+        _strings_only_text(event, payload),
         event=event,
         event_id=event.id,
         event_type=event.message.type.value,
         branch=event.branch,
         synthetic=event.is_synthetic,
     )
+
+
+def _strings_only_text(event: SessionEvent, payload: dict[str, Any]) -> str | None:
+    """`canonical(payload)` without its search for floats, for an event with no metadata, state
+    delta or tool lists (most chat messages): its payload holds nothing but strings and `None`,
+    which orjson writes as `json` does; `None` for any other event (or text orjson refuses)."""
+    message = event.message
+    if (
+        event.metadata
+        or event.state_delta
+        or message.metadata
+        or message.tool_calls
+        or message.tool_responses
+    ):
+        return None
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return None
 
 
 def compaction_draft(
@@ -414,15 +444,22 @@ def stats_of_measures(measures: Iterable[EventMeasure]) -> WindowStats:
     return WindowStats(events, turns, size, tokens, uncounted, since_summary)
 
 
-def stats_after_append(stats: WindowStats, event: SessionEvent) -> WindowStats:
-    """The stats once `event` (not yet counted) joins the end of the window: O(1) per append."""
+def stats_after_appends(stats: WindowStats, events: Iterable[SessionEvent]) -> WindowStats:
+    """The stats once `events` (not yet counted) join the end of the window, in order: O(1) per
+    event, with one `WindowStats` built for the lot."""
+    appended, turns, size, since_summary = 0, stats.turns, stats.bytes, stats.events_since_summary
+    for event in events:
+        appended += 1
+        turns += starts_turn(event)
+        size += event_bytes(event)
+        since_summary = 0 if event.is_synthetic else since_summary + 1
     return WindowStats(
-        events=stats.events + 1,
-        turns=stats.turns + starts_turn(event),
-        bytes=stats.bytes + event_bytes(event),
+        events=stats.events + appended,
+        turns=turns,
+        bytes=size,
         tokens=stats.tokens,
-        uncounted=stats.uncounted + 1,
-        events_since_summary=0 if event.is_synthetic else stats.events_since_summary + 1,
+        uncounted=stats.uncounted + appended,
+        events_since_summary=since_summary,
     )
 
 

@@ -21,7 +21,7 @@ from sessionledger.domain.ledger import (
     Kind,
     LedgerRecord,
     event_draft,
-    stats_after_append,
+    stats_after_appends,
     window_compaction_draft,
 )
 from sessionledger.domain.ports import AppendOutcome, Window, WindowStats
@@ -106,6 +106,7 @@ def plan_batch(
     `taken` the `(session id, event id)` pairs of the batch its ledger already holds."""
     events = [appended_event(draft) for draft in drafts]
     live = {sid: replace(session, state=dict(session.state)) for sid, session in sessions.items()}
+    grown: dict[str, list[SessionEvent]] = {}  # each session's appended events, for its stats
     first_uses: set[tuple[str, str]] = set()
     outcomes: list[AppendOutcome] = []
     appended: list[Placed] = []
@@ -124,7 +125,7 @@ def plan_batch(
         first_uses.add(key)
         record = session.head.place(sid, draft, session.head.version + 1, recorded_at)
         session.head = LedgerHead.of(record)
-        session.stats = stats_after_append(session.stats, event)
+        grown.setdefault(sid, []).append(event)
         scopes = split_state_delta(event.state_delta)
         session.state.update(scopes.session)
         if scopes.app:
@@ -133,7 +134,9 @@ def plan_batch(
             user_states.setdefault((session.app_name, session.user_id), {}).update(scopes.user)
         appended.append(Placed(record, draft))
         outcomes.append(AppendOutcome.STORED)
-    touched = sorted({placed.record.session_id for placed in appended})
+    for sid, events_appended in grown.items():
+        live[sid].stats = stats_after_appends(live[sid].stats, events_appended)
+    touched = sorted(grown)
     return BatchPlan(outcomes, appended, {sid: live[sid] for sid in touched}, app_states, user_states)
 
 

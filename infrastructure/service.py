@@ -320,7 +320,7 @@ class SessionService:
 
     def ingest(
         self,
-        events: Iterable[SessionEvent],
+        events: Iterable[SessionEvent | Draft],
         *,
         user_id: str | None = None,
         app_name: str | None = None,
@@ -333,21 +333,21 @@ class SessionService:
         `NO_SESSION` outcome for its events, not an exception, so one bad event cannot block a batch.
         With `user_id` and/or `app_name` (the identity a publisher was bound to), the events of a
         session that is not that user's (or app's) are the `REFUSED` outcome, and stored nowhere.
-        The outcomes are added to `tally`'s counters in the batch's transaction.
+        The outcomes are added to `tally`'s counters in the batch's transaction. An event may come
+        as the `Draft` `append_draft` makes of it (an ingest worker drafts each line as it decodes
+        it: `publisher.decode_draft`); only its size is checked again.
         """
-        events = list(events)
-        drafts = [self._draft(event) for event in events]
+        drafts = [self._ingest_draft(event) for event in events]
         if user_id is None and app_name is None:
             return self._append(drafts, tally)
         for value, name in ((user_id, "user_id"), (app_name, "app_name")):
             if value is not None:
                 _require_id(value, name)
-        refusals = {sid: self._refusal(sid, user_id, app_name) for sid in {e.session_id for e in events}}
-        kept = [
-            draft for event, draft in zip(events, drafts, strict=True) if refusals[event.session_id] is None
-        ]
+        session_ids = [appended_event(draft).session_id for draft in drafts]
+        refusals = {sid: self._refusal(sid, user_id, app_name) for sid in set(session_ids)}
+        kept = [draft for sid, draft in zip(session_ids, drafts, strict=True) if refusals[sid] is None]
         stored = iter(self._append(kept, tally))
-        return [next(stored) if (r := refusals[e.session_id]) is None else r for e in events]
+        return [next(stored) if (r := refusals[sid]) is None else r for sid in session_ids]
 
     def _refusal(self, session_id: str, user_id: str | None, app_name: str | None) -> AppendOutcome | None:
         """Why an identity's events are not appended to the session, else `None`: a session
@@ -359,6 +359,13 @@ class SessionService:
 
     def _draft(self, event: SessionEvent) -> Draft:
         return append_draft(event, self._settings.max_payload_bytes)
+
+    def _ingest_draft(self, event: SessionEvent | Draft) -> Draft:
+        if isinstance(event, Draft):
+            return within_limit(
+                event, f"event {appended_event(event).id!r}", self._settings.max_payload_bytes
+            )
+        return self._draft(event)
 
     def _append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """The workers hear of appends from the relay, which tails the ledger: nothing to announce here."""

@@ -60,8 +60,9 @@ class Settings(BaseSettings):
     # --- the queue and the workers --------------------------------------------------------------
     queue_prefix: str = DEFAULT_PREFIX
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1)
-    ingest_chunk: int = Field(default=1000, ge=1)
-    """Events per ledger transaction in the ingest task."""
+    ingest_chunk: int = Field(default=2000, ge=1)
+    """Events per ledger transaction in the ingest task: by default what a publisher's message holds
+    at most (`EventPublisher`'s `max_batch_events`), so that a message is one transaction."""
     task_soft_time_limit: int = Field(default=240, gt=0)
     task_time_limit: int = Field(default=300, gt=0)
     ingest_patience: int = Field(default=600, gt=0)

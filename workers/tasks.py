@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import logging
 import random
@@ -35,15 +37,16 @@ from celery.exceptions import Ignore, Reject
 from celery.worker import state as worker_state
 from sessionledger.domain.compaction import CompactionRequest
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
-from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ledger import Draft
 from sessionledger.domain.ports import AppendOutcome
+from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.ledger.driver import DATABASE_UNAVAILABLE
 from sessionledger.infrastructure.publisher import (
     PublisherIdentity,
     UndecodableEvent,
-    decode_published,
+    decode_draft,
     session_of_line,
 )
 from sessionledger.infrastructure.queue_names import (
@@ -207,6 +210,7 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     settings = runtime.settings
     deadline = time.monotonic() + settings.ingest_patience
     service = patiently(lambda: runtime.service, deadline)  # a worker may start before its database
+    settle_heap()
     replayed = self.request.get(REPLAY_HEADER) is not None
     for start in range(0, len(decoded), settings.ingest_chunk):
         chunk = decoded[start : start + settings.ingest_chunk]
@@ -225,6 +229,15 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
         batch=self.request.id,
     )
     return {"stored": report.stored, "duplicates": report.duplicates, "dead_lettered": rejected_count}
+
+
+@functools.cache
+def settle_heap() -> None:
+    """Once per process, when its storage is open: what is alive then (modules, Celery,
+    SQLAlchemy, the pool) lives as long as the process, so the garbage collector stops scanning it
+    (`gc.freeze`). A batch makes tens of thousands of objects, each batch triggers full
+    collections, and scanning the startup heap in each cost about 10 µs an event."""
+    gc.freeze()
 
 
 def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
@@ -251,16 +264,18 @@ def send_poison(task: Task, report: IngestReport) -> None:
         raise Reject(f"dead-letter queue unavailable: {error}", requeue=True) from None
 
 
-Decoded = tuple[str, SessionEvent, PublisherIdentity]
-"""A line of a batch, its event, and the identity of the publisher that sent it."""
+Decoded = tuple[str, Draft, PublisherIdentity]
+"""A line of a batch, its event's draft (what the ledger stores of it), and the identity of the
+publisher that sent it."""
 
 
 def decode_lines(lines: Sequence[str], report: IngestReport) -> list[Decoded]:
-    """The events of a batch, in order; undecodable lines go to `report` as poison."""
+    """The events of a batch, in order, each drafted for the ledger as it is decoded (one parse
+    of the line: `decode_draft`); undecodable lines go to `report` as poison."""
     decoded = []
     for line in lines:
         try:
-            decoded.append((line, *decode_published(line)))
+            decoded.append((line, *decode_draft(line)))
         except UndecodableEvent as error:
             report.reject(str(error), line, error.session_id)
     return decoded
@@ -310,7 +325,8 @@ def in_replay_order(service: SessionService, items: list[Decoded], report: Inges
     """The replayed events that keep their session's order; the others go to `report` as poison."""
     kept = []
     for item in items:
-        line, event, _ = item
+        line, draft, _ = item
+        event = appended_event(draft)
         refusal = replay_refusal(service, event)
         if refusal is None:
             kept.append(item)
@@ -330,36 +346,40 @@ def store(service: SessionService, items: list[Decoded], report: IngestReport) -
     """
     if not items:
         return
-    runs = [list(run) for _, run in groupby(items, key=lambda item: item[2])]
-    if len(runs) > 1:
-        for run in runs:
-            store(service, run, report)
+    first = items[0][2]
+    if not all(item[2] is first or item[2] == first for item in items):  # `is`: decoding shares UNBOUND
+        for _, run in groupby(items, key=lambda item: item[2]):
+            store(service, list(run), report)
         return
-    identity = items[0][2]
+    identity = first
     try:
         outcomes = service.ingest(
-            [event for _, event, _ in items], tally=metrics.INGEST_TALLY, **identity.as_dict()
+            [draft for _, draft, _ in items], tally=metrics.INGEST_TALLY, **identity.as_dict()
         )
     except ValueError as error:
         if len(items) == 1:
-            line, event, _ = items[0]
-            report.reject(f"invalid event: {error}", line, event.session_id)
+            line, draft, _ = items[0]
+            report.reject(f"invalid event: {error}", line, appended_event(draft).session_id)
             return
         middle = len(items) // 2
         store(service, items[:middle], report)
         store(service, items[middle:], report)
         return
-    for (line, event, _), outcome in zip(items, outcomes, strict=True):
+    for (line, draft, _), outcome in zip(items, outcomes, strict=True):
         if outcome is AppendOutcome.STORED:
             report.stored += 1
         elif outcome is AppendOutcome.DUPLICATE:
             report.duplicates += 1
         elif outcome is AppendOutcome.REFUSED:
             report.reject(
-                f"refused: the session does not belong to the publisher's {identity}", line, event.session_id
+                f"refused: the session does not belong to the publisher's {identity}",
+                line,
+                appended_event(draft).session_id,
             )
         else:
-            report.reject("unknown session (never created, or deleted)", line, event.session_id)
+            report.reject(
+                "unknown session (never created, or deleted)", line, appended_event(draft).session_id
+            )
 
 
 # --- evaluate and compact --------------------------------------------------------------------

@@ -24,7 +24,14 @@ from sessionledger.domain.ledger import Draft, LedgerRecord, event_bytes
 from sessionledger.domain.ports import AppendOutcome, Tally
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
-from sessionledger.domain.write_plans import BatchSession, LedgerHead, appended_event, batch_keys, plan_batch
+from sessionledger.domain.write_plans import (
+    BatchPlan,
+    BatchSession,
+    LedgerHead,
+    appended_event,
+    batch_keys,
+    plan_batch,
+)
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.counters import add_counts
 from sessionledger.infrastructure.ledger.driver import (
@@ -89,6 +96,7 @@ class Appends:
         self._move_head = DriverStatement(statements.MOVE_HEAD, engine.dialect)
         self._insert_row = DriverStatement(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
         self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
+        self._batch_heads = DriverStatement(statements.BATCH_HEADS, engine.dialect)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._integrity_errors = integrity_errors(engine.dialect)
@@ -196,18 +204,30 @@ class Appends:
 
     def _append_batch(self, drafts: Sequence[Draft], tally: Tally | None) -> list[AppendOutcome]:
         """Under the batch's session row locks (taken in id order: no deadlock between batches),
-        the plan's rows in one COPY (SQLite: executemany), the heads in one executemany UPDATE, then the
-        app and user state merges and, last (the counter rows are locked until the commit), the
-        tally's counters."""
+        the app and user state merges, the plan's rows in one COPY (SQLite: executemany), the
+        heads in one executemany UPDATE and, last (the counter rows are locked until the commit),
+        the tally's counters.
+
+        The first try plans the batch as if none of its event ids were stored: the ledger's
+        UNIQUE(session_id, event_id) is the check, and a batch that meets a stored id (a message
+        delivered again) is rolled back and planned again with the ids read from it. A query for
+        stored ids in every batch cost more than the rest of the transaction's statements together.
+        """
         keys = batch_keys(drafts)
+        try:
+            plan = self._write_batch(drafts, keys, tally, read_taken=False)
+        except self._integrity_errors:
+            plan = self._write_batch(drafts, keys, tally, read_taken=True)
+        for sid, session in plan.sessions.items():
+            self._heads.keep(sid, session.head)
+        return plan.outcomes
+
+    def _write_batch(
+        self, drafts: Sequence[Draft], keys: list[tuple[str, str]], tally: Tally | None, *, read_taken: bool
+    ) -> BatchPlan:
         with self._writer.begin() as conn:
-            if self._postgres:
-                # psycopg prepares repeated statements; a generic plan of the duplicate check below
-                # (hundreds of ids in an IN list) turned into a filter over the whole session once
-                # autoanalyze saw a large session: 0.3 s -> 8 s per batch at 68,000 events.
-                conn.execute(sa.text("SET LOCAL plan_cache_mode = force_custom_plan"))
             locked = conn.execute(
-                sa.select(sessions)
+                sa.select(*statements.BATCH_SESSION_COLUMNS)
                 .where(sessions.c.id.in_(sorted({sid for sid, _ in keys})), sessions.c.deleted_at.is_(None))
                 .order_by(sessions.c.id)
                 .with_for_update()
@@ -217,30 +237,45 @@ class Appends:
                 row.id: BatchSession(head_of(row), stats_of(row), row.state, row.app_name, row.user_id)
                 for row in locked
             }
-            taken = conn.execute(statements.taken_event_ids(list(live), sorted({eid for _, eid in keys})))
-            plan = plan_batch(drafts, live, {(row.session_id, row.event_id) for row in taken}, now)
+            taken = self._taken(conn, list(live), keys) if read_taken and live else set()
+            plan = plan_batch(drafts, live, taken, now)
             if plan.appended:
                 self._state.merge_shared(conn, plan.app_states, plan.user_states)  # first: `_move_and_insert`
+                driver = driver_of(conn.connection)
                 self._bulk_rows.write(
-                    driver_of(conn.connection),
-                    [ledger_row(record, draft.text) for record, draft in plan.appended],
+                    driver, [ledger_row(record, draft.text) for record, draft in plan.appended]
                 )
-                conn.execute(
-                    statements.BATCH_HEADS,
+                driver.cursor().executemany(
+                    self._batch_heads.sql,
                     [
-                        {
-                            "sid": sid,
-                            "new_version": session.head.version,
-                            "new_position": session.head.position,
-                            "new_hash": session.head.hash,
-                            "new_state": session.state,
-                            **{f"new_{name}": value for name, value in stats_columns(session.stats).items()},
-                        }
+                        self._batch_heads.params(
+                            {
+                                "sid": sid,
+                                "new_version": session.head.version,
+                                "new_position": session.head.position,
+                                "new_hash": session.head.hash,
+                                "new_state": session.state,
+                                **{
+                                    f"new_{name}": value
+                                    for name, value in stats_columns(session.stats).items()
+                                },
+                            }
+                        )
                         for sid, session in plan.sessions.items()
                     ],
                 )
             if tally is not None:
                 add_counts(conn, tally.of_append(plan.outcomes))
-        for sid, session in plan.sessions.items():
-            self._heads.keep(sid, session.head)
-        return plan.outcomes
+        return plan
+
+    def _taken(
+        self, conn: sa.Connection, session_ids: list[str], keys: list[tuple[str, str]]
+    ) -> set[tuple[str, str]]:
+        """The batch's `(session id, event id)` pairs its ledger already holds."""
+        if self._postgres:
+            # psycopg prepares repeated statements; a generic plan of this check (hundreds of ids in
+            # an IN list) turned into a filter over the whole session once autoanalyze saw a large
+            # session: 0.3 s -> 8 s per batch at 68,000 events.
+            conn.execute(sa.text("SET LOCAL plan_cache_mode = force_custom_plan"))
+        rows = conn.execute(statements.taken_event_ids(session_ids, sorted({eid for _, eid in keys})))
+        return {(row.session_id, row.event_id) for row in rows}

@@ -239,6 +239,18 @@ def _moved_head(**values: Any) -> sa.Update:
     )
 
 
+BATCH_SESSION_COLUMNS = (
+    sessions.c.id,
+    sessions.c.app_name,
+    sessions.c.user_id,
+    sessions.c.state,
+    sessions.c.version,
+    sessions.c.head_position,
+    sessions.c.head_hash,
+    *(sessions.c[name] for name in STATS),
+)
+"""What a batch append reads of each of its sessions, under the row lock (`BatchSession`)."""
+
 BATCH_HEADS = _moved_head(state=sa.bindparam("new_state", type_=sessions.c.state.type))
 """A batch's new head, session state and window stats of one session (run as an executemany)."""
 

@@ -22,7 +22,7 @@ from sessionledger.domain.ledger import (
     event_draft,
     replay,
     rewind_draft,
-    stats_after_append,
+    stats_after_appends,
     window_stats,
 )
 from sessionledger.domain.ports import WindowStats
@@ -158,8 +158,9 @@ def test_stats_after_each_append_equal_the_stats_of_the_window() -> None:
     ]
     running = WindowStats()
     for i, event in enumerate(events):
-        running = stats_after_append(running, event)
+        running = stats_after_appends(running, [event])
         assert running == window_stats((e, None) for e in events[: i + 1])
+        assert running == stats_after_appends(WindowStats(), events[: i + 1])  # all at once
     assert running == WindowStats(
         events=5, turns=2, bytes=running.bytes, tokens=0, uncounted=5, events_since_summary=2
     )

@@ -18,12 +18,15 @@ from sessionledger.infrastructure.publisher import (
     PublisherBroken,
     PublisherClosed,
     PublisherFull,
+    PublisherIdentity,
     UndecodableEvent,
     UndeliveredEvents,
+    decode_draft,
     decode_event,
     encode_event,
 )
 from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
+from sessionledger.infrastructure.service import append_draft
 
 MEMORY = "memory://localhost//"
 
@@ -90,6 +93,36 @@ def test_decode_event_reads_back_what_encode_event_wrote_or_says_why_not():
     with pytest.raises(UndecodableEvent, match=r"^invalid event: ") as invalid:
         decode_event(json.dumps({"id": "e1", "session_id": "s1", "event": {"message": "nope"}}))
     assert invalid.value.session_id == "s1"  # a rejected event is still traced to its session
+
+
+def test_decode_draft_drafts_a_line_as_append_draft_does_whichever_path_it_takes():
+    plain = SessionEvent(session_id="s1", message=UserMessage('héllo \\ "x"'), metadata={"k": [1, 2.5e-7]})
+    identity = PublisherIdentity(user_id="alice")
+    lines = {
+        "as encode_event writes it": encode_event(plain),
+        "with an identity": encode_event(plain, identity),
+        "spaced out (another encoder)": json.dumps(json.loads(encode_event(plain)), indent=1),
+    }
+    for what, line in lines.items():
+        draft, _ = decode_draft(line)
+        expected = append_draft(plain, 10**6)
+        assert (draft.text, draft.content_hash, draft.event) == (
+            expected.text,
+            expected.content_hash,
+            plain,
+        ), what
+        assert draft.event.metadata == plain.metadata, what
+    assert decode_draft(lines["with an identity"])[1] == identity
+    temp = json.loads(encode_event(plain))
+    temp["event"]["state_delta"] = {"temp:scratch": 1, "kept": 2}
+    draft, _ = decode_draft(json.dumps(temp, separators=(",", ":")))
+    assert dict(draft.event.state_delta) == {"kept": 2}  # dropped, as an append drops it
+    huge = json.loads(encode_event(plain))
+    huge["event"]["metadata"] = {"n": 2**64}  # orjson reads it as a float: the general path refuses it
+    with pytest.raises(UndecodableEvent, match=r"^invalid event: .*beyond 64 bits"):
+        decode_draft(json.dumps(huge, separators=(",", ":")))
+    with pytest.raises(UndecodableEvent, match=r"^malformed JSON: "):
+        decode_draft("{not json")
 
 
 def test_each_session_stays_on_its_own_partition_queue(names):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
 from sessionledger.domain.compaction import CompactionResult
-from sessionledger.domain.ledger import GENESIS_HASH, Kind, event_draft, stats_after_append
+from sessionledger.domain.ledger import GENESIS_HASH, Kind, event_draft, stats_after_appends
 from sessionledger.domain.ports import AppendOutcome, Window, WindowHead, WindowStats
 from sessionledger.domain.write_plans import BatchSession, LedgerHead, plan_batch, plan_compaction
 
@@ -54,7 +54,7 @@ def test_a_batch_places_each_sessions_events_in_order_and_folds_their_state() ->
     ]
     a = plan.sessions["a"]
     assert a.head == LedgerHead.of(plan.appended[2].record) and a.state == {"kept": 1, "n": 2}
-    assert a.stats == stats_after_append(stats_after_append(WindowStats(), events[0]), events[3])
+    assert a.stats == stats_after_appends(WindowStats(), [events[0], events[3]])
     assert plan.app_states == {"app": {"x": 2}}
     assert plan.user_states == {("app", "u-b"): {"y": 1}, ("app", "u-a"): {"y": 3}}
     assert sessions["a"].state == {"kept": 1}  # the sessions read are left as they were
