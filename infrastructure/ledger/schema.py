@@ -55,6 +55,14 @@ class Json(TypeDecorator):
             return value
         return canonical(value)
 
+    def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
+        """None on PostgreSQL: psycopg's own `json` loader (orjson, set up in `engine.py`) has
+        parsed the value already, and a call per value costs about half a microsecond per row on
+        every read of a payload (0.5 ms of a 1,000-event window read)."""
+        if dialect.name == "postgresql":
+            return None
+        return super().result_processor(dialect, coltype)
+
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
         return loads(value) if isinstance(value, str) else value
 
