@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sessionledger.domain.ledger import Draft
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure.ledger.appends import Appends
+from sessionledger.infrastructure.ledger.engine import milliseconds
 
 APPLICATION_NAME = "sessionledger async append"
 """The loop connection's name in `pg_stat_activity` (unless the URL names the application)."""
@@ -35,7 +36,7 @@ class AsyncAppend:
     def __init__(self, appends: Appends, engine: sa.Engine, statement_timeout: float) -> None:
         self._appends = appends
         self._conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._timeout_ms = max(1, round(statement_timeout * 1000))
+        self._timeout_ms = milliseconds(statement_timeout)
         self._in_use = threading.Lock()
         self._connection: psycopg.AsyncConnection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -244,11 +244,7 @@ class Autocommit:
         elif self._kept is not None and time.monotonic() - self._last_used > PING_AFTER_IDLE_SECONDS:
             self._give_back()
         if self._kept is None:
-            pooled = self._engine.raw_connection()
-            driver = driver_of(pooled)
-            if self._switch:
-                driver.autocommit = True
-            self._kept, self._kept_by = pooled, os.getpid()
+            self._kept, self._kept_by = self._switched(), os.getpid()
         return driver_of(self._kept)
 
     def _give_back(self) -> None:
@@ -258,14 +254,18 @@ class Autocommit:
 
     @contextmanager
     def _checked_out(self) -> Iterator[Any]:
-        pooled = self._engine.raw_connection()
-        driver = driver_of(pooled)
-        if self._switch:
-            driver.autocommit = True
+        pooled = self._switched()
         try:
-            yield driver
+            yield driver_of(pooled)
         finally:
             self._release(pooled)
+
+    def _switched(self) -> PoolProxiedConnection:
+        """A connection checked out of the pool and switched to autocommit (`_release` undoes both)."""
+        pooled = self._engine.raw_connection()
+        if self._switch:
+            driver_of(pooled).autocommit = True
+        return pooled
 
     def _release(self, pooled: PoolProxiedConnection) -> None:
         try:

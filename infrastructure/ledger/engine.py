@@ -89,13 +89,13 @@ def _configure_postgres(statement_timeout: float, read_only: bool, connection: A
     the ledger keeps: no per-value conversion from the server's zone on big reads), and the
     statement timeout (a session setting: a URL's own `options` stay as they are)."""
     set_json_loads(loads, connection)
-    connection.execute(f"SET TIME ZONE 'UTC'; SET statement_timeout = {_milliseconds(statement_timeout)}")
+    connection.execute(f"SET TIME ZONE 'UTC'; SET statement_timeout = {milliseconds(statement_timeout)}")
     if read_only:
         connection.execute("SET default_transaction_read_only = on")
     connection.commit()
 
 
-def _milliseconds(seconds: float) -> int:
+def milliseconds(seconds: float) -> int:
     """PostgreSQL's unit for `statement_timeout`; at least 1 (0 would mean no timeout at all)."""
     return max(1, round(seconds * 1000))
 

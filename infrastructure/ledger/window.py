@@ -10,9 +10,9 @@ on a Core `Connection`, once per batch of counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.codec import event_from_payload, message_from_dict
@@ -29,8 +29,6 @@ from sessionledger.infrastructure.ledger.schema import ledger, sessions
 
 WINDOW_CHUNK = 50
 """Rows per chunk of a window read: 1,000 rows in chunks of 50 took 20-25% less time than in one."""
-T = TypeVar("T")
-
 WINDOW_ORDER = itemgetter(0, 1)
 """Window entries `(part, part_order, ...)` in window order: the prefix by ordinal, then the tail."""
 
@@ -87,8 +85,15 @@ class WindowReads:
 
     def messages(self, session_id: str) -> list[Message]:
         """The active window's messages in order (`get_messages`, the read an agent makes before
-        every prompt): the window's payloads alone, each row's message built as it arrives."""
-        return self._history(session_id, _message)
+        every prompt): the window's payloads alone, each row's message built while the server
+        still sends the rows after it."""
+        with self._autocommit() as driver:
+            entries = [
+                (row.part, row.part_order, _message(row.payload))
+                for row in self._window_payloads.stream(driver.cursor(), {"sid": session_id}, WINDOW_CHUNK)
+            ]
+        entries.sort(key=WINDOW_ORDER)
+        return [entry[2] for entry in entries]
 
     def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
         """The active window's payloads in order (an adapter's history read, which rebuilds its
@@ -99,17 +104,6 @@ class WindowReads:
             rows = self._window_payloads.rows(driver.cursor(), {"sid": session_id})
         rows.sort(key=WINDOW_ORDER)
         return [row.payload for row in rows]
-
-    def _history(self, session_id: str, build: Callable[[Mapping[str, Any]], T]) -> list[T]:
-        """What `build` makes of each payload of the window, in window order, made while the server
-        still sends the rows after it."""
-        with self._autocommit() as driver:
-            entries = [
-                (row.part, row.part_order, build(row.payload))
-                for row in self._window_payloads.stream(driver.cursor(), {"sid": session_id}, WINDOW_CHUNK)
-            ]
-        entries.sort(key=WINDOW_ORDER)
-        return [entry[2] for entry in entries]
 
     def _read(self, driver: Any, values: dict[str, Any]) -> tuple[Any, list[tuple[Any, ...]]]:
         """The last row read (`None`: no rows) and the window's entries `(part, part_order,
