@@ -17,10 +17,12 @@ idle, on a loaded 2-core machine), 8 threads 915/s and 21 ms, 15 threads 1,014/s
 
 One call is sent from the loop itself: the common one-event append on PostgreSQL
 (`append_event`, `append_message`; `ledger/async_append.py`), made by the synchronous path's own
-code and sent on an asyncio connection of the service's own, because the hop around it cost 100-175
-us on a quiet machine and over 500 us on a loaded one. Only an append that may take that
-connection now is built on the loop; any other goes whole to the pool, so many coroutines
-appending at once build their events on the threads.
+code and sent on the service's own asyncio connections (`pool_size` of them), because the hop
+around it cost 100-175 us on a quiet machine and over 500 us on a loaded one, and because many
+coroutines appending at once through the threads kept the loop waiting for the GIL. A coroutine
+waits for a free loop connection, and builds its event only then, so many appending at once build
+theirs a few at a time; an append with an owner to check, or one the loop cannot make (another
+loop holds the connections, a head that moved, a state delta), goes to the pool.
 
 Opening a durable ledger connects and may migrate its schema, so `open_async_service` only checks its
 arguments; the service itself is opened on the pool by the first call (or `async with`).
@@ -113,26 +115,35 @@ class AsyncSessionService:
                     raise RuntimeError("the async session service is closed")
                 if self._service is None:
                     opened = open_storage(self._settings).service
+                    self._service = opened  # first: a loop that sees the fast append finds it open
                     if isinstance(opened.ledger, SqlLedger):
-                        self._fast_append = opened.ledger.async_append(self._settings.statement_timeout)
-                    self._service = opened
+                        self._fast_append = opened.ledger.async_append(
+                            self._settings.statement_timeout, self._settings.pool_size
+                        )
                 service = self._service
         return service
 
-    def _loop_append(self, user_id: str | None) -> AsyncAppend | None:
-        """The loop's own append connection when this append may take it now (no owner to check,
-        the connection free), else `None`: the whole call goes to the pool, its event built there.
-        Many coroutines appending at once then build their events on the pool's threads, not all
-        on the loop in one burst."""
+    async def _append(
+        self,
+        user_id: str | None,
+        whole: Callable[[SessionService], R],
+        draft_of: Callable[[SessionService], Draft],
+        result: Callable[[Draft, AppendOutcome], R],
+    ) -> R:
+        """An append from the loop when it can be (no owner to check, a connection of this loop):
+        the draft built there once a connection is free, and its answer `result(draft, outcome)`;
+        else `whole(service)` on the pool. A draft the loop could not append is stored on the pool."""
         fast = self._fast_append
-        return fast if user_id is None and fast is not None and fast.free and not self._closed else None
-
-    async def _store(self, fast: AsyncAppend, draft: Draft) -> AppendOutcome:
-        """The draft appended from the loop, or, when that cannot be, on the pool."""
-        outcome = await fast.append(draft)
-        if outcome is not None:
-            return outcome
-        return await self.run(lambda service: service._store(draft, None))
+        made = None
+        if user_id is None and fast is not None and not self._closed:
+            service = self._opened()
+            made = await fast.append(lambda: draft_of(service))
+        if made is None:
+            return await self.run(whole)
+        draft, outcome = made
+        if outcome is None:
+            outcome = await self.run(lambda service: service._store(draft, None))
+        return result(draft, outcome)
 
     async def run(self, call: Callable[[SessionService], R]) -> R:
         """`call(service)` on the pool, awaited: for work that needs several service calls in one
@@ -177,15 +188,12 @@ class AsyncSessionService:
         self, event: SessionEvent, *, user_id: str | None = None, expected_version: int | None = None
     ) -> bool:
         """`SessionService.append_event`; the common append is sent from the loop, without a thread."""
-        fast = self._loop_append(user_id)
-        if fast is None:
-            return await self.run(
-                lambda service: service.append_event(
-                    event, user_id=user_id, expected_version=expected_version
-                )
-            )
-        draft = self._opened()._event_draft(event, expected_version)
-        return append_event_result(event, expected_version, await self._store(fast, draft))
+        return await self._append(
+            user_id,
+            lambda service: service.append_event(event, user_id=user_id, expected_version=expected_version),
+            lambda service: service._event_draft(event, expected_version),
+            lambda _, outcome: append_event_result(event, expected_version, outcome),
+        )
 
     async def append_message(
         self,
@@ -198,20 +206,19 @@ class AsyncSessionService:
         user_id: str | None = None,
     ) -> SessionEvent:
         """`SessionService.append_message`; the common append is sent from the loop, as `append_event`'s."""
-        fast = self._loop_append(user_id)
-        if fast is None:
-            return await self.run(
-                lambda service: service.append_message(
-                    session_id,
-                    message,
-                    branch=branch,
-                    metadata=metadata,
-                    state_delta=state_delta,
-                    user_id=user_id,
-                )
-            )
-        draft = self._opened()._message_draft(session_id, message, branch, metadata, state_delta)
-        return append_message_result(draft, await self._store(fast, draft))
+        return await self._append(
+            user_id,
+            lambda service: service.append_message(
+                session_id,
+                message,
+                branch=branch,
+                metadata=metadata,
+                state_delta=state_delta,
+                user_id=user_id,
+            ),
+            lambda service: service._message_draft(session_id, message, branch, metadata, state_delta),
+            append_message_result,
+        )
 
     ingest = _async_twin(SessionService.ingest)
     get_events = _async_twin(SessionService.get_events)

@@ -58,11 +58,12 @@ class SqlLedger:
     def engine(self) -> sa.Engine:
         return self._engine
 
-    def async_append(self, statement_timeout: float) -> AsyncAppend | None:
-        """The common append from an event loop without a thread (`async_append.py`), on PostgreSQL."""
+    def async_append(self, statement_timeout: float, connections: int) -> AsyncAppend | None:
+        """The common append from an event loop without a thread (`async_append.py`), on PostgreSQL,
+        on up to `connections` connections of the loop's own."""
         if self._engine.dialect.name != "postgresql":
             return None
-        return AsyncAppend(self._appends, self._engine, statement_timeout)
+        return AsyncAppend(self._appends, self._engine, statement_timeout, connections)
 
     def close(self) -> None:
         self._autocommit.close()

@@ -153,6 +153,69 @@ def test_many_tasks_on_one_session_and_one_service_on_two_loops(pg_url: str) -> 
         assert verify(check, session_id).ok
 
 
+def loop_connections(url: str) -> int:
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as admin:
+        found = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = %s",
+            (APPLICATION_NAME,),
+        ).fetchone()
+    return found[0] if found else 0
+
+
+def test_many_coroutines_at_once_wait_for_a_loop_connection_instead_of_a_thread(
+    pg_url: str, counted_hops: list[str]
+) -> None:
+    """60 coroutines appending at once share the loop's `pool_size` connections: none is handed to
+    the threads (whose GIL traffic kept the loop waiting), and no more connections are opened."""
+
+    async def scenario() -> list[str]:
+        async with open_async_service(pg_url, pool_size=3) as service:
+            sessions = [(await service.create_session("alice", app_name="app")).id for _ in range(60)]
+            counted_hops.clear()
+
+            async def writer(session_id: str) -> None:
+                for n in range(4):
+                    await service.append_message(session_id, UserMessage(f"{session_id}-{n}"))
+
+            await asyncio.gather(*(writer(s) for s in sessions))
+            assert counted_hops == []
+            assert loop_connections(pg_url) == 3
+            return sessions
+
+    sessions = asyncio.run(scenario())
+    assert loop_connections(pg_url) == 0  # closed with the service
+    with open_service(pg_url) as service:
+        for session_id in sessions:
+            stored = [m.text for m in service.get_messages(session_id)]
+            assert stored == [f"{session_id}-{n}" for n in range(4)]
+            assert verify(service, session_id).ok
+
+
+def test_a_coroutine_cancelled_while_waiting_for_a_connection_loses_none(
+    pg_url: str, counted_hops: list[str]
+) -> None:
+    async def scenario() -> str:
+        async with open_async_service(pg_url, pool_size=1) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("a"))
+            counted_hops.clear()
+            first = asyncio.create_task(service.append_message(session.id, UserMessage("b")))
+            waiting = asyncio.create_task(service.append_message(session.id, UserMessage("never")))
+            await asyncio.sleep(0)  # both started: the first holds the one connection, the other waits
+            waiting.cancel()
+            await first
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            for text in ("c", "d"):  # the connection is still the loop's, and free
+                await service.append_message(session.id, UserMessage(text))
+            assert counted_hops == []
+            return session.id
+
+    session_id = asyncio.run(scenario())
+    assert texts(pg_url, session_id) == ["a", "b", "c", "d"]
+
+
 def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
     if database_url.startswith("postgresql"):
         pytest.skip("the loop's own connection is PostgreSQL's")
