@@ -8,6 +8,9 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.migrate import _config, current_revision, head_revision, upgrade
 from sessionledger.infrastructure.ledger.schema import metadata
@@ -48,3 +51,44 @@ def test_counters_a_worker_created_before_0002_survive_the_upgrade(fresh_url: st
     finally:
         engine.dispose()
     assert stored == [("events_ingested", 42)]
+
+
+def test_payloads_are_compressed_with_lz4_from_0004_and_older_pglz_rows_still_read(pg_url: str) -> None:
+    """0004 changes only the setting: a long payload stored before it stays pglz, one stored after
+    is lz4, and both read back and verify as they were appended."""
+    before, after = (
+        f"{name}: " + "a long model answer, compressed when stored. " * 200 for name in ("a", "b")
+    )
+    engine = create_ledger_engine(pg_url)
+    try:
+        with open_service(pg_url) as service:
+            session = service.create_session("alice", app_name="app")
+            _migrate(engine, "0003")  # the schema before 0004
+            service.append_message(session.id, UserMessage(before))
+            _migrate(engine, "0004")
+            service.append_message(session.id, UserMessage(after))
+            assert [m.text for m in service.get_messages(session.id)] == [before, after]
+            assert verify(service, session.id).ok
+        with engine.connect() as connection:
+            stored = connection.execute(
+                sa.text(
+                    "SELECT pg_column_compression(payload) FROM ledger"
+                    " WHERE session_id = :sid AND kind = 'event' ORDER BY position"
+                ),
+                {"sid": session.id},
+            ).scalars()
+            assert list(stored) == ["pglz", "lz4"]
+    finally:
+        engine.dispose()
+
+
+def _migrate(engine: sa.Engine, revision: str) -> None:
+    """Up or down to `revision`."""
+    with engine.begin() as connection:
+        config = _config()
+        config.attributes["connection"] = connection
+        now = current_revision(connection)
+        if now is not None and now > revision:
+            command.downgrade(config, revision)
+        else:
+            command.upgrade(config, revision)
