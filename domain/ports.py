@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     import threading
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from sessionledger.domain.messages import Message
     from sessionledger.domain.restore import RestoredSession
     from sessionledger.domain.sessions import Session
+
+T = TypeVar("T")
 
 TokenCounter = Callable[[str], int]
 """Counts the tokens of one string; `len` is a valid (crude) counter."""
@@ -182,10 +184,10 @@ class Ledger(Protocol):
         """The active window's messages in order (`events` of `EventFilter.active()`, without the
         events around them: the read before every prompt); `[]` for unknown sessions."""
 
-    def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
-        """The active window's event payloads in order (`event_to_payload`'s JSON objects: the
-        message and metadata as stored, for a reader that rebuilds its own items from them
-        without building events); `[]` for unknown sessions."""
+    def payloads(self, session_id: str, build: Callable[[Mapping[str, Any]], T]) -> list[T]:
+        """`build(payload)` of each of the active window's event payloads, in order
+        (`event_to_payload`'s JSON objects: the message and metadata as stored, for a reader that
+        rebuilds its own items from them without building events); `[]` for unknown sessions."""
 
     def version(self, session_id: str) -> int:
         """The session's event version; 0 when unknown or deleted."""

@@ -9,6 +9,7 @@ window change), so the window forgets while `replay`, `verify` and `records` sti
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import threading
@@ -35,6 +36,9 @@ APP_NAME = "openai-agents"
 
 DEFAULT_USER = "openai-agents"
 """The owner of a session created without `user_id`."""
+
+_ITEM_OF_PAYLOAD = functools.partial(payload_item, fast_loads=orjson.loads)
+"""A stored payload's item, orjson parsing the exact JSON text it may hold."""
 
 
 class _WindowNotEmpty:
@@ -152,7 +156,7 @@ class LedgerSession:
             if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
                 return []  # another user's session reads as empty
             # the whole window: only the payloads the items are rebuilt from, no events
-            return [payload_item(payload, orjson.loads) for payload in service.ledger.payloads(session_id)]
+            return service.ledger.payloads(session_id, _ITEM_OF_PAYLOAD)
 
         return cast("list[TResponseInputItem]", await self._service.run(read))
 

@@ -7,12 +7,12 @@ single-process use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import count
 from threading import RLock
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionledger.domain.codec import event_to_payload
 from sessionledger.domain.errors import SessionNotFound
@@ -54,6 +54,8 @@ from sessionledger.infrastructure.ledger.counters import MemoryCounterStore
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
     from sessionledger.domain.restore import RestoredSession
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -227,8 +229,8 @@ class MemoryLedger:
     def messages(self, session_id: str) -> list[Message]:
         return [event.message for event in self.events(session_id, EventFilter.active())]
 
-    def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
-        return [event_to_payload(event) for event in self.events(session_id, EventFilter.active())]
+    def payloads(self, session_id: str, build: Callable[[Mapping[str, Any]], T]) -> list[T]:
+        return [build(event_to_payload(event)) for event in self.events(session_id, EventFilter.active())]
 
     def version(self, session_id: str) -> int:
         with self._lock:

@@ -10,9 +10,9 @@ reads (`audit_reads.py`). Their SQL is `statements.py`; the chain heads they sha
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sessionledger.domain.events import SessionEvent
@@ -35,6 +35,8 @@ from sessionledger.infrastructure.ledger.window_changes import WindowChanges, Wi
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
+
+T = TypeVar("T")
 
 
 class SqlLedger:
@@ -95,8 +97,8 @@ class SqlLedger:
     def messages(self, session_id: str) -> list[Message]:
         return self._window.messages(session_id)
 
-    def payloads(self, session_id: str) -> list[Mapping[str, Any]]:
-        return self._window.payloads(session_id)
+    def payloads(self, session_id: str, build: Callable[[Mapping[str, Any]], T]) -> list[T]:
+        return self._window.payloads(session_id, build)
 
     def version(self, session_id: str) -> int:
         return self._sessions.version(session_id)

@@ -35,7 +35,7 @@ def _window(service: SessionService, session_id: str) -> list[tuple[str, str | N
         (e.id, e.message.text, e.archived) for e in service.get_events(session_id, SAME_AS_ACTIVE)
     ]
     assert [m.text for m in service.get_messages(session_id)] == [e.message.text for e in fast]
-    assert service.ledger.payloads(session_id) == [event_to_payload(e) for e in fast]
+    assert service.ledger.payloads(session_id, dict) == [event_to_payload(e) for e in fast]
     return [(e.id, e.message.text, e.archived) for e in fast]
 
 
@@ -60,7 +60,7 @@ def test_the_active_window_read_matches_the_general_read(service: SessionService
 
 def test_an_unknown_or_deleted_session_has_no_window(service: SessionService) -> None:
     assert service.get_messages("no-such-session") == []
-    assert service.ledger.payloads("no-such-session") == []
+    assert service.ledger.payloads("no-such-session", dict) == []
     session_id = service.create_session("u").id
     service.append_message(session_id, UserMessage("gone soon"))
     service.delete_session(session_id)
