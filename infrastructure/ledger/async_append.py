@@ -110,18 +110,20 @@ class AsyncAppend:
                 self._waiters.append(waiter)
             connection = await self._waited(waiter)
             if connection is not None:
-                return connection  # else a connection was dropped: its place is free, try again
+                return connection  # else a place came free (one dropped, or not opened): try again
+        connection = None
         try:
             connection = await self._connect()
         finally:
             with self._lock:
                 self._opening -= 1
-        if connection is not None:
-            with self._lock:
-                if self._closed or self._loop is not loop:
-                    connection.pgconn.finish()
-                    return None
-                self._open.add(connection)
+                if connection is not None and not self._closed and self._loop is loop:
+                    self._open.add(connection)
+                else:  # none opened (or no longer wanted): its place is free for a waiter
+                    if connection is not None:
+                        connection.pgconn.finish()
+                        connection = None
+                    self._hand_over(None)
         return connection
 
     async def _waited(
@@ -129,9 +131,14 @@ class AsyncAppend:
     ) -> psycopg.AsyncConnection | None:
         try:
             return await waiter
-        except asyncio.CancelledError:  # given a connection just before the cancel: give it back
-            if waiter.done() and not waiter.cancelled() and (connection := waiter.result()) is not None:
-                self._checkin(connection)
+        except asyncio.CancelledError:  # woken just before the cancel: pass on what it was given
+            if waiter.done() and not waiter.cancelled():
+                given = waiter.result()
+                if given is not None:
+                    self._checkin(given)
+                else:
+                    with self._lock:
+                        self._hand_over(None)
             raise
 
     def _bind(self, loop: asyncio.AbstractEventLoop) -> bool:

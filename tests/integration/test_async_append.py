@@ -14,7 +14,7 @@ from sessionledger.domain import SessionEvent, SessionNotFound, UserMessage
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
 from sessionledger.infrastructure.audit import verify
-from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
+from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME, AsyncAppend
 
 
 @pytest.fixture
@@ -214,6 +214,34 @@ def test_a_coroutine_cancelled_while_waiting_for_a_connection_loses_none(
 
     session_id = asyncio.run(scenario())
     assert texts(pg_url, session_id) == ["a", "b", "c", "d"]
+
+
+def test_a_connection_that_cannot_be_opened_frees_its_place_for_the_coroutines_waiting(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first loop connection fails to open while others wait for its place: each waiter is
+    woken to open one itself (or append on the pool), none waits for ever."""
+    failures = [True]
+    connect = AsyncAppend._connect
+
+    async def failing_once(self: AsyncAppend) -> psycopg.AsyncConnection | None:
+        if failures:
+            failures.pop()
+            await asyncio.sleep(0.01)  # the others queue up meanwhile
+            return None
+        return await connect(self)
+
+    monkeypatch.setattr(AsyncAppend, "_connect", failing_once)
+
+    async def scenario() -> list[str]:
+        async with open_async_service(pg_url, pool_size=1) as service:
+            sessions = [(await service.create_session("alice", app_name="app")).id for _ in range(5)]
+            writes = (service.append_message(s, UserMessage(s)) for s in sessions)
+            await asyncio.wait_for(asyncio.gather(*writes), timeout=10)
+            return sessions
+
+    for session_id in asyncio.run(scenario()):
+        assert texts(pg_url, session_id) == [session_id]
 
 
 def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
