@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from psycopg.adapt import Loader
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
 from sessionledger.infrastructure.ledger.driver import PING_AFTER_IDLE_SECONDS, driver_of
@@ -84,11 +85,21 @@ def create_ledger_engine(
     return _sqlite_engine(parsed, busy_timeout_ms, statement_timeout, read_only)
 
 
+class _JsonText(Loader):
+    """`json` values (in text format: every read but the binary cursors') parsed by orjson straight
+    from the driver's buffer. psycopg's own JSON loader is a Python method that copies the buffer
+    to `bytes` before it calls its `loads`: 0.6-0.7 ms of the 3.2-3.3 ms psycopg took to fetch
+    1,000 payloads."""
+
+    load = staticmethod(loads)  # type: ignore[assignment]  # a function, not a method: no Python frame per value
+
+
 def _configure_postgres(statement_timeout: float, read_only: bool, connection: Any, _record: Any) -> None:
     """orjson for `json` values, UTC as the session time zone (timestamps then arrive in the zone
     the ledger keeps: no per-value conversion from the server's zone on big reads), and the
     statement timeout (a session setting: a URL's own `options` stay as they are)."""
-    set_json_loads(loads, connection)
+    set_json_loads(loads, connection)  # jsonb, and the binary formats
+    connection.adapters.register_loader("json", _JsonText)
     connection.execute(f"SET TIME ZONE 'UTC'; SET statement_timeout = {milliseconds(statement_timeout)}")
     if read_only:
         connection.execute("SET default_transaction_read_only = on")

@@ -65,3 +65,20 @@ def test_an_unknown_or_deleted_session_has_no_window(service: SessionService) ->
     service.append_message(session_id, UserMessage("gone soon"))
     service.delete_session(session_id)
     assert _window(service, session_id) == []
+
+
+def test_payloads_come_back_exactly_as_stored_whatever_json_they_hold(service: SessionService) -> None:
+    """On PostgreSQL the driver hands each `json` value's buffer to orjson directly (`engine.py`):
+    text, escapes, numbers at the ends of their range and nesting read back as they were written."""
+    session_id = service.create_session(f"u-{uuid.uuid4().hex[:8]}").id
+    metadata = {
+        "ints": [-(2**63), -1, 0, 2**53 + 1, 2**63 - 1],
+        "floats": [0.1, -2.5e-300, 1e300, 1e16],
+        "text": 'quotes " and \\ and \n\t, émoji 🙂, 中文',
+        "nested": {"empty": {}, "list": [], "none": None, "bools": [True, False]},
+    }
+    for text in ("plain", "é" * 3_000, "x" * 9_000):  # the long ones compressed by the server
+        service.append_message(session_id, UserMessage(text), metadata=metadata)
+    stored = service.get_events(session_id, EventFilter.active())
+    assert service.ledger.payloads(session_id, dict) == [event_to_payload(e) for e in stored]
+    assert [e.metadata for e in stored] == [metadata] * 3
