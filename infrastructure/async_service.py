@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -66,21 +65,6 @@ def open_async_service(
     settings = Settings(**overrides)
     check_database_url(settings)
     return AsyncSessionService(settings)
-
-
-@functools.cache
-def _freeze_start_up_objects() -> None:
-    """Once per process, when the first async service has opened: every object alive now (the
-    modules, the agent SDK's, the engine) leaves the garbage collector's full passes for good.
-
-    A full collection walks every tracked object, and runs on whichever thread allocates when it
-    is due, the event loop's as often as not: in a process with the openai-agents SDK loaded it
-    took 50-70 ms, the loop's largest stall by far (in one round of 500 appends in 10-25). Frozen,
-    the start-up objects are never walked again, and a full pass walks only what came later.
-    What it costs: a reference cycle among the objects alive now is never freed (at this point
-    they are mostly the process's start-up objects, which live as long as it does). An
-    application that freezes its own heap at the end of its start-up loses nothing by it."""
-    gc.freeze()
 
 
 def _async_twin(
@@ -131,7 +115,6 @@ class AsyncSessionService:
                     raise RuntimeError("the async session service is closed")
                 if self._service is None:
                     opened = open_storage(self._settings).service
-                    _freeze_start_up_objects()
                     self._service = opened  # first: a loop that sees the fast append finds it open
                     if isinstance(opened.ledger, SqlLedger):
                         self._fast_append = opened.ledger.async_append(

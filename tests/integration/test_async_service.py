@@ -4,7 +4,6 @@ many coroutines at once lose nothing; the event loop keeps ticking while appends
 from __future__ import annotations
 
 import asyncio
-import gc
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable
@@ -16,7 +15,6 @@ from sessionledger.domain import SessionEvent, SessionNotFound, UserMessage
 from sessionledger.domain.compaction import EventCountTrigger, SlidingWindowStrategy
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import AsyncSessionService, SessionService, open_async_service, open_service
-from sessionledger.infrastructure.async_service import _freeze_start_up_objects
 
 from bench.timing import largest_stall
 from sessionledger import open_async_service as top_level_open_async_service
@@ -192,20 +190,3 @@ def test_the_event_loop_keeps_ticking_while_appends_run(backend: str, request: p
     async_stall, sync_stall = run(scenario)
     assert sync_stall > async_stall
     assert async_stall < 0.05, f"the event loop stalled {async_stall * 1000:.1f} ms"
-
-
-def test_the_first_opened_service_freezes_the_start_up_objects_out_of_full_collections(
-    sqlite_url: str,
-) -> None:
-    """A full collection over them took 50-70 ms on the event loop; frozen, they are never walked."""
-    _freeze_start_up_objects.cache_clear()  # as in a process opening its first service
-    alive_before = [object()]
-    assert any(o is alive_before for o in gc.get_objects())
-
-    async def scenario() -> None:
-        async with open_async_service(sqlite_url) as service:
-            await service.create_session("alice")
-
-    run(scenario)
-    assert not any(o is alive_before for o in gc.get_objects())  # in the permanent generation
-    assert gc.get_freeze_count() > 0
