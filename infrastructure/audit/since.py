@@ -31,7 +31,7 @@ from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead
 from sessionledger.infrastructure.audit.verify import Finding, Verification
-from sessionledger.infrastructure.ledger.audit_reads import heads_beside, last_positions
+from sessionledger.infrastructure.ledger.audit_reads import Trusted, heads_beside, last_positions
 from sessionledger.infrastructure.ledger.records import read_appended, snapshot
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 
@@ -139,7 +139,11 @@ def _check(
         anchor
         if last is None
         else SessionHead(
-            mountains.size, last.row_hash, mountains.root().hex(), tuple(p.hex() for p in mountains.peaks)
+            mountains.size,
+            last.row_hash,
+            mountains.root().hex(),
+            tuple(p.hex() for p in mountains.peaks),
+            last.global_position,
         )
     )
     result = Verification(
@@ -176,7 +180,9 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     digests: dict[str, list[str | None]] = {}
     sha256 = hashlib.sha256
     after = digest.global_position
-    trusted = [(sid, head.position, head.head) for sid, head in digest.sessions.items()]
+    trusted = [
+        Trusted(sid, head.position, head.head, head.global_position) for sid, head in digest.sessions.items()
+    ]
     with (
         snapshot(ledger.engine) as conn,
         heads_beside(ledger.engine, conn, trusted, after) as heads_now,

@@ -63,6 +63,16 @@ class AuditReads:
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+(-[0-9A-F]+)+")
 
 
+class Trusted(NamedTuple):
+    """A head as a trusted digest saw it: the session, the head's position and row hash, and its
+    global position (`None`: not recorded, the digest of an older release)."""
+
+    sid: str
+    pos: int
+    head: str
+    gp: int | None
+
+
 class Moved(NamedTuple):
     """A session whose record at a trusted head, or whose session row, is not that head any more:
     the row hash now at the head's position (`None`: no record there), and the head the session
@@ -73,33 +83,53 @@ class Moved(NamedTuple):
 
 
 def _moved_query(wanted: Any) -> sa.Select:
-    """The trusted heads (`wanted`: sid, pos, head) whose ledger row or session row differs."""
+    """The trusted heads (`wanted`: sid, pos, head, gp) whose ledger row or session row differs.
+
+    A head is found by its global position, the primary key, and is as trusted when the row there
+    is that session's record at that position with that hash: by UNIQUE(session_id, position) it
+    is then the row the session holds at the position. Only a head not found so (moved, or its
+    global position unknown or not the row's) is looked up by session and position, to say what
+    is there now; so a wrong global position costs a lookup, never a finding."""
+    at_gp = ledger.alias("at_gp")
+    by_position = ledger.alias("by_position")
+    found = sa.and_(
+        at_gp.c.session_id == wanted.c.sid,
+        at_gp.c.position == wanted.c.pos,
+        at_gp.c.row_hash == wanted.c.head,
+    )
+    now = sa.case(
+        (found, wanted.c.head),
+        else_=sa.select(by_position.c.row_hash)
+        .where(by_position.c.session_id == wanted.c.sid, by_position.c.position == wanted.c.pos)
+        .scalar_subquery(),
+    )
+    heads = (
+        sa.select(wanted.c.sid, wanted.c.pos, wanted.c.head, now.label("now"))
+        .select_from(wanted.outerjoin(at_gp, at_gp.c.global_position == wanted.c.gp))
+        .subquery("heads")
+    )
     return (
-        sa.select(
-            wanted.c.sid, ledger.c.row_hash, sessions.c.id, sessions.c.head_position, sessions.c.head_hash
-        )
-        .select_from(
-            wanted.outerjoin(
-                ledger, sa.and_(ledger.c.session_id == wanted.c.sid, ledger.c.position == wanted.c.pos)
-            ).outerjoin(sessions, sessions.c.id == wanted.c.sid)
-        )
+        sa.select(heads.c.sid, heads.c.now, sessions.c.id, sessions.c.head_position, sessions.c.head_hash)
+        .select_from(heads.outerjoin(sessions, sessions.c.id == heads.c.sid))
         .where(
             sa.or_(
-                ledger.c.row_hash.is_distinct_from(wanted.c.head),
-                sessions.c.head_position.is_distinct_from(wanted.c.pos),
-                sessions.c.head_hash.is_distinct_from(wanted.c.head),
+                heads.c.now.is_distinct_from(heads.c.head),
+                sessions.c.head_position.is_distinct_from(heads.c.pos),
+                sessions.c.head_hash.is_distinct_from(heads.c.head),
             )
         )
     )
 
 
-_WANTED_COLUMNS = (sa.column("sid", sa.Text), sa.column("pos", sa.BigInteger), sa.column("head", sa.Text))
+_WANTED_COLUMNS = (
+    sa.column("sid", sa.Text),
+    sa.column("pos", sa.BigInteger),
+    sa.column("head", sa.Text),
+    sa.column("gp", sa.BigInteger),
+)
+_ARRAYS = (("sids", sa.Text), ("positions", sa.BigInteger), ("heads", sa.Text), ("globals", sa.BigInteger))
 _MOVED_POSTGRES = _moved_query(
-    sa.func.unnest(
-        sa.cast(sa.bindparam("sids"), postgresql.ARRAY(sa.Text)),
-        sa.cast(sa.bindparam("positions"), postgresql.ARRAY(sa.BigInteger)),
-        sa.cast(sa.bindparam("heads"), postgresql.ARRAY(sa.Text)),
-    )
+    sa.func.unnest(*(sa.cast(sa.bindparam(name), postgresql.ARRAY(type_)) for name, type_ in _ARRAYS))
     .table_valued(*_WANTED_COLUMNS)
     .render_derived(name="wanted")
 )
@@ -107,12 +137,28 @@ _MOVED_POSTGRES = _moved_query(
 
 @cache
 def _moved_sql(dialect: sa.Dialect) -> str:
-    """`_MOVED_POSTGRES` for psycopg, its arrays bound in the binary protocol (`%b`): a text array
-    bound as text costs a quoting pass over every element, twice the time of the lookups."""
+    """`_MOVED_POSTGRES` for psycopg, its arrays bound as array literals (`_text_array`)."""
     sql = _MOVED_POSTGRES.compile(dialect=dialect).string
-    for name in ("sids", "positions", "heads"):  # in the order they come in the text
-        sql = sql.replace(f"%({name})s", "%b")
+    for name, _ in _ARRAYS:
+        sql = sql.replace(f"%({name})s", "%s")
     return sql
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """A PostgreSQL text array literal, built by a few string operations over all the values: the
+    driver's own array adapters make a Python call per element, which costs the client more than
+    the lookups cost the server. Each value is quoted, its `"` and `\\` escaped; a NUL, which
+    PostgreSQL text cannot hold, separates them while they are escaped."""
+    joined = "\x00".join(values)
+    if joined.count("\x00") != max(len(values) - 1, 0):
+        raise ValueError("a session id or hash holds a NUL character (\\x00), which PostgreSQL cannot store")
+    escaped = joined.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", '","')
+    return '{"' + escaped + '"}' if values else "{}"
+
+
+def _number_array(values: Sequence[int | None]) -> str:
+    """A PostgreSQL bigint array literal (`None`: NULL), as `_text_array`."""
+    return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
 
 
 _TOUCHED = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
@@ -120,12 +166,12 @@ _TOUCHED = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_ha
 )
 
 
-def moved_heads(conn: sa.Connection, trusted: Sequence[tuple[str, int, str]]) -> dict[str, Moved]:
-    """Of the trusted `(session id, position, row hash)` heads, those whose ledger row at that
-    position or whose session row's head is not that head any more. Whatever is as trusted comes
-    back as nothing, so the caller's work follows the sessions that changed; the database's
-    follows the heads (an index lookup each, in a statement per `CHUNK` heads). PostgreSQL asks
-    the same in one statement over three arrays (`_send_moved`, from `heads_beside`)."""
+def moved_heads(conn: sa.Connection, trusted: Sequence[Trusted]) -> dict[str, Moved]:
+    """Of the trusted heads, those whose ledger row at that position or whose session row's head
+    is not that head any more. Whatever is as trusted comes back as nothing, so the caller's work
+    follows the sessions that changed; the database's follows the heads (a primary-key lookup
+    each, in a statement per `CHUNK` heads). PostgreSQL asks the same in one statement over four
+    arrays (`_send_moved`, from `heads_beside`)."""
     rows: list[Sequence[Any]] = []
     for start in range(0, len(trusted), CHUNK):
         wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(trusted[start : start + CHUNK]).cte()
@@ -133,13 +179,16 @@ def moved_heads(conn: sa.Connection, trusted: Sequence[tuple[str, int, str]]) ->
     return _moved_rows(rows)
 
 
-def _send_moved(driver: Any, dialect: sa.Dialect, trusted: Sequence[tuple[str, int, str]]) -> Any:
-    """`moved_heads`' statement executed on a psycopg connection (`None`: no heads to look up);
-    its rows are the cursor's (three arrays: no plan per head)."""
+def _send_moved(driver: Any, dialect: sa.Dialect, trusted: Sequence[Trusted]) -> Any:
+    """`moved_heads`' statement executed on a psycopg connection (`None`: no heads to look up)."""
     if not trusted:
         return None
-    cursor = driver.cursor(binary=True)
-    cursor.execute(_moved_sql(dialect), [list(column) for column in zip(*trusted, strict=True)])
+    sids, positions, heads, globals_ = zip(*trusted, strict=True)
+    cursor = driver.cursor()
+    cursor.execute(
+        _moved_sql(dialect),
+        [_text_array(sids), _number_array(positions), _text_array(heads), _number_array(globals_)],
+    )
     return cursor
 
 
@@ -168,7 +217,7 @@ Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
 
 @contextmanager
 def heads_beside(
-    engine: sa.Engine, conn: sa.Connection, trusted: Sequence[tuple[str, int, str]], after: int
+    engine: sa.Engine, conn: sa.Connection, trusted: Sequence[Trusted], after: int
 ) -> Iterator[Callable[[], Heads]]:
     """`moved_heads(trusted)` and `touched_heads(after)` as `conn`'s transaction sees them (it
     begins here), asked on entry and collected by calling what this yields. On PostgreSQL the
