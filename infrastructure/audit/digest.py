@@ -150,13 +150,12 @@ def _heads(
 ) -> Iterator[tuple[str, SessionHead]]:
     """Each session's head from its records' (row hash, global position), by position."""
     for session_id, records in chains:
-        mountains = MerkleMountainRange()
-        head: tuple[str, int | None] = ("", None)
-        for head in records:
-            mountains.append(bytes.fromhex(head[0]))
-        if mountains.size:
+        kept = list(records)
+        if kept:
+            mountains = MerkleMountainRange().extend(bytes.fromhex(row_hash) for row_hash, _ in kept)
+            last, at = kept[-1]
             peaks = tuple(peak.hex() for peak in mountains.peaks)
-            yield session_id, SessionHead(mountains.size, head[0], mountains.root().hex(), peaks, head[1])
+            yield session_id, SessionHead(mountains.size, last, mountains.root().hex(), peaks, at)
 
 
 def write_digest(digest: Digest, path: Path) -> None:

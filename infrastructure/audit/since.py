@@ -31,7 +31,7 @@ from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead
 from sessionledger.infrastructure.audit.verify import Finding, Verification
-from sessionledger.infrastructure.ledger.audit_reads import Trusted, heads_beside, last_positions
+from sessionledger.infrastructure.ledger.audit_reads import Trusted, heads_sent, last_positions
 from sessionledger.infrastructure.ledger.records import read_appended, snapshot
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 
@@ -183,16 +183,15 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     trusted = [
         Trusted(sid, head.position, head.head, head.global_position) for sid, head in digest.sessions.items()
     ]
-    with (
-        snapshot(ledger.engine) as conn,
-        heads_beside(ledger.engine, conn, trusted, after) as heads_now,
-    ):
-        for record, text in read_appended(conn, after):
-            records.setdefault(record.session_id, []).append(record)
-            digests.setdefault(record.session_id, []).append(
-                None if text is None else sha256(text).hexdigest()
-            )
-        moved, touched = heads_now()
+    with snapshot(ledger.engine) as conn:
+        appended = read_appended(conn, after)
+        with heads_sent(conn, trusted, after) as heads_now:
+            for record, text in appended:
+                records.setdefault(record.session_id, []).append(record)
+                digests.setdefault(record.session_id, []).append(
+                    None if text is None else sha256(text).hexdigest()
+                )
+            moved, touched = heads_now()
         gone = [sid for sid, m in moved.items() if m.row_hash is None]
         last = last_positions(conn, gone) if gone else {}
     heads = {sid: ChainHead(*m.head) for sid, m in moved.items() if m.head is not None}

@@ -5,7 +5,6 @@ tail are one query each on a Core `Connection`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -59,8 +58,6 @@ class AuditReads:
 
 
 # --- verify --since ---------------------------------------------------------------------------
-
-_SNAPSHOT_ID = re.compile(r"[0-9A-F]+(-[0-9A-F]+)+")
 
 
 class Trusted(NamedTuple):
@@ -171,7 +168,7 @@ def moved_heads(conn: sa.Connection, trusted: Sequence[Trusted]) -> dict[str, Mo
     is not that head any more. Whatever is as trusted comes back as nothing, so the caller's work
     follows the sessions that changed; the database's follows the heads (a primary-key lookup
     each, in a statement per `CHUNK` heads). PostgreSQL asks the same in one statement over four
-    arrays (`_send_moved`, from `heads_beside`)."""
+    arrays (`_send_moved`, from `heads_sent`)."""
     rows: list[Sequence[Any]] = []
     for start in range(0, len(trusted), CHUNK):
         wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(trusted[start : start + CHUNK]).cte()
@@ -216,36 +213,29 @@ Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
 
 
 @contextmanager
-def heads_beside(
-    engine: sa.Engine, conn: sa.Connection, trusted: Sequence[Trusted], after: int
-) -> Iterator[Callable[[], Heads]]:
-    """`moved_heads(trusted)` and `touched_heads(after)` as `conn`'s transaction sees them (it
-    begins here), asked on entry and collected by calling what this yields. On PostgreSQL the
-    snapshot is exported to a second connection, which sends both statements in pipeline mode and
-    is answered by the database while the caller's Python works through its own rows on `conn`
-    (one thread: nothing waits for the interpreter's lock). SQLite has nothing to export and one
-    reader per connection: both are read on `conn`, on entry."""
+def heads_sent(conn: sa.Connection, trusted: Sequence[Trusted], after: int) -> Iterator[Callable[[], Heads]]:
+    """`moved_heads(trusted)` and `touched_heads(after)` in `conn`'s transaction, asked on entry
+    and collected by calling what this yields. On PostgreSQL both are sent in pipeline mode and
+    answered by the database while the caller's Python works through rows it has already read on
+    `conn` (so enter this after that read): the lookups cost no wall time while there is work
+    here to hide them behind, and no second connection or snapshot export is needed for them to
+    see the same snapshot. SQLite has nothing to overlap: both are read on entry."""
     if conn.dialect.name != "postgresql":
         found = moved_heads(conn, trusted), touched_heads(conn, after)
         yield lambda: found
         return
-    exported = str(conn.execute(sa.text("SELECT pg_export_snapshot()")).scalar_one())
-    if not _SNAPSHOT_ID.fullmatch(exported):  # it is spelled into the statement below
-        raise RuntimeError(f"unexpected snapshot id {exported!r}")
-    with snapshot(engine) as other:
-        driver = driver_of(other.connection)
-        with driver.pipeline():
-            driver.execute(f"SET TRANSACTION SNAPSHOT '{exported}'")
-            moved = _send_moved(driver, other.dialect, trusted)
-            touched = driver.cursor()
-            touched.execute(_touched_sql(other.dialect), {"after": after})
+    driver = driver_of(conn.connection)
+    with driver.pipeline():
+        moved = _send_moved(driver, conn.dialect, trusted)
+        touched = driver.cursor()
+        touched.execute(_touched_sql(conn.dialect), {"after": after})
 
-            def collected() -> Heads:
-                return _moved_rows([] if moved is None else moved.fetchall()), {
-                    sid: (position, hash_) for sid, position, hash_ in touched.fetchall()
-                }
+        def collected() -> Heads:
+            return _moved_rows([] if moved is None else moved.fetchall()), {
+                sid: (position, hash_) for sid, position, hash_ in touched.fetchall()
+            }
 
-            yield collected
+        yield collected
 
 
 def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, int]:

@@ -74,13 +74,14 @@ a prepared statement's generic plan took over (never, in a fresh `verify --jobs`
 _NEXT_QUERY = sa.select(sa.func.min(ledger.c.position)).where(*_IN_RANGE)
 """The first position after a range that ended short: a gap (a tampered ledger) is stepped over,
 not read through `CHUNK` positions at a time."""
-_APPENDED_QUERY = (
-    sa.select(ledger.c.session_id, *_COLUMNS)
-    .where(ledger.c.global_position > sa.bindparam("after"))
-    .order_by(ledger.c.session_id, ledger.c.position)
+_APPENDED_QUERY = sa.select(ledger.c.session_id, *_COLUMNS).where(
+    ledger.c.global_position > sa.bindparam("after")
 )
+"""The records after a global position, unsorted: the rows are sorted here, by session and position
+(a tenth of what the database's sort of the whole rows costs, and mostly in order already)."""
 _QUERIES: dict[tuple[str, int], DriverStatement] = {}
 _position = attrgetter("position")
+_session_position = attrgetter("session_id", "position")
 
 
 @contextmanager
@@ -125,14 +126,19 @@ def read_records(
 def read_appended(conn: sa.Connection, after: int) -> Iterator[tuple[LedgerRecord, bytes | None]]:
     """Every record written after global position `after`, by session and position, with its
     payload's stored text: a range read of the primary key, so its cost follows the rows written
-    since, not the ledger (`verify --since`). On the driver, as `read_records`."""
+    since, not the ledger (`verify --since`). On the driver, as `read_records`. The rows are read
+    on the call, the records made as they are iterated: the connection is free meanwhile."""
     cursor = _cursor(conn)
     try:
         rows = _statement(conn, _APPENDED_QUERY).rows(cursor, {"after": after})
     finally:
         cursor.close()
-    for session_id, group in groupby(rows, key=itemgetter(0)):
-        yield from _records(session_id, [row[1:] for row in group])
+    rows.sort(key=_session_position)
+    return (
+        record
+        for session_id, group in groupby(rows, key=itemgetter(0))
+        for record in _records(session_id, [row[1:] for row in group])
+    )
 
 
 def _statement(conn: sa.Connection, query: sa.Select) -> DriverStatement:
