@@ -180,9 +180,13 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     digests: dict[str, list[str | None]] = {}
     sha256 = hashlib.sha256
     after = digest.global_position
-    trusted = [
-        Trusted(sid, head.position, head.head, head.global_position) for sid, head in digest.sessions.items()
-    ]
+    heads = digest.sessions.values()
+    trusted = Trusted(
+        list(digest.sessions),
+        [head.position for head in heads],
+        [head.head for head in heads],
+        [head.global_position for head in heads],
+    )
     with snapshot(ledger.engine) as conn:
         appended = read_appended(conn, after)
         with heads_sent(conn, trusted, after) as heads_now:

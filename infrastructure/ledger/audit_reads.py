@@ -61,13 +61,14 @@ class AuditReads:
 
 
 class Trusted(NamedTuple):
-    """A head as a trusted digest saw it: the session, the head's position and row hash, and its
-    global position (`None`: not recorded, the digest of an older release)."""
+    """The heads a trusted digest saw, as columns (one entry per session, in the same order): the
+    sessions, each head's position and row hash, and its global position (`None`: not recorded, a
+    digest of an older release). Columns, because that is what a statement binds them as."""
 
-    sid: str
-    pos: int
-    head: str
-    gp: int | None
+    sids: Sequence[str]
+    positions: Sequence[int]
+    heads: Sequence[str]
+    globals: Sequence[int | None]
 
 
 class Moved(NamedTuple):
@@ -155,7 +156,10 @@ def _text_array(values: Sequence[str]) -> str:
 
 def _number_array(values: Sequence[int | None]) -> str:
     """A PostgreSQL bigint array literal (`None`: NULL), as `_text_array`."""
-    return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
+    texts = (
+        ("NULL" if value is None else str(value) for value in values) if None in values else map(str, values)
+    )
+    return "{" + ",".join(texts) + "}"
 
 
 _TOUCHED = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
@@ -163,28 +167,33 @@ _TOUCHED = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_ha
 )
 
 
-def moved_heads(conn: sa.Connection, trusted: Sequence[Trusted]) -> dict[str, Moved]:
+def moved_heads(conn: sa.Connection, trusted: Trusted) -> dict[str, Moved]:
     """Of the trusted heads, those whose ledger row at that position or whose session row's head
     is not that head any more. Whatever is as trusted comes back as nothing, so the caller's work
     follows the sessions that changed; the database's follows the heads (a primary-key lookup
     each, in a statement per `CHUNK` heads). PostgreSQL asks the same in one statement over four
     arrays (`_send_moved`, from `heads_sent`)."""
     rows: list[Sequence[Any]] = []
-    for start in range(0, len(trusted), CHUNK):
-        wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(trusted[start : start + CHUNK]).cte()
+    heads = list(zip(*trusted, strict=True))
+    for start in range(0, len(heads), CHUNK):
+        wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(heads[start : start + CHUNK]).cte()
         rows += conn.execute(_moved_query(wanted)).all()
     return _moved_rows(rows)
 
 
-def _send_moved(driver: Any, dialect: sa.Dialect, trusted: Sequence[Trusted]) -> Any:
+def _send_moved(driver: Any, dialect: sa.Dialect, trusted: Trusted) -> Any:
     """`moved_heads`' statement executed on a psycopg connection (`None`: no heads to look up)."""
-    if not trusted:
+    if not trusted.sids:
         return None
-    sids, positions, heads, globals_ = zip(*trusted, strict=True)
     cursor = driver.cursor()
     cursor.execute(
         _moved_sql(dialect),
-        [_text_array(sids), _number_array(positions), _text_array(heads), _number_array(globals_)],
+        [
+            _text_array(trusted.sids),
+            _number_array(trusted.positions),
+            _text_array(trusted.heads),
+            _number_array(trusted.globals),
+        ],
     )
     return cursor
 
@@ -213,7 +222,7 @@ Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
 
 
 @contextmanager
-def heads_sent(conn: sa.Connection, trusted: Sequence[Trusted], after: int) -> Iterator[Callable[[], Heads]]:
+def heads_sent(conn: sa.Connection, trusted: Trusted, after: int) -> Iterator[Callable[[], Heads]]:
     """`moved_heads(trusted)` and `touched_heads(after)` in `conn`'s transaction, asked on entry
     and collected by calling what this yields. On PostgreSQL both are sent in pipeline mode and
     answered by the database while the caller's Python works through rows it has already read on
