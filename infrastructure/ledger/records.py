@@ -20,8 +20,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import sqlalchemy as sa
-from psycopg.adapt import Loader
-from psycopg.pq import Format
+from psycopg.types.string import ByteaBinaryLoader
 from sessionledger.domain.ledger import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
 from sessionledger.infrastructure.ledger.schema import ledger, loads
@@ -47,15 +46,6 @@ _COLUMNS = (
     ledger.c.global_position,
 )
 _KINDS = {kind.value: kind for kind in Kind}
-
-
-class _StoredText(Loader):
-    """PostgreSQL `json` in binary format is its stored text: keep the bytes, parse nothing."""
-
-    format = Format.BINARY
-
-    def load(self, data: Any) -> bytes:
-        return bytes(data)
 
 
 _IN_RANGE = (
@@ -156,7 +146,9 @@ def _cursor(conn: sa.Connection) -> Any:
     if conn.dialect.name != "postgresql":
         return driver.cursor()
     cursor = driver.cursor(binary=True)
-    cursor.adapters.register_loader("json", _StoredText)
+    # PostgreSQL `json` in binary format is its stored text: kept as bytes, parsed by nobody here,
+    # by psycopg's C loader for `bytea` (a Python loader costs a call per row)
+    cursor.adapters.register_loader("json", ByteaBinaryLoader)
     return cursor
 
 
@@ -175,8 +167,8 @@ def _records(session_id: str, rows: list[Any]) -> Iterator[tuple[LedgerRecord, b
     for row in rows:
         (position, version, kind, event_id, occurred_at, recorded_at, event_type, branch, synthetic,
          text, token_count, content_hash, prev_hash, row_hash, global_position) = row  # fmt: skip
-        if isinstance(text, str):
-            text = text.encode("utf-8")
+        if text is not None and type(text) is not bytes:  # SQLite's str; pure-Python psycopg's buffer
+            text = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         record = LedgerRecord(
             session_id,
             position,
