@@ -6,10 +6,13 @@ session's head as the digest saw it (same position, same row hash) and that ever
 since chains from that head, hash by hash, up to the head the session row names; a session
 created since is checked from its first record. The records are read by a range of the global
 position (the primary key), so that cost follows the records written since, not the ledger's size.
-The heads are the database's work: one index lookup per session of the digest, in one statement
-that returns only the heads that moved (`ledger.audit_reads.moved_heads`), run on a second
-connection in the same snapshot while the new records are hashed here; a session left as the
-digest saw it costs no Python at all.
+The heads are the database's work: one primary-key lookup per session of the digest (the head's
+global position, which the digest records; by session and position where the row there is not
+the head, so a digest of an older release, or a head whose row was moved, is checked as before),
+in one statement that returns only the heads that moved (`ledger.audit_reads.moved_heads`). It
+is sent on the reading connection once the new records are read (they are sorted here, not by
+the database), so the database answers it, in the same snapshot, while they are hashed; a
+session left as the digest saw it costs no Python at all.
 
 The Merkle root of today's records is then the digest's tree, resumed from the peaks the digest
 keeps, with only the new records hashed: so the digest's tree is a prefix of today's by
@@ -175,7 +178,7 @@ def _gone(session_id: str, anchor: SessionHead, last: int | None, digest: Digest
 
 def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     """The records since the digest, and the digest's heads that moved, in one snapshot: the heads
-    are looked up (by the database, one index lookup each) while the records are hashed here."""
+    are looked up (by the database, a primary-key lookup each) while the records are hashed here."""
     records: dict[str, list[LedgerRecord]] = {}
     digests: dict[str, list[str | None]] = {}
     sha256 = hashlib.sha256
@@ -188,8 +191,8 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
         [head.global_position for head in heads],
     )
     with snapshot(ledger.engine) as conn:
-        appended = read_appended(conn, after)
-        with heads_sent(conn, trusted, after) as heads_now:
+        written, appended = read_appended(conn, after)
+        with heads_sent(conn, trusted, written) as heads_now:
             for record, text in appended:
                 records.setdefault(record.session_id, []).append(record)
                 digests.setdefault(record.session_id, []).append(

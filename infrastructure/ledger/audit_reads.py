@@ -162,8 +162,10 @@ def _number_array(values: Sequence[int | None]) -> str:
     return "{" + ",".join(texts) + "}"
 
 
-_TOUCHED = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
-    sessions.c.id.in_(sa.select(ledger.c.session_id).where(ledger.c.global_position > sa.bindparam("after")))
+_SESSION_HEADS = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash)
+_TOUCHED = _SESSION_HEADS.where(sessions.c.id.in_(sa.bindparam("sids", expanding=True)))
+_TOUCHED_POSTGRES = _SESSION_HEADS.where(
+    sessions.c.id == sa.func.any(sa.cast(sa.bindparam("sids"), postgresql.ARRAY(sa.Text)))
 )
 
 
@@ -207,14 +209,18 @@ def _moved_rows(rows: Iterable[Sequence[Any]]) -> dict[str, Moved]:
 
 @cache
 def _touched_sql(dialect: sa.Dialect) -> str:
-    return _TOUCHED.compile(dialect=dialect).string
+    """`_TOUCHED_POSTGRES` for psycopg, its array bound as an array literal (`_text_array`)."""
+    return _TOUCHED_POSTGRES.compile(dialect=dialect).string.replace("%(sids)s", "%s")
 
 
-def touched_heads(conn: sa.Connection, after: int) -> dict[str, tuple[int, str]]:
-    """The head (position, row hash) each session row names, for the sessions with records after
-    global position `after`."""
-    rows = conn.execute(_TOUCHED, {"after": after})
-    return {row.id: (row.head_position, row.head_hash) for row in rows}
+def touched_heads(conn: sa.Connection, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """The head (position, row hash) the session row names, of each of the sessions (those written
+    to since: the caller has their records; a lookup each, in a statement per `CHUNK`)."""
+    found: dict[str, tuple[int, str]] = {}
+    for start in range(0, len(session_ids), CHUNK):
+        rows = conn.execute(_TOUCHED, {"sids": list(session_ids[start : start + CHUNK])})
+        found.update((row.id, (row.head_position, row.head_hash)) for row in rows)
+    return found
 
 
 Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
@@ -222,22 +228,24 @@ Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
 
 
 @contextmanager
-def heads_sent(conn: sa.Connection, trusted: Trusted, after: int) -> Iterator[Callable[[], Heads]]:
-    """`moved_heads(trusted)` and `touched_heads(after)` in `conn`'s transaction, asked on entry
+def heads_sent(
+    conn: sa.Connection, trusted: Trusted, written: Sequence[str]
+) -> Iterator[Callable[[], Heads]]:
+    """`moved_heads(trusted)` and `touched_heads(written)` in `conn`'s transaction, asked on entry
     and collected by calling what this yields. On PostgreSQL both are sent in pipeline mode and
     answered by the database while the caller's Python works through rows it has already read on
     `conn` (so enter this after that read): the lookups cost no wall time while there is work
     here to hide them behind, and no second connection or snapshot export is needed for them to
     see the same snapshot. SQLite has nothing to overlap: both are read on entry."""
     if conn.dialect.name != "postgresql":
-        found = moved_heads(conn, trusted), touched_heads(conn, after)
+        found = moved_heads(conn, trusted), touched_heads(conn, written)
         yield lambda: found
         return
     driver = driver_of(conn.connection)
     with driver.pipeline():
         moved = _send_moved(driver, conn.dialect, trusted)
         touched = driver.cursor()
-        touched.execute(_touched_sql(conn.dialect), {"after": after})
+        touched.execute(_touched_sql(conn.dialect), [_text_array(written)])
 
         def collected() -> Heads:
             return _moved_rows([] if moved is None else moved.fetchall()), {

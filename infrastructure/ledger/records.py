@@ -113,22 +113,25 @@ def read_records(
         cursor.close()
 
 
-def read_appended(conn: sa.Connection, after: int) -> Iterator[tuple[LedgerRecord, bytes | None]]:
-    """Every record written after global position `after`, by session and position, with its
-    payload's stored text: a range read of the primary key, so its cost follows the rows written
-    since, not the ledger (`verify --since`). On the driver, as `read_records`. The rows are read
-    on the call, the records made as they are iterated: the connection is free meanwhile."""
+def read_appended(
+    conn: sa.Connection, after: int
+) -> tuple[list[str], Iterator[tuple[LedgerRecord, bytes | None]]]:
+    """The sessions written to after global position `after`, and every record written after it,
+    by session and position, with its payload's stored text: a range read of the primary key, so
+    its cost follows the rows written since, not the ledger (`verify --since`). On the driver, as
+    `read_records`. The rows are read on the call, the records made as they are iterated: the
+    connection is free meanwhile."""
     cursor = _cursor(conn)
     try:
         rows = _statement(conn, _APPENDED_QUERY).rows(cursor, {"after": after})
     finally:
         cursor.close()
     rows.sort(key=_session_position)
-    return (
-        record
-        for session_id, group in groupby(rows, key=itemgetter(0))
-        for record in _records(session_id, [row[1:] for row in group])
-    )
+    groups = [
+        (session_id, [row[1:] for row in group]) for session_id, group in groupby(rows, key=itemgetter(0))
+    ]
+    records = (record for session_id, group in groups for record in _records(session_id, group))
+    return [session_id for session_id, _ in groups], records
 
 
 def _statement(conn: sa.Connection, query: sa.Select) -> DriverStatement:
