@@ -183,12 +183,12 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     digests: dict[str, list[str | None]] = {}
     sha256 = hashlib.sha256
     after = digest.global_position
-    heads = digest.sessions.values()
+    anchors = digest.sessions.values()
     trusted = Trusted(
         list(digest.sessions),
-        [head.position for head in heads],
-        [head.head for head in heads],
-        [head.global_position for head in heads],
+        [anchor.position for anchor in anchors],
+        [anchor.head for anchor in anchors],
+        [anchor.global_position for anchor in anchors],
     )
     with snapshot(ledger.engine) as conn:
         written, appended = read_appended(conn, after)
