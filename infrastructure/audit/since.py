@@ -193,11 +193,11 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     with snapshot(ledger.engine) as conn:
         written, appended = read_appended(conn, after)
         with heads_sent(conn, trusted, written) as heads_now:
-            for record, text in appended:
-                records.setdefault(record.session_id, []).append(record)
-                digests.setdefault(record.session_id, []).append(
-                    None if text is None else sha256(text).hexdigest()
-                )
+            for session_id, pairs in appended:
+                records[session_id] = [record for record, _ in pairs]
+                digests[session_id] = [
+                    None if text is None else sha256(text).hexdigest() for _, text in pairs
+                ]
             moved, touched = heads_now()
         gone = [sid for sid, m in moved.items() if m.row_hash is None]
         last = last_positions(conn, gone) if gone else {}

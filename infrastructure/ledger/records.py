@@ -115,12 +115,12 @@ def read_records(
 
 def read_appended(
     conn: sa.Connection, after: int
-) -> tuple[list[str], Iterator[tuple[LedgerRecord, bytes | None]]]:
-    """The sessions written to after global position `after`, and every record written after it,
-    by session and position, with its payload's stored text: a range read of the primary key, so
+) -> tuple[list[str], Iterator[tuple[str, list[tuple[LedgerRecord, bytes | None]]]]]:
+    """The sessions written to after global position `after`, and each one's records written
+    after it, by position, with their payloads' stored text: a range read of the primary key, so
     its cost follows the rows written since, not the ledger (`verify --since`). On the driver, as
-    `read_records`. The rows are read on the call, the records made as they are iterated: the
-    connection is free meanwhile."""
+    `read_records`. The rows are read on the call, the records made session by session as they
+    are iterated: the connection is free meanwhile."""
     cursor = _cursor(conn)
     try:
         rows = _statement(conn, _APPENDED_QUERY).rows(cursor, {"after": after})
@@ -130,8 +130,8 @@ def read_appended(
     groups = [
         (session_id, [row[1:] for row in group]) for session_id, group in groupby(rows, key=itemgetter(0))
     ]
-    records = (record for session_id, group in groups for record in _records(session_id, group))
-    return [session_id for session_id, _ in groups], records
+    sessions = ((session_id, list(_records(session_id, group))) for session_id, group in groups)
+    return [session_id for session_id, _ in groups], sessions
 
 
 def _statement(conn: sa.Connection, query: sa.Select) -> DriverStatement:
