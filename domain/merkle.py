@@ -35,13 +35,7 @@ class MerkleMountainRange:
         self._peaks: list[bytes] = []  # perfect subtrees, largest first, one per set bit of size
 
     def append(self, data: bytes) -> None:
-        peak = leaf_hash(data)
-        merges = self.size
-        while merges & 1:  # each trailing one bit is a peak of the same height: merge with it
-            peak = node_hash(self._peaks.pop(), peak)
-            merges >>= 1
-        self._peaks.append(peak)
-        self.size += 1
+        self.extend((data,))
 
     @classmethod
     def resumed(cls, size: int, peaks: Sequence[bytes]) -> MerkleMountainRange:
@@ -60,8 +54,18 @@ class MerkleMountainRange:
         return tuple(self._peaks)
 
     def extend(self, leaves: Iterable[bytes]) -> MerkleMountainRange:
+        """Append each leaf in turn, the hashes written out (`leaf_hash`, `node_hash`): a digest
+        hashes every record of the ledger through here, `verify --since` every new one."""
+        sha256, peaks, size = hashlib.sha256, self._peaks, self.size
         for data in leaves:
-            self.append(data)
+            peak = sha256(b"\x00" + data).digest()
+            merges = size
+            while merges & 1:  # each trailing one bit is a peak of the same height: merge with it
+                peak = sha256(b"\x01" + peaks.pop() + peak).digest()
+                merges >>= 1
+            peaks.append(peak)
+            size += 1
+        self.size = size
         return self
 
     def root(self) -> bytes:

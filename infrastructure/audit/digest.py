@@ -1,11 +1,11 @@
 """Ledger digests: a small document, kept outside the database, that commits to the whole ledger as
 it stood, so that a rewrite by someone who can also recompute every hash after it is still caught.
 
-A digest names, for every session, its head (last position and row hash) and the Merkle root of
-its row hashes (`domain.merkle`), with the highest global position and the time it was taken. It
-is canonical JSON (`domain.ledger.canonical`), optionally signed with an Ed25519 key the operator
-holds: the signature covers the document without its `signature` field. The format is
-docs/proofs.md "Digests".
+A digest names, for every session, its head (last position, row hash and global position) and the
+Merkle root of its row hashes (`domain.merkle`), with the highest global position and the time it
+was taken. It is canonical JSON (`domain.ledger.canonical`), optionally signed with an Ed25519 key
+the operator holds: the signature covers the document without its `signature` field. The format
+is docs/proofs.md "Digests".
 """
 
 from __future__ import annotations
@@ -51,10 +51,17 @@ class SessionHead:
     peaks: tuple[str, ...] | None = None
     """The Merkle mountain range's peaks (largest first; none in a digest of an older release):
     `verify --since` resumes the tree from them and hashes only the records added since."""
+    global_position: int | None = None
+    """The head record's global position (none in a digest of an older release): `verify --since`
+    finds the head by the primary key, a cheaper lookup than by session and position."""
 
     def as_dict(self) -> dict[str, Any]:
-        peaks = {} if self.peaks is None else {"peaks": list(self.peaks)}
-        return {"position": self.position, "head": self.head, "root": self.root, **peaks}
+        optional = {
+            "peaks": None if self.peaks is None else list(self.peaks),
+            "global_position": self.global_position,
+        }
+        given = {key: value for key, value in optional.items() if value is not None}
+        return {"position": self.position, "head": self.head, "root": self.root, **given}
 
     def mountains(self) -> MerkleMountainRange:
         """The tree of the digest's records, ready to append to (`ValueError` without peaks)."""
@@ -114,18 +121,23 @@ def take_digest(ledger: Ledger, *, now: datetime | None = None) -> Digest:
         with snapshot(ledger.engine) as conn:
             top = conn.execute(sa.select(sa.func.max(ledger_table.c.global_position))).scalar()
             rows = conn.execution_options(yield_per=10_000).execute(
-                sa.select(ledger_table.c.session_id, ledger_table.c.row_hash).order_by(
-                    ledger_table.c.session_id, ledger_table.c.position
+                sa.select(
+                    ledger_table.c.session_id, ledger_table.c.row_hash, ledger_table.c.global_position
+                ).order_by(ledger_table.c.session_id, ledger_table.c.position)
+            )
+            heads = dict(
+                _heads(
+                    (sid, ((row.row_hash, row.global_position) for row in group))
+                    for sid, group in groupby(rows, _sid)
                 )
             )
-            heads = dict(_heads((sid, (row.row_hash for row in group)) for sid, group in groupby(rows, _sid)))
         return Digest(taken_at, top or 0, heads)
     top = 0
-    chains: list[tuple[str, Iterable[str]]] = []
+    chains: list[tuple[str, Iterable[tuple[str, int | None]]]] = []
     for session_id in ledger.session_ids():
         records = list(ledger.records(session_id))
         top = max([top, *(r.global_position or 0 for r in records)])
-        chains.append((session_id, [r.row_hash for r in records]))
+        chains.append((session_id, [(r.row_hash, r.global_position) for r in records]))
     return Digest(taken_at, top, dict(_heads(chains)))
 
 
@@ -133,15 +145,17 @@ def _sid(row: Any) -> str:
     return str(row.session_id)
 
 
-def _heads(chains: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[str, SessionHead]]:
-    for session_id, hashes in chains:
-        mountains = MerkleMountainRange()
-        last = ""
-        for last in hashes:
-            mountains.append(bytes.fromhex(last))
-        if mountains.size:
+def _heads(
+    chains: Iterable[tuple[str, Iterable[tuple[str, int | None]]]],
+) -> Iterator[tuple[str, SessionHead]]:
+    """Each session's head from its records' (row hash, global position), by position."""
+    for session_id, records in chains:
+        kept = list(records)
+        if kept:
+            mountains = MerkleMountainRange().extend(bytes.fromhex(row_hash) for row_hash, _ in kept)
+            last, at = kept[-1]
             peaks = tuple(peak.hex() for peak in mountains.peaks)
-            yield session_id, SessionHead(mountains.size, last, mountains.root().hex(), peaks)
+            yield session_id, SessionHead(mountains.size, last, mountains.root().hex(), peaks, at)
 
 
 def write_digest(digest: Digest, path: Path) -> None:
@@ -178,6 +192,12 @@ def parse_digest(text: str, source: str = "") -> Digest:
             signature=None if signature is None else str(signature["value"]),
             source=source,
         )
+        for sid, head in digest.sessions.items():
+            if head.global_position is not None and head.global_position > digest.global_position:
+                raise ValueError(
+                    f"session {sid}'s head is at global position {head.global_position}, "
+                    f"past the digest's {digest.global_position}"
+                )
         if digest.to_json() != text:
             raise ValueError("it is not the canonical text its fields give (edited by hand?)")
     except (ValueError, KeyError, TypeError, AttributeError) as error:
@@ -186,12 +206,13 @@ def parse_digest(text: str, source: str = "") -> Digest:
 
 
 def _session_head(head: Mapping[str, Any]) -> SessionHead:
-    peaks = head.get("peaks")
+    peaks, at = head.get("peaks"), head.get("global_position")
     parsed = SessionHead(
         count(head["position"]),
         hex_hash(head["head"]),
         hex_hash(head["root"]),
         None if peaks is None else tuple(hex_hash(peak) for peak in peaks),
+        None if at is None else count(at),
     )
     if peaks is not None and parsed.mountains().root().hex() != parsed.root:
         raise ValueError(f"the peaks of a session at position {parsed.position} do not fold to its root")

@@ -6,10 +6,13 @@ session's head as the digest saw it (same position, same row hash) and that ever
 since chains from that head, hash by hash, up to the head the session row names; a session
 created since is checked from its first record. The records are read by a range of the global
 position (the primary key), so that cost follows the records written since, not the ledger's size.
-The heads are the database's work: one index lookup per session of the digest, in one statement
-that returns only the heads that moved (`ledger.audit_reads.moved_heads`), run on a second
-connection in the same snapshot while the new records are hashed here; a session left as the
-digest saw it costs no Python at all.
+The heads are the database's work: one primary-key lookup per session of the digest (the head's
+global position, which the digest records; by session and position where the row there is not
+the head, so a digest of an older release, or a head whose row was moved, is checked as before),
+in one statement that returns only the heads that moved (`ledger.audit_reads.moved_heads`). It
+is sent on the reading connection once the new records are read (they are sorted here, not by
+the database), so the database answers it, in the same snapshot, while they are hashed; a
+session left as the digest saw it costs no Python at all.
 
 The Merkle root of today's records is then the digest's tree, resumed from the peaks the digest
 keeps, with only the new records hashed: so the digest's tree is a prefix of today's by
@@ -31,7 +34,7 @@ from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead
 from sessionledger.infrastructure.audit.verify import Finding, Verification
-from sessionledger.infrastructure.ledger.audit_reads import heads_beside, last_positions
+from sessionledger.infrastructure.ledger.audit_reads import Trusted, heads_sent, last_positions
 from sessionledger.infrastructure.ledger.records import read_appended, snapshot
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 
@@ -139,7 +142,11 @@ def _check(
         anchor
         if last is None
         else SessionHead(
-            mountains.size, last.row_hash, mountains.root().hex(), tuple(p.hex() for p in mountains.peaks)
+            mountains.size,
+            last.row_hash,
+            mountains.root().hex(),
+            tuple(p.hex() for p in mountains.peaks),
+            last.global_position,
         )
     )
     result = Verification(
@@ -171,22 +178,27 @@ def _gone(session_id: str, anchor: SessionHead, last: int | None, digest: Digest
 
 def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
     """The records since the digest, and the digest's heads that moved, in one snapshot: the heads
-    are looked up (by the database, one index lookup each) while the records are hashed here."""
+    are looked up (by the database, a primary-key lookup each) while the records are hashed here."""
     records: dict[str, list[LedgerRecord]] = {}
     digests: dict[str, list[str | None]] = {}
     sha256 = hashlib.sha256
     after = digest.global_position
-    trusted = [(sid, head.position, head.head) for sid, head in digest.sessions.items()]
-    with (
-        snapshot(ledger.engine) as conn,
-        heads_beside(ledger.engine, conn, trusted, after) as heads_now,
-    ):
-        for record, text in read_appended(conn, after):
-            records.setdefault(record.session_id, []).append(record)
-            digests.setdefault(record.session_id, []).append(
-                None if text is None else sha256(text).hexdigest()
-            )
-        moved, touched = heads_now()
+    anchors = digest.sessions.values()
+    trusted = Trusted(
+        list(digest.sessions),
+        [anchor.position for anchor in anchors],
+        [anchor.head for anchor in anchors],
+        [anchor.global_position for anchor in anchors],
+    )
+    with snapshot(ledger.engine) as conn:
+        written, appended = read_appended(conn, after)
+        with heads_sent(conn, trusted, written) as heads_now:
+            for session_id, pairs in appended:
+                records[session_id] = [record for record, _ in pairs]
+                digests[session_id] = [
+                    None if text is None else sha256(text).hexdigest() for _, text in pairs
+                ]
+            moved, touched = heads_now()
         gone = [sid for sid, m in moved.items() if m.row_hash is None]
         last = last_positions(conn, gone) if gone else {}
     heads = {sid: ChainHead(*m.head) for sid, m in moved.items() if m.head is not None}

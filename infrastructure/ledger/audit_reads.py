@@ -5,7 +5,6 @@ tail are one query each on a Core `Connection`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -60,7 +59,16 @@ class AuditReads:
 
 # --- verify --since ---------------------------------------------------------------------------
 
-_SNAPSHOT_ID = re.compile(r"[0-9A-F]+(-[0-9A-F]+)+")
+
+class Trusted(NamedTuple):
+    """The heads a trusted digest saw, as columns (one entry per session, in the same order): the
+    sessions, each head's position and row hash, and its global position (`None`: not recorded, a
+    digest of an older release). Columns, because that is what a statement binds them as."""
+
+    sids: Sequence[str]
+    positions: Sequence[int]
+    heads: Sequence[str]
+    globals: Sequence[int | None]
 
 
 class Moved(NamedTuple):
@@ -73,33 +81,53 @@ class Moved(NamedTuple):
 
 
 def _moved_query(wanted: Any) -> sa.Select:
-    """The trusted heads (`wanted`: sid, pos, head) whose ledger row or session row differs."""
+    """The trusted heads (`wanted`: sid, pos, head, gp) whose ledger row or session row differs.
+
+    A head is found by its global position, the primary key, and is as trusted when the row there
+    is that session's record at that position with that hash: by UNIQUE(session_id, position) it
+    is then the row the session holds at the position. Only a head not found so (moved, or its
+    global position unknown or not the row's) is looked up by session and position, to say what
+    is there now; so a wrong global position costs a lookup, never a finding."""
+    at_gp = ledger.alias("at_gp")
+    by_position = ledger.alias("by_position")
+    found = sa.and_(
+        at_gp.c.session_id == wanted.c.sid,
+        at_gp.c.position == wanted.c.pos,
+        at_gp.c.row_hash == wanted.c.head,
+    )
+    now = sa.case(
+        (found, wanted.c.head),
+        else_=sa.select(by_position.c.row_hash)
+        .where(by_position.c.session_id == wanted.c.sid, by_position.c.position == wanted.c.pos)
+        .scalar_subquery(),
+    )
+    heads = (
+        sa.select(wanted.c.sid, wanted.c.pos, wanted.c.head, now.label("now"))
+        .select_from(wanted.outerjoin(at_gp, at_gp.c.global_position == wanted.c.gp))
+        .subquery("heads")
+    )
     return (
-        sa.select(
-            wanted.c.sid, ledger.c.row_hash, sessions.c.id, sessions.c.head_position, sessions.c.head_hash
-        )
-        .select_from(
-            wanted.outerjoin(
-                ledger, sa.and_(ledger.c.session_id == wanted.c.sid, ledger.c.position == wanted.c.pos)
-            ).outerjoin(sessions, sessions.c.id == wanted.c.sid)
-        )
+        sa.select(heads.c.sid, heads.c.now, sessions.c.id, sessions.c.head_position, sessions.c.head_hash)
+        .select_from(heads.outerjoin(sessions, sessions.c.id == heads.c.sid))
         .where(
             sa.or_(
-                ledger.c.row_hash.is_distinct_from(wanted.c.head),
-                sessions.c.head_position.is_distinct_from(wanted.c.pos),
-                sessions.c.head_hash.is_distinct_from(wanted.c.head),
+                heads.c.now.is_distinct_from(heads.c.head),
+                sessions.c.head_position.is_distinct_from(heads.c.pos),
+                sessions.c.head_hash.is_distinct_from(heads.c.head),
             )
         )
     )
 
 
-_WANTED_COLUMNS = (sa.column("sid", sa.Text), sa.column("pos", sa.BigInteger), sa.column("head", sa.Text))
+_WANTED_COLUMNS = (
+    sa.column("sid", sa.Text),
+    sa.column("pos", sa.BigInteger),
+    sa.column("head", sa.Text),
+    sa.column("gp", sa.BigInteger),
+)
+_ARRAYS = (("sids", sa.Text), ("positions", sa.BigInteger), ("heads", sa.Text), ("globals", sa.BigInteger))
 _MOVED_POSTGRES = _moved_query(
-    sa.func.unnest(
-        sa.cast(sa.bindparam("sids"), postgresql.ARRAY(sa.Text)),
-        sa.cast(sa.bindparam("positions"), postgresql.ARRAY(sa.BigInteger)),
-        sa.cast(sa.bindparam("heads"), postgresql.ARRAY(sa.Text)),
-    )
+    sa.func.unnest(*(sa.cast(sa.bindparam(name), postgresql.ARRAY(type_)) for name, type_ in _ARRAYS))
     .table_valued(*_WANTED_COLUMNS)
     .render_derived(name="wanted")
 )
@@ -107,39 +135,68 @@ _MOVED_POSTGRES = _moved_query(
 
 @cache
 def _moved_sql(dialect: sa.Dialect) -> str:
-    """`_MOVED_POSTGRES` for psycopg, its arrays bound in the binary protocol (`%b`): a text array
-    bound as text costs a quoting pass over every element, twice the time of the lookups."""
+    """`_MOVED_POSTGRES` for psycopg, its arrays bound as array literals (`_text_array`)."""
     sql = _MOVED_POSTGRES.compile(dialect=dialect).string
-    for name in ("sids", "positions", "heads"):  # in the order they come in the text
-        sql = sql.replace(f"%({name})s", "%b")
+    for name, _ in _ARRAYS:
+        sql = sql.replace(f"%({name})s", "%s")
     return sql
 
 
-_TOUCHED = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash).where(
-    sessions.c.id.in_(sa.select(ledger.c.session_id).where(ledger.c.global_position > sa.bindparam("after")))
+def _text_array(values: Sequence[str]) -> str:
+    """A PostgreSQL text array literal, built by a few string operations over all the values: the
+    driver's own array adapters make a Python call per element, which costs the client more than
+    the lookups cost the server. Each value is quoted, its `"` and `\\` escaped; a NUL, which
+    PostgreSQL text cannot hold, separates them while they are escaped."""
+    joined = "\x00".join(values)
+    if joined.count("\x00") != max(len(values) - 1, 0):
+        raise ValueError("a session id or hash holds a NUL character (\\x00), which PostgreSQL cannot store")
+    escaped = joined.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", '","')
+    return '{"' + escaped + '"}' if values else "{}"
+
+
+def _number_array(values: Sequence[int | None]) -> str:
+    """A PostgreSQL bigint array literal (`None`: NULL), as `_text_array`."""
+    texts = (
+        ("NULL" if value is None else str(value) for value in values) if None in values else map(str, values)
+    )
+    return "{" + ",".join(texts) + "}"
+
+
+_SESSION_HEADS = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash)
+_TOUCHED = _SESSION_HEADS.where(sessions.c.id.in_(sa.bindparam("sids", expanding=True)))
+_TOUCHED_POSTGRES = _SESSION_HEADS.where(
+    sessions.c.id == sa.func.any(sa.cast(sa.bindparam("sids"), postgresql.ARRAY(sa.Text)))
 )
 
 
-def moved_heads(conn: sa.Connection, trusted: Sequence[tuple[str, int, str]]) -> dict[str, Moved]:
-    """Of the trusted `(session id, position, row hash)` heads, those whose ledger row at that
-    position or whose session row's head is not that head any more. Whatever is as trusted comes
-    back as nothing, so the caller's work follows the sessions that changed; the database's
-    follows the heads (an index lookup each, in a statement per `CHUNK` heads). PostgreSQL asks
-    the same in one statement over three arrays (`_send_moved`, from `heads_beside`)."""
+def moved_heads(conn: sa.Connection, trusted: Trusted) -> dict[str, Moved]:
+    """Of the trusted heads, those whose ledger row at that position or whose session row's head
+    is not that head any more. Whatever is as trusted comes back as nothing, so the caller's work
+    follows the sessions that changed; the database's follows the heads (a primary-key lookup
+    each, in a statement per `CHUNK` heads). PostgreSQL asks the same in one statement over four
+    arrays (`_send_moved`, from `heads_sent`)."""
     rows: list[Sequence[Any]] = []
-    for start in range(0, len(trusted), CHUNK):
-        wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(trusted[start : start + CHUNK]).cte()
+    heads = list(zip(*trusted, strict=True))
+    for start in range(0, len(heads), CHUNK):
+        wanted = sa.values(*_WANTED_COLUMNS, name="wanted").data(heads[start : start + CHUNK]).cte()
         rows += conn.execute(_moved_query(wanted)).all()
     return _moved_rows(rows)
 
 
-def _send_moved(driver: Any, dialect: sa.Dialect, trusted: Sequence[tuple[str, int, str]]) -> Any:
-    """`moved_heads`' statement executed on a psycopg connection (`None`: no heads to look up);
-    its rows are the cursor's (three arrays: no plan per head)."""
-    if not trusted:
+def _send_moved(driver: Any, dialect: sa.Dialect, trusted: Trusted) -> Any:
+    """`moved_heads`' statement executed on a psycopg connection (`None`: no heads to look up)."""
+    if not trusted.sids:
         return None
-    cursor = driver.cursor(binary=True)
-    cursor.execute(_moved_sql(dialect), [list(column) for column in zip(*trusted, strict=True)])
+    cursor = driver.cursor()
+    cursor.execute(
+        _moved_sql(dialect),
+        [
+            _text_array(trusted.sids),
+            _number_array(trusted.positions),
+            _text_array(trusted.heads),
+            _number_array(trusted.globals),
+        ],
+    )
     return cursor
 
 
@@ -152,14 +209,18 @@ def _moved_rows(rows: Iterable[Sequence[Any]]) -> dict[str, Moved]:
 
 @cache
 def _touched_sql(dialect: sa.Dialect) -> str:
-    return _TOUCHED.compile(dialect=dialect).string
+    """`_TOUCHED_POSTGRES` for psycopg, its array bound as an array literal (`_text_array`)."""
+    return _TOUCHED_POSTGRES.compile(dialect=dialect).string.replace("%(sids)s", "%s")
 
 
-def touched_heads(conn: sa.Connection, after: int) -> dict[str, tuple[int, str]]:
-    """The head (position, row hash) each session row names, for the sessions with records after
-    global position `after`."""
-    rows = conn.execute(_TOUCHED, {"after": after})
-    return {row.id: (row.head_position, row.head_hash) for row in rows}
+def touched_heads(conn: sa.Connection, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """The head (position, row hash) the session row names, of each of the sessions (those written
+    to since: the caller has their records; a lookup each, in a statement per `CHUNK`)."""
+    found: dict[str, tuple[int, str]] = {}
+    for start in range(0, len(session_ids), CHUNK):
+        rows = conn.execute(_TOUCHED, {"sids": list(session_ids[start : start + CHUNK])})
+        found.update((row.id, (row.head_position, row.head_hash)) for row in rows)
+    return found
 
 
 Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
@@ -167,36 +228,31 @@ Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
 
 
 @contextmanager
-def heads_beside(
-    engine: sa.Engine, conn: sa.Connection, trusted: Sequence[tuple[str, int, str]], after: int
+def heads_sent(
+    conn: sa.Connection, trusted: Trusted, written: Sequence[str]
 ) -> Iterator[Callable[[], Heads]]:
-    """`moved_heads(trusted)` and `touched_heads(after)` as `conn`'s transaction sees them (it
-    begins here), asked on entry and collected by calling what this yields. On PostgreSQL the
-    snapshot is exported to a second connection, which sends both statements in pipeline mode and
-    is answered by the database while the caller's Python works through its own rows on `conn`
-    (one thread: nothing waits for the interpreter's lock). SQLite has nothing to export and one
-    reader per connection: both are read on `conn`, on entry."""
+    """`moved_heads(trusted)` and `touched_heads(written)` in `conn`'s transaction, asked on entry
+    and collected by calling what this yields. On PostgreSQL both are sent in pipeline mode and
+    answered by the database while the caller's Python works through rows it has already read on
+    `conn` (so enter this after that read): the lookups cost no wall time while there is work
+    here to hide them behind, and no second connection or snapshot export is needed for them to
+    see the same snapshot. SQLite has nothing to overlap: both are read on entry."""
     if conn.dialect.name != "postgresql":
-        found = moved_heads(conn, trusted), touched_heads(conn, after)
+        found = moved_heads(conn, trusted), touched_heads(conn, written)
         yield lambda: found
         return
-    exported = str(conn.execute(sa.text("SELECT pg_export_snapshot()")).scalar_one())
-    if not _SNAPSHOT_ID.fullmatch(exported):  # it is spelled into the statement below
-        raise RuntimeError(f"unexpected snapshot id {exported!r}")
-    with snapshot(engine) as other:
-        driver = driver_of(other.connection)
-        with driver.pipeline():
-            driver.execute(f"SET TRANSACTION SNAPSHOT '{exported}'")
-            moved = _send_moved(driver, other.dialect, trusted)
-            touched = driver.cursor()
-            touched.execute(_touched_sql(other.dialect), {"after": after})
+    driver = driver_of(conn.connection)
+    with driver.pipeline():
+        moved = _send_moved(driver, conn.dialect, trusted)
+        touched = driver.cursor()
+        touched.execute(_touched_sql(conn.dialect), [_text_array(written)])
 
-            def collected() -> Heads:
-                return _moved_rows([] if moved is None else moved.fetchall()), {
-                    sid: (position, hash_) for sid, position, hash_ in touched.fetchall()
-                }
+        def collected() -> Heads:
+            return _moved_rows([] if moved is None else moved.fetchall()), {
+                sid: (position, hash_) for sid, position, hash_ in touched.fetchall()
+            }
 
-            yield collected
+        yield collected
 
 
 def last_positions(conn: sa.Connection, session_ids: Iterable[str]) -> dict[str, int]:

@@ -79,6 +79,14 @@ class UtcDateTime(TypeDecorator):
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
+    def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
+        """None on PostgreSQL: every connection's session time zone is UTC (`engine.py`), so psycopg
+        hands out aware datetimes in `datetime.UTC` already, and a call per value costs about a
+        microsecond per ledger row (two timestamps) on every read of records."""
+        if dialect.name == "postgresql":
+            return None
+        return super().result_processor(dialect, coltype)
+
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None

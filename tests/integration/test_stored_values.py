@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -85,6 +85,22 @@ def assert_edges_kept(service: SessionService, session_id: str) -> None:
     assert_exact(dict(event.message.metadata), EDGES)
     assert_exact(dict(event.state_delta), {"delta": EDGES, "app:edges": EDGES})
     assert verify(service, session_id).ok, verify(service, session_id).findings
+
+
+def test_timestamps_come_back_in_utc_at_the_same_instant(service: SessionService) -> None:
+    """Whatever zone a time was given in, it is read back as the same instant in `datetime.UTC`
+    (on PostgreSQL straight from the driver: the session time zone is UTC)."""
+    east = timezone(timedelta(hours=5, minutes=30))
+    at = datetime(2025, 6, 1, 12, 0, 0, 123456, tzinfo=east)
+    session = service.create_session(unique("u"), app_name=unique("app"))
+    service.append_event(SessionEvent(session_id=session.id, message=UserMessage("when"), timestamp=at))
+    [event] = service.get_events(session.id)
+    [*_, record] = service.records(session.id)
+    stored = service.get_session(session.id)
+    assert stored is not None
+    for moment in (event.timestamp, record.occurred_at, record.recorded_at, stored.created_at):
+        assert moment is not None and moment.tzinfo is UTC, moment
+    assert event.timestamp == at and record.occurred_at == at
 
 
 # --- integers ------------------------------------------------------------------------------------

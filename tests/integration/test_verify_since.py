@@ -10,7 +10,7 @@ import pytest
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit.anchored import Anchor
-from sessionledger.infrastructure.audit.digest import InvalidDigest, parse_digest, take_digest
+from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, parse_digest, take_digest
 from sessionledger.infrastructure.audit.since import verify_since
 
 from tests.integration.test_digests import rewrite
@@ -104,3 +104,54 @@ def test_peaks_that_do_not_fold_to_the_root_are_refused(ledger: Ledger) -> None:
     text = replace(digest, sessions={ledger.session_id: forged}).to_json()
     with pytest.raises(InvalidDigest, match="do not fold to its root"):
         parse_digest(text)
+
+
+def without_global_positions(digest: Digest) -> Digest:
+    """The digest as an older release wrote it: no head's global position."""
+    return replace(
+        digest, sessions={sid: replace(head, global_position=None) for sid, head in digest.sessions.items()}
+    )
+
+
+def test_a_digest_records_each_head_s_global_position(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    assert digest.sessions[ledger.session_id].global_position == ledger.records()[-1].global_position
+    ledger.service.append_message(ledger.session_id, UserMessage("since"))
+    following = verify_since(ledger.service.ledger, digest).next_digest
+    assert following.sessions == take_digest(ledger.service.ledger).sessions
+
+
+def test_a_digest_without_global_positions_still_anchors_since(ledger: Ledger) -> None:
+    digest = without_global_positions(take_digest(ledger.service.ledger))
+    assert parse_digest(digest.to_json()) == digest  # an older release's digest still reads
+    head = digest.sessions[ledger.session_id].position
+    ledger.service.append_message(ledger.session_id, UserMessage("since"))
+    checked = verify_since(ledger.service.ledger, digest)
+    assert checked.ok, checked.results
+    last = ledger.records()[-1]
+    assert checked.next_digest.sessions[ledger.session_id].global_position == last.global_position
+    rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    assert found(ledger, digest) == [(Anchor.REWRITTEN, head)]
+
+
+def test_a_wrong_global_position_costs_a_lookup_not_a_finding(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    head = digest.sessions[ledger.session_id]
+    first = ledger.records()[0].global_position  # the session's own record, at another position
+    for wrong in (first, digest.global_position + 1_000):  # another row; no row at all
+        misplaced = replace(digest, sessions={ledger.session_id: replace(head, global_position=wrong)})
+        assert verify_since(ledger.service.ledger, misplaced).ok
+    ledger.sql("DELETE FROM ledger WHERE session_id = :sid AND position > :p", p=head.position - 2)
+    assert found(ledger, misplaced) == [(Anchor.TRUNCATED, head.position - 1)]
+
+
+def test_a_head_moved_to_another_session_is_gone_from_its_own(ledger: Ledger) -> None:
+    digest = take_digest(ledger.service.ledger)
+    head = digest.sessions[ledger.session_id]
+    other = ledger.service.create_session("bystander").id
+    ledger.sql(
+        "UPDATE ledger SET session_id = :other WHERE session_id = :sid AND position = :p",
+        other=other,
+        p=head.position,
+    )
+    assert found(ledger, digest) == [(Anchor.TRUNCATED, head.position)]

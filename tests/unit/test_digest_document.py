@@ -56,3 +56,14 @@ def test_a_forged_signature_is_refused() -> None:
 def test_a_malformed_digest_is_refused(edit) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidDigest, match="malformed"):
         parse_digest(edit(DIGEST.to_json()))
+
+
+def test_a_head_s_global_position_reads_back_and_stays_within_the_digest() -> None:
+    placed = replace(DIGEST, sessions={"s-1": replace(HEAD, global_position=40)})
+    assert '"global_position":40,"head"' in placed.to_json()
+    assert parse_digest(placed.to_json()) == placed
+    past = replace(DIGEST, sessions={"s-1": replace(HEAD, global_position=43)})
+    with pytest.raises(InvalidDigest, match="past the digest's 42"):
+        parse_digest(past.to_json())
+    with pytest.raises(InvalidDigest, match="malformed"):
+        parse_digest(placed.to_json().replace('"global_position":40', '"global_position":-40'))
