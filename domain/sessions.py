@@ -127,6 +127,11 @@ def merge_state(
     return FrozenDict(merged)
 
 
+def holds_temp(delta: Mapping[str, Any]) -> bool:
+    """Whether `delta` has `temp:` keys, which `strip_temp` drops before an event is stored."""
+    return any(key.startswith(TEMP_PREFIX) for key in delta)
+
+
 def strip_temp(delta: Mapping[str, Any] | None) -> dict[str, Any]:
     """`delta` without its `temp:` keys: what an event's stored `state_delta` keeps."""
     if not delta:

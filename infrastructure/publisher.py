@@ -39,7 +39,7 @@ from kombu.utils import json as kombu_json
 from sessionledger.domain.codec import event_from_payload, validated_event
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ledger import Draft, event_draft
-from sessionledger.domain.sessions import TEMP_PREFIX
+from sessionledger.domain.sessions import holds_temp
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.service import append_draft
@@ -210,7 +210,7 @@ def _drafted(line: str) -> tuple[Draft, PublisherIdentity] | None:
         if type(session_id) is not str or type(event_id) is not str:
             return None
         event, payload = validated_event(session_id, event_id, document["event"])
-        if any(key.startswith(TEMP_PREFIX) for key in event.state_delta):
+        if holds_temp(event.state_delta):
             return None  # `append_draft` drops them: not what the line says
         identity = _identity(document.get("identity"))
         draft = event_draft(event, payload)

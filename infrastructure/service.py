@@ -30,7 +30,7 @@ from sessionledger.domain.ports import (
     Trigger,
     WindowStats,
 )
-from sessionledger.domain.sessions import DEFAULT_TTL, TEMP_PREFIX, Session, expiry, strip_temp
+from sessionledger.domain.sessions import DEFAULT_TTL, Session, expiry, holds_temp, strip_temp
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure.settings import Settings
 
@@ -88,7 +88,7 @@ def append_draft(event: SessionEvent, max_payload_bytes: int) -> Draft:
     """
     if not isinstance(event, SessionEvent):
         raise ValueError("event must be a SessionEvent")
-    if any(key.startswith(TEMP_PREFIX) for key in event.state_delta):
+    if holds_temp(event.state_delta):
         event = replace(event, state_delta=strip_temp(event.state_delta))
     if event.archived:
         event = event.with_archived(False)

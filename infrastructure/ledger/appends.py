@@ -77,8 +77,13 @@ def _placed(draft: Draft, head: LedgerHead, moves: dict[str, Any]) -> tuple[Ledg
     there and inserts the record."""
     session_id = moves["sid"]
     record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
-    values = {**moves, "cached": head.position, "new_position": record.position, "new_hash": record.row_hash}
-    return record, {**values, **ledger_row(record, draft.text)}
+    return record, {
+        **moves,
+        "cached": head.position,
+        "new_position": record.position,
+        "new_hash": record.row_hash,
+        **ledger_row(record, draft.text),
+    }
 
 
 class Appends:
