@@ -17,10 +17,25 @@ from sessionledger.domain.messages import Message, MessageType, ToolCall, ToolRe
 
 
 def format_timestamp(moment: datetime) -> str:
-    """ISO-8601 in UTC with microseconds, e.g. `2024-05-01T12:00:00.000000+00:00`."""
-    if moment.tzinfo is not UTC:
-        moment = moment.astimezone(UTC)
-    return moment.isoformat(timespec="microseconds")
+    """ISO-8601 in UTC with microseconds, e.g. `2024-05-01T12:00:00.000000+00:00`.
+
+    The text of the last datetime formatted is kept, for the same object formatted again: an
+    appended event's time is written into its payload, then into its row hash, and formatting
+    costs as much as the rest of that hash (a check of identity, not equality, costs nothing
+    when the next datetime is another one, as for each record a verify reads).
+    """
+    global _last_formatted
+    last = _last_formatted
+    if last[0] is moment:
+        return last[1]
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    # `timespec` only where it changes the text (no microseconds): the keyword doubles the cost
+    text = utc.isoformat() if utc.microsecond else utc.isoformat(timespec="microseconds")
+    _last_formatted = (moment, text)  # one assignment: another thread sees the old pair or the new
+    return text
+
+
+_last_formatted: tuple[datetime | None, str] = (None, "")
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -97,10 +112,13 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     return {
         "type": message.type.value,
         "text": message.text,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
-        "tool_responses": [
-            {"id": r.id, "name": r.name, "content": r.content} for r in message.tool_responses
-        ],
+        # a comprehension is a function call of its own: none for the common empty lists
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+        if message.tool_calls
+        else [],
+        "tool_responses": [{"id": r.id, "name": r.name, "content": r.content} for r in message.tool_responses]
+        if message.tool_responses
+        else [],
         "metadata": dict(message.metadata),
     }
 

@@ -121,10 +121,11 @@ def row_hash(
     every append. Without `recorded_at` it is the header of the records written before the
     recording time was hashed (docs/architecture.md "Hash chain"), which still verify.
     """
+    occurred = format_timestamp(occurred_at)  # first: an event's time was just formatted (its payload)
     recorded = "" if recorded_at is None else f'"recorded_at":"{_recorded_text(recorded_at)}",'
     header = (
         f'{{"content_hash":"{content_hash}","event_id":{_json_string(event_id)},"kind":"{kind}",'
-        f'"occurred_at":"{format_timestamp(occurred_at)}","position":{int(position)},{recorded}'
+        f'"occurred_at":"{occurred}","position":{int(position)},{recorded}'
         f'"session_id":{_json_string(session_id)},"version":{int(version)}}}'
     )
     return sha256_hex(prev_hash + "\n" + header)
@@ -180,11 +181,77 @@ class LedgerRecord:
     token_count: int | None = None
     global_position: int | None = None
 
+    @classmethod
+    def _trusted(
+        cls,
+        session_id: str,
+        position: int,
+        version: int,
+        kind: Kind,
+        event_id: str | None,
+        occurred_at: datetime,
+        payload: Mapping[str, Any] | None,
+        content_hash: str,
+        prev_hash: str,
+        row_hash: str,
+        event_type: str | None = None,
+        branch: str | None = None,
+        synthetic: bool = False,
+        recorded_at: datetime | None = None,
+        token_count: int | None = None,
+        global_position: int | None = None,
+    ) -> LedgerRecord:
+        """The record, built as `SessionEvent._trusted` builds an event: its fields set on a
+        writable twin, which is then relabelled. A record is built for every appended event and
+        for every record read (a verify: millions), and the frozen dataclass's own constructor
+        costs five times as much (one `object.__setattr__` per field)."""
+        record = _WritableRecord()
+        record.session_id = session_id
+        record.position = position
+        record.version = version
+        record.kind = kind
+        record.event_id = event_id
+        record.occurred_at = occurred_at
+        record.payload = payload
+        record.content_hash = content_hash
+        record.prev_hash = prev_hash
+        record.row_hash = row_hash
+        record.event_type = event_type
+        record.branch = branch
+        record.synthetic = synthetic
+        record.recorded_at = recorded_at
+        record.token_count = token_count
+        record.global_position = global_position
+        record.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
+        return record  # type: ignore[return-value]  # now a LedgerRecord (the line above)
+
     def event(self, archived: bool = False) -> SessionEvent:
         """The session event an `event` record holds (`ValueError` when it was erased)."""
         if self.kind is not Kind.EVENT or self.payload is None:
             raise ValueError(f"record {self.position} of {self.session_id} holds no readable event")
         return event_from_payload(self.session_id, self.event_id or "", self.payload, archived)
+
+
+class _WritableRecord:
+    """The slot layout of `LedgerRecord` without the frozen guard, for `LedgerRecord._trusted`."""
+
+    __slots__ = LedgerRecord.__slots__
+    session_id: str
+    position: int
+    version: int
+    kind: Kind
+    event_id: str | None
+    occurred_at: datetime
+    payload: Mapping[str, Any] | None
+    content_hash: str
+    prev_hash: str
+    row_hash: str
+    event_type: str | None
+    branch: str | None
+    synthetic: bool
+    recorded_at: datetime | None
+    token_count: int | None
+    global_position: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +276,36 @@ class Draft:
     """A conditional append: stored only while the session is at this event_version (else the
     CONFLICT outcome); `None` appends whatever the version."""
 
+    @classmethod
+    def _trusted(
+        cls,
+        kind: Kind,
+        occurred_at: datetime,
+        payload: dict[str, Any],
+        text: str,
+        content_hash: str,
+        event: SessionEvent | None,
+        event_id: str | None,
+        event_type: str | None,
+        branch: str | None,
+        synthetic: bool,
+    ) -> Draft:
+        """The draft, built as `LedgerRecord._trusted` builds a record (one per appended event)."""
+        draft = _WritableDraft()
+        draft.kind = kind
+        draft.occurred_at = occurred_at
+        draft.payload = payload
+        draft.text = text
+        draft.content_hash = content_hash
+        draft.event = event
+        draft.event_id = event_id
+        draft.event_type = event_type
+        draft.branch = branch
+        draft.synthetic = synthetic
+        draft.expected_version = None
+        draft.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
+        return draft  # type: ignore[return-value]  # now a Draft (the line above)
+
     @property
     def size(self) -> int:
         """The payload's size in utf-8 bytes (what the payload limit is checked against)."""
@@ -224,17 +321,17 @@ class Draft:
     ) -> LedgerRecord:
         """The record at `position` after `prev_hash`; the ledger stores it at `recorded_at`, which
         its row hash covers (every write path passes it)."""
-        return LedgerRecord(
-            session_id=session_id,
-            position=position,
-            version=version,
-            kind=self.kind,
-            event_id=self.event_id,
-            occurred_at=self.occurred_at,
-            payload=self.payload,
-            content_hash=self.content_hash,
-            prev_hash=prev_hash,
-            row_hash=row_hash(
+        return LedgerRecord._trusted(
+            session_id,
+            position,
+            version,
+            self.kind,
+            self.event_id,
+            self.occurred_at,
+            self.payload,
+            self.content_hash,
+            prev_hash,
+            row_hash(
                 prev_hash,
                 session_id,
                 position,
@@ -245,18 +342,45 @@ class Draft:
                 self.content_hash,
                 recorded_at,
             ),
-            event_type=self.event_type,
-            branch=self.branch,
-            synthetic=self.synthetic,
-            recorded_at=recorded_at,
+            self.event_type,
+            self.branch,
+            self.synthetic,
+            recorded_at,
         )
 
 
+class _WritableDraft:
+    """The slot layout of `Draft` without the frozen guard, for `Draft._trusted`."""
+
+    __slots__ = Draft.__slots__
+    kind: Kind
+    occurred_at: datetime
+    payload: dict[str, Any]
+    text: str
+    content_hash: str
+    event: SessionEvent | None
+    event_id: str | None
+    event_type: str | None
+    branch: str | None
+    synthetic: bool
+    expected_version: int | None
+
+
 def _draft(
-    kind: Kind, occurred_at: datetime, payload: dict[str, Any], text: str | None = None, **columns: Any
+    kind: Kind,
+    occurred_at: datetime,
+    payload: dict[str, Any],
+    text: str | None = None,
+    event: SessionEvent | None = None,
+    event_id: str | None = None,
+    event_type: str | None = None,
+    branch: str | None = None,
+    synthetic: bool = False,
 ) -> Draft:
     text = canonical(payload) if text is None else text
-    return Draft(kind, occurred_at, payload, text, sha256_hex(text), **columns)
+    return Draft._trusted(
+        kind, occurred_at, payload, text, sha256_hex(text), event, event_id, event_type, branch, synthetic
+    )
 
 
 def created_draft(session: Session, state: Mapping[str, Any]) -> Draft:
@@ -281,11 +405,11 @@ def event_draft(event: SessionEvent, payload: dict[str, Any] | None = None) -> D
         event.timestamp,
         payload,
         _strings_only_text(event, payload),
-        event=event,
-        event_id=event.id,
-        event_type=event.message.type.value,
-        branch=event.branch,
-        synthetic=event.is_synthetic,
+        event,
+        event.id,
+        event.message.type.value,
+        event.branch,
+        event.is_synthetic,
     )
 
 

@@ -129,7 +129,7 @@ def merge_state(
 
 def holds_temp(delta: Mapping[str, Any]) -> bool:
     """Whether `delta` has `temp:` keys, which `strip_temp` drops before an event is stored."""
-    return any(key.startswith(TEMP_PREFIX) for key in delta)
+    return bool(delta) and any(key.startswith(TEMP_PREFIX) for key in delta)
 
 
 def strip_temp(delta: Mapping[str, Any] | None) -> dict[str, Any]:

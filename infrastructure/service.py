@@ -304,13 +304,7 @@ class SessionService:
         if not isinstance(message, Message):
             raise ValueError("message must be a Message")
         return self._draft(
-            SessionEvent(
-                session_id=_require_id(session_id, "session_id"),
-                message=message,
-                branch=branch,
-                metadata=freeze(metadata, "metadata"),
-                state_delta=freeze(state_delta, "state_delta"),
-            )
+            SessionEvent._new(_require_id(session_id, "session_id"), message, branch, metadata, state_delta)
         )
 
     def _store(self, draft: Draft, user_id: str | None) -> AppendOutcome:

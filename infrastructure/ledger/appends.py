@@ -125,7 +125,7 @@ class Appends:
         """
         event = appended_event(draft)
         session_id = event.session_id
-        scopes = split_state_delta(event.state_delta)
+        scopes = split_state_delta(event.state_delta) if event.state_delta else None
         moves = _moves(event)
         expected = draft.expected_version
         for _ in range(MAX_HEAD_RACES):
@@ -140,7 +140,7 @@ class Appends:
                 continue
             record, values = _placed(draft, head, moves)
             try:
-                if any(scopes):
+                if scopes is not None and any(scopes):
                     with self._writer.begin() as conn:
                         moved = self._move_and_insert(
                             driver_of(conn.connection),
@@ -148,8 +148,7 @@ class Appends:
                             lambda: self._state.merge_delta(conn, session_id, scopes),
                         )
                 elif self._append_row is not None:
-                    with self._autocommit() as driver:
-                        cursor = driver.cursor()
+                    with self._autocommit.cursor() as cursor:
                         self._append_row.execute(cursor, values)
                         moved = cursor.rowcount == 1
                 else:

@@ -172,7 +172,7 @@ def _records(session_id: str, rows: list[Any]) -> Iterator[tuple[LedgerRecord, b
          text, token_count, content_hash, prev_hash, row_hash, global_position) = row  # fmt: skip
         if text is not None and type(text) is not bytes:  # SQLite's str; pure-Python psycopg's buffer
             text = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        record = LedgerRecord(
+        record = LedgerRecord._trusted(
             session_id,
             position,
             version,

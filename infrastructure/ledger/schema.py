@@ -76,7 +76,8 @@ class UtcDateTime(TypeDecorator):
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
-        value = value.astimezone(UTC)
+        if value.tzinfo is not UTC:  # a new datetime per call: two per appended event
+            value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
