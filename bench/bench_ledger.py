@@ -99,7 +99,7 @@ def _append_layers(service: SessionService) -> Row:
     messages = payloads.messages(APPENDS_PER_ROUND)
     engine = service.ledger.engine  # type: ignore[attr-defined]  # the SQL ledger's, on PostgreSQL
     head = LedgerHead(1, "0" * 64, 0)
-    drafts = [append_draft(SessionEvent(session_id=session_id, message=m), 1 << 30) for m in messages]
+    drafts = [append_draft(SessionEvent._new(session_id, m, None, None, None), 1 << 30) for m in messages]
 
     connections = Autocommit(engine)  # as the ledger's own: a kept connection, switched once
 
@@ -110,7 +110,7 @@ def _append_layers(service: SessionService) -> Row:
     cases = {
         "append": lambda: [service.append_message(session_id, m) for m in messages],
         "draft": lambda: [
-            append_draft(SessionEvent(session_id=session_id, message=m), 1 << 30) for m in messages
+            append_draft(SessionEvent._new(session_id, m, None, None, None), 1 << 30) for m in messages
         ],
         "place": lambda: [
             ledger_row(head.place(session_id, d, 1), d.text, datetime.now(UTC)) for d in drafts

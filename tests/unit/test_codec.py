@@ -115,6 +115,19 @@ def test_timestamps_keep_microseconds_and_become_utc():
         parse_timestamp("2025-06-01T12:00:00")
 
 
+@given(st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7, minutes=-30))])))
+def test_a_timestamp_is_one_text_however_often_and_in_whatever_order_it_is_formatted(moment):
+    expected = moment.astimezone(UTC).isoformat(timespec="microseconds")
+    other = moment + timedelta(microseconds=1)
+    assert [format_timestamp(moment), format_timestamp(moment), format_timestamp(other)] == [
+        expected,
+        expected,
+        other.astimezone(UTC).isoformat(timespec="microseconds"),
+    ]
+    equal_copy = moment.replace()  # equal, another object
+    assert format_timestamp(equal_copy) == expected
+
+
 def test_message_dict_round_trip():
     message = AssistantMessage("t", [ToolCall("c", "f", "{}")], metadata={"m": "v"})
     assert message_from_dict(json.loads(json.dumps(message_to_dict(message)))) == message

@@ -144,3 +144,50 @@ def test_ids_hold_no_nul_and_at_most_255_characters(field):
 def test_a_mapping_field_that_is_no_mapping_is_named(field):
     with pytest.raises(ValueError, match=f"^{field}: expected a mapping, got list$"):
         event(**{field: [("k", "v")]})
+
+
+# --- a new event of an append (`SessionEvent._new`) ----------------------------------------------
+
+
+@freeze_time("2025-03-01 12:00:00")
+def test_a_new_event_is_the_event_the_constructor_makes():
+    made = SessionEvent._new("s1", UserMessage("hi"), "b", {"k": 1}, None)
+    assert type(made) is SessionEvent
+    assert uuid.UUID(made.id).version == 4 and str(uuid.UUID(made.id)) == made.id
+    assert made.timestamp == datetime(2025, 3, 1, 12, tzinfo=UTC) and made.timestamp.tzinfo is UTC
+    assert (made.session_id, made.message, made.branch) == ("s1", UserMessage("hi"), "b")
+    assert (made.metadata, made.state_delta, made.archived, made.invocation_id) == ({"k": 1}, {}, False, None)
+    with pytest.raises(TypeError):
+        made.metadata["k"] = 2  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.branch = None  # type: ignore[misc]
+    assert len({SessionEvent._new("s1", UserMessage("hi"), None, None, None).id for _ in range(1000)}) == 1000
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"session_id": ""}, "^session_id must not be empty$"),
+        ({"session_id": None}, "^session_id must not be empty$"),
+        ({"session_id": "x" * 256}, "^session_id is 256 characters long; ids are at most 255$"),
+        ({"session_id": "a\x00b"}, "^session_id contains a NUL character"),
+        ({"message": "hi"}, "^message must be a Message, got str$"),
+        ({"branch": ""}, "^branch must be None or a non-empty string$"),
+        ({"branch": "a\x00b"}, "^branch contains a NUL character"),
+        ({"metadata": [("k", "v")]}, "^metadata: expected a mapping, got list$"),
+        ({"state_delta": [("k", "v")]}, "^state_delta: expected a mapping, got list$"),
+    ],
+)
+def test_a_new_event_is_checked_as_the_constructor_checks_one(fields, problem):
+    given = {
+        "session_id": "s1",
+        "message": UserMessage("hi"),
+        "branch": None,
+        "metadata": None,
+        "state_delta": None,
+    }
+    given |= fields
+    with pytest.raises(ValueError, match=problem):
+        SessionEvent._new(**given)
+    with pytest.raises(ValueError, match=problem):
+        SessionEvent(**{name: value for name, value in given.items() if value is not None or name in fields})

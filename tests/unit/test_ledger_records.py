@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -263,3 +263,20 @@ def test_row_hash_header_is_canonical_json(session_id: str, event_id: str | None
     }
     expected = sha256_hex(GENESIS_HASH + "\n" + canonical(header))
     assert row_hash(GENESIS_HASH, session_id, 3, 2, event_id, Kind.EVENT, T0, "ab" * 32) == expected
+
+
+def test_a_record_and_a_draft_built_on_their_writable_twins_are_the_frozen_dataclasses() -> None:
+    draft = event_draft(SessionEvent(session_id="s1", message=UserMessage("hi"), timestamp=T0))
+    assert draft == Draft(
+        draft.kind, draft.occurred_at, draft.payload, draft.text, draft.content_hash, draft.event,
+        draft.event_id, draft.event_type, draft.branch, draft.synthetic,
+    )  # fmt: skip
+    assert type(draft) is Draft and draft.expected_version is None
+    record = draft.place("s1", 1, 1, GENESIS_HASH, T0)
+    fields = [getattr(record, name) for name in LedgerRecord.__slots__]
+    assert type(record) is LedgerRecord and record == LedgerRecord(*fields)
+    assert LedgerRecord._trusted(*fields) == record
+    for frozen, name in ((draft, "text"), (record, "row_hash")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(frozen, name, "changed")
+    assert replace(record, token_count=3).token_count == 3 and record.token_count is None
