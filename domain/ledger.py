@@ -205,7 +205,7 @@ class LedgerRecord:
         writable twin, which is then relabelled. A record is built for every appended event and
         for every record read (a verify: millions), and the frozen dataclass's own constructor
         costs five times as much (one `object.__setattr__` per field)."""
-        record = _WritableRecord()
+        record: Any = _WritableRecord()  # `Any`: the twin declares its slots, not their types
         record.session_id = session_id
         record.position = position
         record.version = version
@@ -222,8 +222,8 @@ class LedgerRecord:
         record.recorded_at = recorded_at
         record.token_count = token_count
         record.global_position = global_position
-        record.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
-        return record  # type: ignore[return-value]  # now a LedgerRecord (the line above)
+        record.__class__ = cls  # a relabel: both classes share one slot layout
+        return record  # type: ignore[no-any-return]  # now a LedgerRecord (the line above)
 
     def event(self, archived: bool = False) -> SessionEvent:
         """The session event an `event` record holds (`ValueError` when it was erased)."""
@@ -236,22 +236,6 @@ class _WritableRecord:
     """The slot layout of `LedgerRecord` without the frozen guard, for `LedgerRecord._trusted`."""
 
     __slots__ = LedgerRecord.__slots__
-    session_id: str
-    position: int
-    version: int
-    kind: Kind
-    event_id: str | None
-    occurred_at: datetime
-    payload: Mapping[str, Any] | None
-    content_hash: str
-    prev_hash: str
-    row_hash: str
-    event_type: str | None
-    branch: str | None
-    synthetic: bool
-    recorded_at: datetime | None
-    token_count: int | None
-    global_position: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +275,7 @@ class Draft:
         synthetic: bool,
     ) -> Draft:
         """The draft, built as `LedgerRecord._trusted` builds a record (one per appended event)."""
-        draft = _WritableDraft()
+        draft: Any = _WritableDraft()  # as `record` in `LedgerRecord._trusted`
         draft.kind = kind
         draft.occurred_at = occurred_at
         draft.payload = payload
@@ -303,8 +287,8 @@ class Draft:
         draft.branch = branch
         draft.synthetic = synthetic
         draft.expected_version = None
-        draft.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
-        return draft  # type: ignore[return-value]  # now a Draft (the line above)
+        draft.__class__ = cls  # a relabel: both classes share one slot layout
+        return draft  # type: ignore[no-any-return]  # now a Draft (the line above)
 
     @property
     def size(self) -> int:
@@ -353,17 +337,6 @@ class _WritableDraft:
     """The slot layout of `Draft` without the frozen guard, for `Draft._trusted`."""
 
     __slots__ = Draft.__slots__
-    kind: Kind
-    occurred_at: datetime
-    payload: dict[str, Any]
-    text: str
-    content_hash: str
-    event: SessionEvent | None
-    event_id: str | None
-    event_type: str | None
-    branch: str | None
-    synthetic: bool
-    expected_version: int | None
 
 
 def _draft(
