@@ -190,23 +190,23 @@ def validated_event(
     drafting the event does not build it a second time."""
     try:
         raw = payload["message"]
-        message = Message(
+        message = Message._checked(
             raw["type"],
             raw["text"],
-            tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in raw["tool_calls"]),
-            tuple(ToolResponse(r["id"], r["name"], r["content"]) for r in raw["tool_responses"]),
+            [ToolCall(c["id"], c["name"], c["arguments"]) for c in raw["tool_calls"]],
+            [ToolResponse(r["id"], r["name"], r["content"]) for r in raw["tool_responses"]],
             raw["metadata"],
         )
-        event = SessionEvent(
-            id=event_id,
-            session_id=session_id,
-            timestamp=parse_timestamp(payload["timestamp"]),
-            message=message,
-            metadata=payload["metadata"],
-            branch=payload["branch"],
-            archived=archived,
-            invocation_id=payload["invocation_id"],
-            state_delta=payload["state_delta"],
+        event = SessionEvent._checked(
+            event_id,
+            session_id,
+            parse_timestamp(payload["timestamp"]),
+            message,
+            payload["metadata"],
+            payload["branch"],
+            archived,
+            payload["invocation_id"],
+            payload["state_delta"],
         )
     except (KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"malformed event payload: {error!r}") from None

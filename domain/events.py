@@ -45,26 +45,40 @@ class SessionEvent:
     state_delta: Mapping[str, Any] = EMPTY
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise ValueError("id must not be empty")
-        check_new_id(self.id, "id")
-        _check_session_id(self.session_id)
-        _check_message(self.message)
-        if not isinstance(self.timestamp, datetime):
-            raise ValueError("timestamp must be a datetime")
-        if self.timestamp.tzinfo is None or self.timestamp.utcoffset() is None:
-            raise ValueError("timestamp must be timezone-aware")
-        _check_branch(self.branch)
-        if self.invocation_id is not None:
-            if not isinstance(self.invocation_id, str):
-                raise ValueError("invocation_id must be None or a string")
-            check_new_id(self.invocation_id, "invocation_id")
-        if not isinstance(self.archived, bool):
-            raise ValueError("archived must be a bool")
-        if self.timestamp.tzinfo is not UTC:
-            object.__setattr__(self, "timestamp", self.timestamp.astimezone(UTC))
+        fields = (self.id, self.session_id, self.timestamp, self.message, self.branch, self.archived)
+        timestamp = _checked_fields(*fields, self.invocation_id)
+        if timestamp is not self.timestamp:
+            object.__setattr__(self, "timestamp", timestamp)
         object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
         object.__setattr__(self, "state_delta", freeze(self.state_delta, "state_delta"))
+
+    @classmethod
+    def _checked(
+        cls,
+        id: str,
+        session_id: str,
+        timestamp: datetime,
+        message: Message,
+        metadata: Mapping[str, Any] | None,
+        branch: str | None,
+        archived: bool,
+        invocation_id: str | None,
+        state_delta: Mapping[str, Any] | None,
+    ) -> SessionEvent:
+        """The event of these fields, checked as the constructor checks them, for a caller that has
+        every field already (an ingest worker decoding thousands of events a second): built on the
+        twin as `_trusted` builds, without the constructor's keyword and default handling."""
+        return cls._trusted(
+            id,
+            session_id,
+            _checked_fields(id, session_id, timestamp, message, branch, archived, invocation_id),
+            message,
+            freeze(metadata, "metadata"),
+            branch,
+            archived,
+            invocation_id,
+            freeze(state_delta, "state_delta"),
+        )
 
     @classmethod
     def _new(
@@ -164,6 +178,36 @@ class SessionEvent:
             self.invocation_id,
             self.state_delta,
         )
+
+
+def _checked_fields(
+    id: object,
+    session_id: object,
+    timestamp: object,
+    message: object,
+    branch: object,
+    archived: object,
+    invocation_id: object,
+) -> datetime:
+    """The constructor's checks of an event's fields (`ValueError` saying what is wrong), shared
+    by `SessionEvent._checked`; returns the timestamp in UTC (itself when it is already)."""
+    if not isinstance(id, str) or not id:
+        raise ValueError("id must not be empty")
+    check_new_id(id, "id")
+    _check_session_id(session_id)
+    _check_message(message)
+    if not isinstance(timestamp, datetime):
+        raise ValueError("timestamp must be a datetime")
+    if timestamp.tzinfo is None or timestamp.utcoffset() is None:
+        raise ValueError("timestamp must be timezone-aware")
+    _check_branch(branch)
+    if invocation_id is not None:
+        if not isinstance(invocation_id, str):
+            raise ValueError("invocation_id must be None or a string")
+        check_new_id(invocation_id, "invocation_id")
+    if not isinstance(archived, bool):
+        raise ValueError("archived must be a bool")
+    return timestamp if timestamp.tzinfo is UTC else timestamp.astimezone(UTC)
 
 
 def _check_session_id(value: object) -> None:

@@ -104,29 +104,25 @@ class Message:
     metadata: Mapping[str, Any] = EMPTY
 
     def __post_init__(self) -> None:
-        try:
-            kind = MessageType(self.type)
-        except ValueError:
-            raise ValueError(f"unknown message type {self.type!r}") from None
-        if self.text is not None:
-            if not isinstance(self.text, str):
-                raise ValueError(f"text must be a string or None, got {type(self.text).__name__}")
-            if _NUL in self.text:
-                raise ValueError("text contains a NUL character (\\x00)")
-        calls = tuple(self.tool_calls)
-        responses = tuple(self.tool_responses)
-        if calls and kind is not MessageType.ASSISTANT:
-            raise ValueError("only an assistant message can have tool calls")
-        if responses and kind is not MessageType.TOOL:
-            raise ValueError("only a tool message can have tool responses")
-        if not all(isinstance(c, ToolCall) for c in calls):
-            raise ValueError("tool_calls must contain ToolCall values")
-        if not all(isinstance(r, ToolResponse) for r in responses):
-            raise ValueError("tool_responses must contain ToolResponse values")
+        kind, calls, responses = _checked_fields(self.type, self.text, self.tool_calls, self.tool_responses)
         object.__setattr__(self, "type", kind)
         object.__setattr__(self, "tool_calls", calls)
         object.__setattr__(self, "tool_responses", responses)
         object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
+
+    @classmethod
+    def _checked(
+        cls,
+        type: MessageType | str,
+        text: str | None,
+        tool_calls: Iterable[ToolCall],
+        tool_responses: Iterable[ToolResponse],
+        metadata: Mapping[str, Any] | None,
+    ) -> Message:
+        """The message of these fields, checked as the constructor checks them: for a caller that
+        has every field already (see `SessionEvent._checked`)."""
+        kind, calls, responses = _checked_fields(type, text, tool_calls, tool_responses)
+        return cls._trusted(kind, text, calls, responses, freeze(metadata, "metadata"))
 
     def __hash__(self) -> int:
         # metadata values may be unhashable; equal messages still hash equal without it
@@ -150,6 +146,33 @@ class Message:
         message.metadata = freeze(metadata)
         message.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
         return message  # type: ignore[return-value]  # now a Message (the line above)
+
+
+def _checked_fields(
+    declared: object, text: object, tool_calls: Iterable[object], tool_responses: Iterable[object]
+) -> tuple[MessageType, tuple[ToolCall, ...], tuple[ToolResponse, ...]]:
+    """The constructor's checks of a message's fields (`ValueError` saying what is wrong), shared
+    by `Message._checked`: its type as a `MessageType`, and its tool calls and responses as tuples."""
+    try:
+        kind = MessageType(declared)  # type: ignore[arg-type]  # any value: a wrong one is refused here
+    except ValueError:
+        raise ValueError(f"unknown message type {declared!r}") from None
+    if text is not None:
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string or None, got {type(text).__name__}")
+        if _NUL in text:
+            raise ValueError("text contains a NUL character (\\x00)")
+    calls = tuple(tool_calls)
+    responses = tuple(tool_responses)
+    if calls and kind is not MessageType.ASSISTANT:
+        raise ValueError("only an assistant message can have tool calls")
+    if responses and kind is not MessageType.TOOL:
+        raise ValueError("only a tool message can have tool responses")
+    if not all(isinstance(c, ToolCall) for c in calls):
+        raise ValueError("tool_calls must contain ToolCall values")
+    if not all(isinstance(r, ToolResponse) for r in responses):
+        raise ValueError("tool_responses must contain ToolResponse values")
+    return kind, calls, responses  # type: ignore[return-value]  # each element checked above
 
 
 class _WritableMessage:

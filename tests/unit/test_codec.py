@@ -184,6 +184,9 @@ def test_event_to_payload_refuses_non_json(field, value, what):
         lambda p: p.pop("message"),
         lambda p: p["message"].update(type="robot"),
         lambda p: p["message"].update(tool_calls=[{"id": "c"}]),
+        lambda p: p["message"].update(tool_calls=0),  # an empty list is one thing, a falsy non-list another
+        lambda p: p["message"].update(tool_responses=None),
+        lambda p: p["message"].update(tool_calls="abc"),
         lambda p: p.update(timestamp="2025-01-01T00:00:00"),
         lambda p: p.update(metadata=[1]),
         lambda p: p.update(branch=""),

@@ -191,3 +191,58 @@ def test_a_new_event_is_checked_as_the_constructor_checks_one(fields, problem):
         SessionEvent._new(**given)
     with pytest.raises(ValueError, match=problem):
         SessionEvent(**{name: value for name, value in given.items() if value is not None or name in fields})
+
+
+# --- an event of given fields (`SessionEvent._checked`, the ingest workers' decode) ---------------
+
+_FIELDS = {
+    "id": "e1",
+    "session_id": "s1",
+    "timestamp": datetime(2025, 3, 1, 12, tzinfo=UTC),
+    "message": UserMessage("hi"),
+    "metadata": {"k": 1},
+    "branch": "b",
+    "archived": False,
+    "invocation_id": "i1",
+    "state_delta": {"x": [1]},
+}
+
+
+def test_a_checked_event_is_the_event_the_constructor_makes():
+    elsewhere = datetime(2025, 3, 1, 14, tzinfo=timezone(timedelta(hours=2)))
+    for fields in (_FIELDS, _FIELDS | {"timestamp": elsewhere, "branch": None, "invocation_id": None}):
+        made, built = SessionEvent._checked(**fields), SessionEvent(**fields)
+        assert type(made) is SessionEvent
+        assert [getattr(made, name) for name in _FIELDS] == [getattr(built, name) for name in _FIELDS]
+        assert made.timestamp.tzinfo is UTC
+        with pytest.raises(TypeError):
+            made.state_delta["x"] = 2  # type: ignore[index]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.branch = None  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"id": ""}, "^id must not be empty$"),
+        ({"id": 7}, "^id must not be empty$"),
+        ({"id": "x" * 256}, "^id is 256 characters long; ids are at most 255$"),
+        ({"session_id": None}, "^session_id must not be empty$"),
+        ({"session_id": "a\x00b"}, "^session_id contains a NUL character"),
+        ({"message": {"type": "user"}}, "^message must be a Message, got dict$"),
+        ({"timestamp": "2025-03-01T12:00:00+00:00"}, "^timestamp must be a datetime$"),
+        ({"timestamp": datetime(2025, 3, 1, 12)}, "^timestamp must be timezone-aware$"),
+        ({"branch": ""}, "^branch must be None or a non-empty string$"),
+        ({"invocation_id": 3}, "^invocation_id must be None or a string$"),
+        ({"invocation_id": "i\x00"}, "^invocation_id contains a NUL character"),
+        ({"archived": 1}, "^archived must be a bool$"),
+        ({"metadata": [("k", "v")]}, "^metadata: expected a mapping, got list$"),
+        ({"state_delta": "x"}, "^state_delta: expected a mapping, got str$"),
+    ],
+)
+def test_a_checked_event_is_refused_as_the_constructor_refuses_it(fields, problem):
+    given = _FIELDS | fields
+    with pytest.raises(ValueError, match=problem):
+        SessionEvent._checked(**given)
+    with pytest.raises(ValueError, match=problem):
+        SessionEvent(**given)

@@ -79,6 +79,42 @@ def test_invalid_messages_raise_value_error(build, problem):
         build()
 
 
+def test_a_checked_message_is_the_message_the_constructor_makes():
+    call = ToolCall("c", "f", "{}")
+    for fields in [
+        ("assistant", None, [call], [], {"k": [1]}),
+        (MessageType.TOOL, "", (), (ToolResponse("c", "f", "ok"),), None),
+        ("user", "hi", (), (), {}),
+    ]:
+        made, built = Message._checked(*fields), Message(*fields)
+        assert type(made) is Message and made == built
+        for name in ("type", "tool_calls", "tool_responses"):
+            assert getattr(made, name) == getattr(built, name)
+        assert type(made.type) is MessageType and type(made.tool_calls) is tuple
+        with pytest.raises(TypeError):
+            made.metadata["k"] = 2  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        (("robot", "x", (), (), None), "^unknown message type 'robot'$"),
+        (("user", 42, (), (), None), "^text must be a string or None, got int$"),
+        (("user", "a\x00", (), (), None), "^text contains a NUL character"),
+        (("user", "x", [ToolCall("c", "f", "{}")], (), None), "^only an assistant message can"),
+        (("user", "x", (), [ToolResponse("c", "f", "")], None), "^only a tool message can"),
+        (("assistant", None, ["not a call"], (), None), "^tool_calls must contain ToolCall values$"),
+        (("tool", None, (), [{"id": "c"}], None), "^tool_responses must contain ToolResponse values$"),
+        (("user", "x", (), (), [("k", "v")]), "^metadata: expected a mapping, got list$"),
+    ],
+)
+def test_a_checked_message_is_refused_as_the_constructor_refuses_it(fields, problem):
+    with pytest.raises(ValueError, match=problem):
+        Message._checked(*fields)
+    with pytest.raises(ValueError, match=problem):
+        Message(*fields)
+
+
 # --- OpenAI ----------------------------------------------------------------------------------------
 
 
