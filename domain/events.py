@@ -45,8 +45,15 @@ class SessionEvent:
     state_delta: Mapping[str, Any] = EMPTY
 
     def __post_init__(self) -> None:
-        fields = (self.id, self.session_id, self.timestamp, self.message, self.branch, self.archived)
-        timestamp = _checked_fields(*fields, self.invocation_id)
+        timestamp = _checked_fields(
+            self.id,
+            self.session_id,
+            self.timestamp,
+            self.message,
+            self.branch,
+            self.archived,
+            self.invocation_id,
+        )
         if timestamp is not self.timestamp:
             object.__setattr__(self, "timestamp", timestamp)
         object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
