@@ -3,7 +3,9 @@
 - appends: `append_message`, one event per call as an agent appends, against a raw single-row
   INSERT + commit loop into a copy of the ledger table (same columns, constraints and indexes),
   the same payload text, the same server and durability settings; and, for the record, against
-  the floor of one autocommitted INSERT per event (a single round trip);
+  the floor of one autocommitted INSERT per event (a single round trip), and against the append's
+  own statement (it moves the session head and inserts the row) run alone the same way, its
+  values built beforehand: the database's share of an append and the client's, in one run;
 - the active window of a 1,000-event session (`get_events(active)`, `get_messages`) against a raw
   SELECT of those rows (psycopg decodes the JSON payloads, as the ledger must too);
 - `get_events(last_n=20)` on a 100,000-event session against a 1,000-event one: must not grow;
@@ -16,14 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
-from sessionledger.domain import SessionEvent
+from sessionledger.domain import Message, SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.write_plans import LedgerHead
+from sessionledger.domain.write_plans import LedgerHead, appended_event
 from sessionledger.infrastructure import SessionService, open_service
-from sessionledger.infrastructure.ledger.driver import Autocommit
+from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.appends import head_moves, statement_values
+from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
+from sessionledger.infrastructure.ledger.heads import read_head
 from sessionledger.infrastructure.ledger.rows import ledger_row
 from sessionledger.infrastructure.service import append_draft
 
@@ -60,12 +65,15 @@ def _appends(service: SessionService, conn: psycopg.Connection, url: str) -> lis
     # the two raw loops store the same messages at positions of their own (odd and even)
     committed_batches = _rounds([raw.row_of(m, 2 * n + 1) for n, m in enumerate(messages)])
     autocommit_batches = _rounds([raw.row_of(m, 2 * n + 2) for n, m in enumerate(messages)])
+    sql, statement_params = _statements(service, messages)
+    statement_batches = _rounds(statement_params)
 
     with psycopg.connect(url, autocommit=True) as autocommit:
         cases = {
             "ledger": lambda: [service.append_message(session_id, m) for m in next(ledger_batches)],
             "committed": lambda: [raw.insert(conn, row) for row in next(committed_batches)],
             "autocommit": lambda: [raw.insert(autocommit, row) for row in next(autocommit_batches)],
+            "statement": lambda: [autocommit.execute(sql, params) for params in next(statement_batches)],
         }
         for case in cases.values():  # warm up: pooled connections, prepared statements, caches
             case()
@@ -88,7 +96,38 @@ def _appends(service: SessionService, conn: psycopg.Connection, url: str) -> lis
             rates["ledger"] / rates["autocommit"],
             "report",
         ),
+        Row(
+            "  the append's own statement alone (head move + row), values built beforehand",
+            report.rate(rates["statement"], "events"),
+            f"raw autocommit INSERT {report.rate(rates['autocommit'], 'events')}",
+            rates["statement"] / rates["autocommit"],
+            "report",
+        ),
+        Row(
+            "  append_message against its own statement alone (the client's share)",
+            report.rate(rates["ledger"], "events"),
+            f"the statement alone {report.rate(rates['statement'], 'events')}",
+            rates["ledger"] / rates["statement"],
+            "report",
+        ),
     ]
+
+
+def _statements(service: SessionService, messages: Sequence[Message]) -> tuple[str, list[Any]]:
+    """The SQL of the one-event append on PostgreSQL and its parameters for `messages` appended in
+    order to a session of their own, built as `append_message` builds them, before any clock starts."""
+    engine = service.ledger.engine  # type: ignore[attr-defined]  # the SQL ledger's, on PostgreSQL
+    statement = DriverStatement(statements.APPEND_ROW, engine.dialect)
+    session_id = service.create_session("bench", app_name="bench").id
+    head = read_head(engine, session_id)
+    assert head is not None
+    params = []
+    for message in messages:
+        draft = append_draft(SessionEvent._new(session_id, message, None, None, None), 1 << 30)
+        record, values = statement_values(draft, head, head_moves(appended_event(draft)))
+        params.append(statement.params(values))
+        head = LedgerHead.of(record)
+    return statement.sql, params
 
 
 def _append_layers(service: SessionService) -> Row:

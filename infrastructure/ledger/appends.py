@@ -62,7 +62,7 @@ class OneStatement:
     record: LedgerRecord
 
 
-def _moves(event: SessionEvent) -> dict[str, Any]:
+def head_moves(event: SessionEvent) -> dict[str, Any]:
     """What an event adds to its session row's head and window stats."""
     return {
         "sid": event.session_id,
@@ -72,9 +72,12 @@ def _moves(event: SessionEvent) -> dict[str, Any]:
     }
 
 
-def _placed(draft: Draft, head: LedgerHead, moves: dict[str, Any]) -> tuple[LedgerRecord, dict[str, Any]]:
+def statement_values(
+    draft: Draft, head: LedgerHead, moves: dict[str, Any]
+) -> tuple[LedgerRecord, dict[str, Any]]:
     """The draft's record after `head`, and the values of the statement that moves the head from
-    there and inserts the record."""
+    there and inserts the record (`head_moves` of its event): the one-event append's, also built
+    by bench_ledger to time that statement alone."""
     session_id = moves["sid"]
     record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
     return record, {
@@ -126,7 +129,7 @@ class Appends:
         event = appended_event(draft)
         session_id = event.session_id
         scopes = split_state_delta(event.state_delta) if event.state_delta else None
-        moves = _moves(event)
+        moves = head_moves(event)
         expected = draft.expected_version
         for _ in range(MAX_HEAD_RACES):
             cached = self._heads.get(session_id)
@@ -138,7 +141,7 @@ class Appends:
                     return AppendOutcome.CONFLICT
                 self._heads.forget(session_id)  # the cache may be behind another process: re-read
                 continue
-            record, values = _placed(draft, head, moves)
+            record, values = statement_values(draft, head, moves)
             try:
                 if scopes is not None and any(scopes):
                     with self._writer.begin() as conn:
@@ -175,7 +178,7 @@ class Appends:
         head = self._heads.get(event.session_id)
         if head is None or (draft.expected_version is not None and head.version != draft.expected_version):
             return None
-        record, values = _placed(draft, head, _moves(event))
+        record, values = statement_values(draft, head, head_moves(event))
         return OneStatement(self._append_row.sql, self._append_row.params(values), record)
 
     def ran(self, statement: OneStatement, moved: bool) -> None:
