@@ -29,7 +29,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.mappings import EMPTY, FrozenDict
 from sessionledger.domain.ports import Window, WindowStats
 from sessionledger.domain.sessions import Session, split_state_delta, strip_temp
-from sessionledger.domain.turns import format_event, starts_turn
+from sessionledger.domain.turns import format_message_bytes, starts_turn, utf8_length
 
 GENESIS_HASH = "0" * 64
 """The `prev_hash` of a session's first record."""
@@ -293,7 +293,7 @@ class Draft:
     @property
     def size(self) -> int:
         """The payload's size in utf-8 bytes (what the payload limit is checked against)."""
-        return len(self.text.encode("utf-8"))
+        return utf8_length(self.text)
 
     def place(
         self,
@@ -508,7 +508,7 @@ class WindowShape:
 
 def event_bytes(event: SessionEvent) -> int:
     """The byte size a window stat counts: utf-8 bytes of the one-line rendering (>= its tokens)."""
-    return len(format_event(event).encode("utf-8"))
+    return format_message_bytes(event.message)
 
 
 EventMeasure = tuple[bool, int, int | None, bool]

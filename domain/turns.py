@@ -37,6 +37,21 @@ def format_event(event: SessionEvent) -> str:
     return format_message(event.message)
 
 
+def format_message_bytes(message: Message) -> int:
+    """`len(format_message(message).encode("utf-8"))`, without building the rendering of a plain
+    text message, whose bytes are its role's and its text's (a window stat counts them on every
+    append and every ingested event: the rendering copied a 1 KB text each time)."""
+    if message.type is MessageType.TOOL or (message.type is MessageType.ASSISTANT and message.tool_calls):
+        return utf8_length(format_message(message))
+    text = "[no text content]" if message.text is None else message.text
+    return len(_ROLES[message.type]) + 2 + utf8_length(text)  # "Role: " is ASCII
+
+
+def utf8_length(text: str) -> int:
+    """The utf-8 size of `text`; an ASCII text (a flag CPython keeps) is not encoded to know it."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 def starts_turn(event: SessionEvent) -> bool:
     """A real (non-synthetic) USER event on the root branch opens a turn."""
     return event.message.type is MessageType.USER and event.branch is None and not event.is_synthetic

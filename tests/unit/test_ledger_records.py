@@ -96,6 +96,9 @@ def test_content_hash_is_sha256_of_the_canonical_payload() -> None:
     assert draft.text == canonical(draft.payload)
     assert draft.content_hash == hashlib.sha256(draft.text.encode()).hexdigest()
     assert draft.size == len(draft.text.encode())
+    for text in ("é", "漢字", "🙂"):  # a payload's size is its utf-8 bytes, not its characters
+        wide = event_draft(user(text))
+        assert wide.size == len(wide.text.encode()) > len(wide.text)
     assert draft.payload["message"]["text"] == "hi" and draft.payload["timestamp"].startswith(
         "2025-03-01T12:00"
     )

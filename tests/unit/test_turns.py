@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sessionledger.domain import (
     AssistantMessage,
     Message,
@@ -16,7 +18,13 @@ from sessionledger.domain import (
     format_event,
     turns,
 )
-from sessionledger.domain.turns import starts_turn, turn_count
+from sessionledger.domain.turns import (
+    format_message,
+    format_message_bytes,
+    starts_turn,
+    turn_count,
+    utf8_length,
+)
 
 
 def ev(message, *, branch=None, synthetic=False, id=None):
@@ -134,3 +142,27 @@ def test_turn_count(kinds, expected):
     events = [build[kind]() for kind in kinds]
     assert turn_count(events) == expected
     assert len([g for g in turns(events) if starts_turn(g[0])]) == expected
+
+
+# --- the rendering's size, counted without building it (`format_message_bytes`) ---------------------
+
+_TEXT = st.text(st.characters(exclude_characters="\x00"), max_size=40)
+_CALLS = st.lists(st.builds(ToolCall, _TEXT, _TEXT, _TEXT), max_size=2)
+_RESPONSES = st.lists(st.builds(ToolResponse, _TEXT, _TEXT, _TEXT), min_size=1, max_size=2)
+_MESSAGES = st.one_of(
+    st.builds(UserMessage, _TEXT),
+    st.builds(SystemMessage, _TEXT),
+    st.builds(AssistantMessage, st.none() | _TEXT, _CALLS),
+    st.builds(ToolResponseMessage, _RESPONSES),
+)
+
+
+@given(_MESSAGES)
+def test_the_rendering_size_is_the_rendering_encoded(message):
+    assert format_message_bytes(message) == len(format_message(message).encode("utf-8"))
+
+
+@pytest.mark.parametrize("text", ["", "plain ascii", "é", "漢字", "🙂 emoji", "mixed é and 🙂", "\u200b"])
+def test_utf8_length_is_the_encoded_length(text):
+    assert utf8_length(text) == len(text.encode("utf-8"))
+    assert format_message_bytes(UserMessage(text)) == len(f"User: {text}".encode())
