@@ -44,6 +44,7 @@ from sessionledger.infrastructure.ledger.driver import (
 )
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
+from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
 from sessionledger.infrastructure.ledger.schema import ledger, sessions
 from sessionledger.infrastructure.ledger.state import StateScopes
@@ -107,6 +108,7 @@ class Appends:
         self._batch_heads = DriverStatement(statements.BATCH_HEADS, engine.dialect)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
+        self._append_libpq = None if self._append_row is None else LibpqStatement(self._append_row)
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -150,10 +152,9 @@ class Appends:
                             values,
                             lambda: self._state.merge_delta(conn, session_id, scopes),
                         )
-                elif self._append_row is not None:
-                    with self._autocommit.cursor() as cursor:
-                        self._append_row.execute(cursor, values)
-                        moved = cursor.rowcount == 1
+                elif self._append_libpq is not None:
+                    with self._autocommit() as connection:
+                        moved = self._append_libpq.execute(connection, values) == 1
                 else:
                     with write_transaction(self._engine) as driver:
                         moved = self._move_and_insert(driver, values)

@@ -234,57 +234,41 @@ class Autocommit:
         self._switch = engine.dialect.name != "sqlite"
         self._lock = threading.Lock()
         self._kept: PoolProxiedConnection | None = None
-        self._kept_cursor: Any = None  # made on the kept connection by the first `cursor()`
         self._kept_by = 0  # the process that checked it out
         self._last_used = 0.0
 
     def __call__(self) -> AbstractContextManager[Any]:
-        """A driver connection for the block."""
-        return self._use(cursor=False)
-
-    def cursor(self) -> AbstractContextManager[Any]:
-        """A cursor for the block, for a caller that runs one statement: on the kept connection the
-        same cursor every time (making a psycopg cursor costs about 3 us, 1% of an append)."""
-        return self._use(cursor=True)
-
-    def _use(self, cursor: bool) -> AbstractContextManager[Any]:
-        """The kept connection (or its cursor) when it is free, else one checked out for the block."""
+        """A driver connection for the block: the kept one when it is free, else one checked out
+        for the block."""
         if self._lock.acquire(blocking=False):
-            return _KeptUse(self, cursor)
-        return self._checked_out(cursor)
+            return _KeptUse(self)
+        return self._checked_out()
 
     def close(self) -> None:
         """Give the kept connection back to the pool (before the engine is disposed)."""
         with self._lock:
             self._give_back()
 
-    def _take(self, cursor: bool) -> Any:
-        """The kept connection (or its cursor), checked out again when it cannot be reused; called
-        under the lock."""
+    def _take(self) -> Any:
+        """The kept connection, checked out again when it cannot be reused; called under the lock."""
         if self._kept is not None and self._kept_by != os.getpid():
-            self._kept = self._kept_cursor = None  # the parent's: neither used nor closed here
+            self._kept = None  # the parent's: neither used nor closed here
         elif self._kept is not None and time.monotonic() - self._last_used > PING_AFTER_IDLE_SECONDS:
             self._give_back()
         if self._kept is None:
             self._kept, self._kept_by = self._switched(), os.getpid()
-        driver = driver_of(self._kept)
-        if not cursor:
-            return driver
-        if self._kept_cursor is None:
-            self._kept_cursor = driver.cursor()
-        return self._kept_cursor
+        return driver_of(self._kept)
 
     def _give_back(self) -> None:
-        pooled, self._kept, self._kept_cursor = self._kept, None, None
+        pooled, self._kept = self._kept, None
         if pooled is not None:
             self._release(pooled)
 
     @contextmanager
-    def _checked_out(self, cursor: bool) -> Iterator[Any]:
+    def _checked_out(self) -> Iterator[Any]:
         pooled = self._switched()
         try:
-            driver = driver_of(pooled)
-            yield driver.cursor() if cursor else driver
+            yield driver_of(pooled)
         finally:
             self._release(pooled)
 
@@ -309,15 +293,14 @@ class _KeptUse:
     when the block ends, the connection given back after an error. A class, not a generator
     context manager: this wraps every append."""
 
-    __slots__ = ("_cursor", "_owner")
+    __slots__ = ("_owner",)
 
-    def __init__(self, owner: Autocommit, cursor: bool) -> None:
+    def __init__(self, owner: Autocommit) -> None:
         self._owner = owner
-        self._cursor = cursor
 
     def __enter__(self) -> Any:
         try:
-            return self._owner._take(self._cursor)
+            return self._owner._take()
         except BaseException:
             self._owner._lock.release()
             raise

@@ -128,34 +128,3 @@ def test_close_returns_the_connection(engine: sa.Engine) -> None:
     assert engine.pool.checkedout() == 1
     connections.close()
     assert engine.pool.checkedout() == 0
-
-
-def test_the_kept_connection_keeps_one_cursor_and_a_caller_that_finds_it_taken_gets_its_own(
-    connections: Autocommit, checkouts: list[int]
-) -> None:
-    with connections.cursor() as first:
-        first.execute("SELECT 1")
-        assert first.fetchall() == [(1,)]
-        with connections.cursor() as nested:  # the same thread, while it is taken
-            assert nested is not first
-            nested.execute("SELECT 2")
-            assert nested.fetchall() == [(2,)]
-    with connections.cursor() as again:
-        assert again is first
-        again.execute("SELECT 3")
-        assert again.fetchall() == [(3,)]
-    assert len(checkouts) == 2  # the kept connection, and the nested caller's own
-
-
-def test_an_error_on_the_kept_cursor_hands_back_its_connection_and_the_cursor(
-    connections: Autocommit, checkouts: list[int]
-) -> None:
-    with connections.cursor() as first:
-        pass
-    with pytest.raises(Exception, match="no_such_table"), connections.cursor() as cursor:
-        cursor.execute("SELECT * FROM no_such_table")
-    with connections.cursor() as after:
-        after.execute("SELECT 1")
-        assert after.fetchall() == [(1,)]
-    assert after is not first
-    assert len(checkouts) == 2
