@@ -14,6 +14,8 @@ violation is still an `IntegrityError` and a lost connection an `OperationalErro
 What psycopg's path does and this one does not: cancel the statement on the server when the
 caller is interrupted (Ctrl-C waits for the statement, which the connection's `statement_timeout`
 bounds), and take the connection's own lock (the caller holds the connection alone: `Autocommit`).
+A connection told not to prepare statements (psycopg's `prepare_threshold=None`, as for a pooler
+in transaction mode that cannot keep them) runs the statement through psycopg as before.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class LibpqStatement:
         self._lock = threading.Lock()  # the map is shared; each connection is used by one caller at a time
 
     def execute(self, connection: psycopg.Connection[Any], values: Mapping[str, Any]) -> int:
+        if connection.prepare_threshold is None:  # told not to prepare (a pooler that cannot keep them)
+            with connection.cursor() as cursor:
+                cursor.execute(self._statement.sql, self._statement.params(values))
+                return cursor.rowcount
         prepared = self._connections.get(connection)
         if prepared is None:
             prepared = _Prepared(connection)

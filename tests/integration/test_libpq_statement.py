@@ -99,3 +99,10 @@ def test_an_append_whose_connection_was_killed_fails_once_then_appends_again(pg_
             service.append_message(session_id, UserMessage("lost with its connection"))
         service.append_message(session_id, UserMessage("after"))
         assert [m.text for m in service.get_messages(session_id)] == ["before", "after"]
+
+
+def test_a_connection_told_not_to_prepare_runs_the_statement_unprepared(connection, insert):
+    connection.prepare_threshold = None  # as for a pooler in transaction mode
+    assert insert.execute(connection, {"id": 1, "label": "a", "at": None, "flag": True}) == 1
+    assert _rows(connection) == [(1, "a", None, True)]
+    assert connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
