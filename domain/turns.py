@@ -21,16 +21,24 @@ _ROLES = {
 
 def format_message(message: Message) -> str:
     """`"User: hi"`, `"Assistant [tool calls: f({...})]"`, `"Tool [responses: f -> ...]"`."""
-    if message.type is MessageType.ASSISTANT and message.tool_calls:
-        calls = ", ".join(f"{call.name}({call.arguments})" for call in message.tool_calls)
-        if message.text and message.text.strip():
-            return f"Assistant: {message.text} [tool calls: {calls}]"
-        return f"Assistant [tool calls: {calls}]"
+    plain = _role_and_text(message)
+    if plain is not None:
+        return f"{plain[0]}: {plain[1]}"
     if message.type is MessageType.TOOL:
         responses = ", ".join(f"{r.name} -> {r.content}" for r in message.tool_responses)
         return f"Tool [responses: {responses}]"
-    text = "[no text content]" if message.text is None else message.text
-    return f"{_ROLES[message.type]}: {text}"
+    calls = ", ".join(f"{call.name}({call.arguments})" for call in message.tool_calls)
+    if message.text and message.text.strip():
+        return f"Assistant: {message.text} [tool calls: {calls}]"
+    return f"Assistant [tool calls: {calls}]"
+
+
+def _role_and_text(message: Message) -> tuple[str, str] | None:
+    """The two parts of a plain text message's rendering, `Role: text`; `None` for an assistant's
+    tool calls and a tool's responses, which render otherwise."""
+    if message.type is MessageType.TOOL or (message.type is MessageType.ASSISTANT and message.tool_calls):
+        return None
+    return _ROLES[message.type], "[no text content]" if message.text is None else message.text
 
 
 def format_event(event: SessionEvent) -> str:
@@ -41,10 +49,10 @@ def format_message_bytes(message: Message) -> int:
     """`len(format_message(message).encode("utf-8"))`, without building the rendering of a plain
     text message, whose bytes are its role's and its text's (a window stat counts them on every
     append and every ingested event: the rendering copied a 1 KB text each time)."""
-    if message.type is MessageType.TOOL or (message.type is MessageType.ASSISTANT and message.tool_calls):
+    plain = _role_and_text(message)
+    if plain is None:
         return utf8_length(format_message(message))
-    text = "[no text content]" if message.text is None else message.text
-    return len(_ROLES[message.type]) + 2 + utf8_length(text)  # "Role: " is ASCII
+    return len(plain[0]) + 2 + utf8_length(plain[1])  # the role and ": " are ASCII
 
 
 def utf8_length(text: str) -> int:

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from sessionledger.domain.compaction.request import CompactionRequest
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.ledger import event_bytes
 from sessionledger.domain.ports import TokenCounter
-from sessionledger.domain.turns import format_message_bytes, starts_turn
+from sessionledger.domain.turns import starts_turn
 
 
 def split_synthetic(events: Iterable[SessionEvent]) -> tuple[list[SessionEvent], list[SessionEvent]]:
@@ -102,11 +103,7 @@ def reaches(request: CompactionRequest, threshold: int, estimator: TokenCounter 
         if stats.uncounted == 0 or stats.bytes < threshold:
             return False
     events = request.events
-    if (
-        estimator is None
-        and stats is None
-        and sum(format_message_bytes(e.message) for e in events) < threshold
-    ):
+    if estimator is None and stats is None and sum(map(event_bytes, events)) < threshold:
         return False
     tokens_of = request.tokens_of(estimator)
     total = 0
