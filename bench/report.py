@@ -7,6 +7,7 @@ formatted (units differ between rows); `ratio` is measured/baseline as the targe
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(os.environ.get("SESSIONLEDGER_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
+"""Where runs write their tables: bench/results (gitignored), or `SESSIONLEDGER_BENCH_RESULTS`."""
 COLUMNS = ("benchmark", "measured", "baseline", "ratio", "target", "pass")
 
 
@@ -67,7 +69,7 @@ def show(rows: Sequence[Row], title: str, out: Console | None = None) -> None:
 
 
 def write(text: str, name: str) -> Path:
-    """Write `bench/results/<name>` (the directory is gitignored)."""
+    """Write `<name>` in `RESULTS`."""
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / name
     path.write_text(text, encoding="utf-8")
