@@ -52,8 +52,16 @@ def bench(*arguments: str, env_extra: dict[str, str] | None = None, **options) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
         **options,
     )
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the benchmark's process, before it starts: SIGINT at its default, as for a command run in
+    a terminal. A test run started in the background by a shell without job control (`(make test &)`)
+    ignores SIGINT, its children inherit that, and Python then installs no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
