@@ -28,6 +28,7 @@ from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummar
 from sessionledger.workers.cli import main as sessionledger_command
 from sessionledger.workers.policy import load_policies
 
+import sessionledger
 from tests.e2e.queue_deployment import RABBITMQ_URL, remove_queues
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,3 +195,8 @@ def test_the_readme_policies_load() -> None:
         apps = re.findall(r"^\[apps\.([\w-]+)\]", text, re.MULTILINE)
         book = load_policies(ExtractiveSummarizer, inline=text)  # ValueError naming what is wrong
         assert apps and all(book.for_app(app) for app in apps), f"README.md line {line}"
+
+
+def test_the_wheel_the_readme_installs_is_this_versions() -> None:
+    wheels = set(re.findall(r"dist/(sessionledger-[^\s\[']+\.whl)", README))
+    assert wheels == {f"sessionledger-{sessionledger.__version__}-py3-none-any.whl"}

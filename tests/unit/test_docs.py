@@ -185,3 +185,27 @@ def test_the_readme_benchmark_ratios_are_those_of_docs_benchmarks():
         assert quoted, (
             f"{row['figure'].strip()}: ratio {row['ratio']} is not in docs/benchmarks.md#{row['anchor']}"
         )
+
+
+def configuration_variables(markdown: str) -> set[str]:
+    """The variables the README's configuration table names (`_X` is short for `SESSIONLEDGER_X`;
+    the `openai` package's own `OPENAI_*` names aside)."""
+    table = section(markdown, "configuration")
+    found: set[str] = set()
+    for row in re.findall(r"^\| ([^|]+) \|", table, re.MULTILINE):
+        found.update(f"SESSIONLEDGER_{name}" for name in re.findall(r"`(?:SESSIONLEDGER)?_([A-Z_]+)`", row))
+    return found
+
+
+def test_the_configuration_table_names_every_setting_and_no_other():
+    from sessionledger.infrastructure.settings import Settings
+
+    settings = {f"SESSIONLEDGER_{name.upper()}" for name in Settings.model_fields}
+    named = configuration_variables(readme())
+    assert not settings - named, f"settings the README does not list: {sorted(settings - named)}"
+    assert not named - settings, f"the README lists settings that do not exist: {sorted(named - settings)}"
+
+
+def test_the_configuration_table_reading_expands_short_names():
+    table = "## Configuration\n\n| `SESSIONLEDGER_A_B` / `_C` and `OPENAI_API_KEY` | 1 |\n"
+    assert configuration_variables(table) == {"SESSIONLEDGER_A_B", "SESSIONLEDGER_C"}
