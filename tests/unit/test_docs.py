@@ -116,3 +116,96 @@ def test_relative_links_resolve(name: str):
         and (problem := link_problem(source, target))
     ]
     assert not broken, f"{name} has broken links:\n" + "\n".join(broken)
+
+
+def readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_stays_short():
+    assert len(readme().splitlines()) < 400, "move detail to docs/ (docs/production.md, docs/benchmarks.md)"
+
+
+def fence_problems(markdown: str) -> list[str]:
+    """Lines where a fence holds anything but its language (text after a closing fence swallows
+    what follows it), and a fence left open at the end."""
+    problems, open_fence = [], False
+    for number, line in enumerate(markdown.splitlines(), 1):
+        if "```" not in line:
+            continue
+        if not re.fullmatch(r"```[\w-]*", line) or (open_fence and line != "```"):
+            problems.append(f"line {number}: {line}")
+        if line == "```" if open_fence else line.startswith("```"):  # a closing fence holds nothing else
+            open_fence = not open_fence
+    return problems + (["a fence is left open at the end"] if open_fence else [])
+
+
+def test_the_fence_check_catches_what_it_must():
+    assert fence_problems("```bash\nmake\n``` then text\nmore\n") == [
+        "line 3: ``` then text",
+        "a fence is left open at the end",
+    ]
+    assert fence_problems("```python\nx = 1\n```\n\n```toml\n[a]\n```\n") == []
+
+
+@pytest.mark.parametrize("name", markdown_files())
+def test_fences_open_and_close_cleanly(name: str):
+    assert not fence_problems((ROOT / name).read_text(encoding="utf-8"))
+
+
+BENCHMARK_ROW = re.compile(
+    r"^\| (?P<figure>[^|]+) \| (?P<ratio>[\d.]+) \| [^|]*\]\(docs/benchmarks\.md#(?P<anchor>[\w-]+)\)"
+)
+
+
+def section(markdown: str, anchor: str) -> str:
+    """The text under the heading whose anchor is `anchor`, up to the next heading of any level."""
+    parts = re.split(r"^(#{1,6} .*)$", FENCE.sub("", markdown), flags=re.M)
+    for heading, body in zip(parts[1::2], parts[2::2], strict=True):
+        if slugs(heading) == {anchor}:
+            return body
+    raise AssertionError(f"docs/benchmarks.md has no section #{anchor}")
+
+
+def test_the_readme_benchmark_ratios_are_those_of_docs_benchmarks():
+    """The README's headline table quotes docs/benchmarks.md: each ratio is in the section it links
+    to, in a table row of the same run (a new run updates both, or this fails)."""
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    rows = [found.groupdict() for found in map(BENCHMARK_ROW.match, readme().splitlines()) if found]
+    assert len(rows) >= 5
+    for row in rows:
+        table_rows = [
+            line for line in section(benchmarks, row["anchor"]).splitlines() if line.startswith("|")
+        ]
+        quoted = [
+            line
+            for line in table_rows
+            if re.search(rf"\| {re.escape(row['ratio'])} \||\({re.escape(row['ratio'])}[ x]", line)
+        ]
+        assert quoted, (
+            f"{row['figure'].strip()}: ratio {row['ratio']} is not in docs/benchmarks.md#{row['anchor']}"
+        )
+
+
+def configuration_variables(markdown: str) -> set[str]:
+    """The variables the README's configuration table names (`_X` is short for `SESSIONLEDGER_X`;
+    the `openai` package's own `OPENAI_*` names aside)."""
+    table = section(markdown, "configuration")
+    found: set[str] = set()
+    for row in re.findall(r"^\| ([^|]+) \|", table, re.MULTILINE):
+        found.update(f"SESSIONLEDGER_{name}" for name in re.findall(r"`(?:SESSIONLEDGER)?_([A-Z_]+)`", row))
+    return found
+
+
+def test_the_configuration_table_names_every_setting_and_no_other():
+    from sessionledger.infrastructure.settings import Settings
+
+    settings = {f"SESSIONLEDGER_{name.upper()}" for name in Settings.model_fields}
+    named = configuration_variables(readme())
+    assert not settings - named, f"settings the README does not list: {sorted(settings - named)}"
+    assert not named - settings, f"the README lists settings that do not exist: {sorted(named - settings)}"
+
+
+def test_the_configuration_table_reading_expands_short_names():
+    table = "## Configuration\n\n| `SESSIONLEDGER_A_B` / `_C` and `OPENAI_API_KEY` | 1 |\n"
+    assert configuration_variables(table) == {"SESSIONLEDGER_A_B", "SESSIONLEDGER_C"}
