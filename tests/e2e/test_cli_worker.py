@@ -135,7 +135,7 @@ def test_relay_tails_the_given_database_and_wakes_through_the_given_broker(comma
         wait_for(lambda: offset() >= head, 60, "the relay's offset in the given database", interval=0.2)
     finally:
         engine.dispose()
-    evaluations = queue_depths(RABBITMQ_URL, command.names)[command.names.evaluate]
+    evaluations = (queue_depths(RABBITMQ_URL, command.names) or {})[command.names.evaluate]
     assert evaluations == 1, "the evaluate task went to the given broker"
     command.assert_nothing_elsewhere()
 
