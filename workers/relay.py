@@ -138,8 +138,14 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
             database=hide_passwords(settings.database_url),
             metrics_port=settings.metrics_port,
         )
+        stood_by = threading.Event()
+
+        def standing_by() -> None:
+            stood_by.set()
+            log_event(log, "relay standing by: another relay leads; this one takes over when it stops")
+
         try:
-            with storage.relay_positions.leadership(RELAY_NAME, stop) as leading:
+            with storage.relay_positions.leadership(RELAY_NAME, stop, standing_by) as leading:
                 if not leading:
                     return
                 relay = Relay(
@@ -149,7 +155,7 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
                     batch=settings.relay_batch,
                     gap_timeout=settings.relay_gap_timeout,
                 )
-                log_event(log, "relay leading", offset=relay.offset)
+                log_event(log, "relay leading", offset=relay.offset, took_over=stood_by.is_set())
                 digests = None
                 if settings.digest_every is not None and settings.digest_dir is not None:
                     digests = DigestSchedule(
