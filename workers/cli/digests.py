@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from sessionledger.infrastructure.audit.anchored import anchor_findings
@@ -38,6 +38,9 @@ from sessionledger.workers.cli.app import (
     service_for,
 )
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 PublicKey = Annotated[
     Path | None,
     typer.Option(
@@ -61,6 +64,7 @@ def read_digests(paths: list[Path], public_key: Path | None) -> list[Digest]:
     """
     from sessionledger.infrastructure.settings import Settings
 
+    key: Ed25519PublicKey | None
     try:
         if public_key is not None:
             key = load_public_key(public_key)
