@@ -81,6 +81,8 @@ def test_reading_a_prefix_with_no_queues_says_so_and_creates_nothing(broker, nam
     assert as_json.returncode == 0 and json.loads(as_json.stdout) == []
     replayed = run(names, broker, url, "dlq", "replay")
     assert replayed.returncode == 0 and "no dead-letter queue" in replayed.stdout
+    replayed = run(names, broker, url, "dlq", "replay", "--json")
+    assert json.loads(replayed.stdout) == {"replayed": 0} and "no dead-letter queue" in replayed.stderr
 
     shown = run(names, broker, url, "stats")
     assert shown.returncode == 0, shown.stderr

@@ -113,7 +113,7 @@ def dlq_list(
     from sessionledger.workers.dlq import dead_queue_exists, list_dead
 
     if not dead_queue_exists(broker, settings.queue_names):
-        _no_dead_queue(settings, as_json)
+        _no_dead_queue(settings, [] if as_json else None)
         return
     letters = [letter.summary() for letter in list_dead(broker, settings.queue_names, limit)]
     if as_json:
@@ -132,18 +132,17 @@ def dlq_list(
     console.print(table)
 
 
-def _no_dead_queue(settings: Settings, as_json: bool) -> None:
+def _no_dead_queue(settings: Settings, as_json: object | None) -> None:
     """Say that the broker holds no dead-letter queue (nothing was ever dead-lettered under that
-    prefix, or the prefix is mistyped); it is not created to say so."""
+    prefix, or the prefix is mistyped); it is not created to say so. With `--json`, `as_json`
+    (the command's empty answer) goes to stdout and the note to stderr."""
     message = (
         f"no dead-letter queue {settings.queue_names.dead} on this broker: nothing was dead-lettered "
         f"under queue prefix {settings.queue_prefix!r} (is it the workers' SESSIONLEDGER_QUEUE_PREFIX?)"
     )
-    if as_json:
-        emit_json([])
-        errors.print(message, markup=False, highlight=False, soft_wrap=True)
-    else:
-        console.print(message, markup=False, highlight=False)
+    if as_json is not None:
+        emit_json(as_json)
+    (console if as_json is None else errors).print(message, markup=False, highlight=False, soft_wrap=True)
 
 
 @dlq.command("replay")
@@ -159,7 +158,7 @@ def dlq_replay(
     from sessionledger.workers.dlq import dead_queue_exists, replay_dead
 
     if not dead_queue_exists(broker, settings.queue_names):
-        _no_dead_queue(settings, as_json)
+        _no_dead_queue(settings, {"replayed": 0} if as_json else None)
         return
     replayed = replay_dead(broker, settings.queue_names, limit)
     if as_json:
@@ -200,4 +199,4 @@ def stats(
     table.add_row("relay lag (ledger rows)", f"{collected.relay_lag:,}")
     console.print(table)
     if collected.caveat is not None:
-        console.print(f"caveat: {collected.caveat}", markup=False)
+        console.print(f"caveat: {collected.caveat}", markup=False, highlight=False, soft_wrap=True)
