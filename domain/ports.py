@@ -279,10 +279,13 @@ class RelayPositions(Protocol):
     def lag(self, name: str) -> int:
         """Ledger rows after the stored position: what that relay has not handled yet."""
 
-    def leadership(self, name: str, stop: threading.Event) -> AbstractContextManager[bool]:
+    def leadership(
+        self, name: str, stop: threading.Event, standing_by: Callable[[], None] | None = None
+    ) -> AbstractContextManager[bool]:
         """Lead the relays of that name for the duration of the block, waiting until no other
-        relay does; yields False when `stop` is set first. Without a way to see other relays
-        (SQLite, memory) every relay leads."""
+        relay does (calling `standing_by` once when it starts to wait, so that its operator
+        knows why it does nothing); yields False when `stop` is set first. Without a way to see
+        other relays (SQLite, memory) every relay leads."""
 
 
 class CounterStore(Protocol):

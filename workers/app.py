@@ -139,7 +139,16 @@ def check_broker(broker_url: str, timeout: float = 5.0) -> None:
         connection.ensure_connection(max_retries=0)
 
 
-def _on_redis(settings: Settings) -> bool:
+REDIS_ORDER_CAVEAT = (
+    "Redis does not keep per-session order across a worker crash: the batch of a crashed ingest "
+    "worker comes back only after the visibility timeout and is then stored after later events "
+    "of its sessions (so is a batch requeued after a database outage longer than the ingest "
+    "patience); use RabbitMQ where that order matters"
+)
+"""What an ingest worker on Redis logs once at start, and `sessionledger stats` shows on Redis."""
+
+
+def on_redis(settings: Settings) -> bool:
     return (settings.broker_url or "").startswith(("redis://", "rediss://", "sentinel://"))
 
 
@@ -147,7 +156,7 @@ def _on_redis(settings: Settings) -> bool:
 def _warn_about_order_on_redis(sender: str, instance: Any, **_: Any) -> None:
     """An ingest worker on Redis states, once at start, where per-session order does not hold."""
     settings = getattr(instance.app, "sessionledger_settings", None)
-    if settings is None or not _on_redis(settings):
+    if settings is None or not on_redis(settings):
         return
     ingest = f"{settings.queue_prefix}.ingest."
     if not any(name.startswith(ingest) for name in instance.app.amqp.queues.consume_from):
@@ -156,10 +165,7 @@ def _warn_about_order_on_redis(sender: str, instance: Any, **_: Any) -> None:
 
     log_event(
         log,
-        "Redis does not keep per-session order across a worker crash: the batch of a crashed ingest "
-        "worker comes back only after the visibility timeout and is then stored after later events "
-        "of its sessions (so is a batch requeued after a database outage longer than the ingest "
-        "patience); use RabbitMQ where that order matters",
+        REDIS_ORDER_CAVEAT,
         logging.WARNING,
         visibility_timeout=settings.redelivery_horizon,
         ingest_patience=settings.ingest_patience,

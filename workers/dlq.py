@@ -30,6 +30,7 @@ from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.publisher import session_of_line, task_message
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, INGEST_TASK, QueueNames, partition_of
 from sessionledger.workers import metrics
+from sessionledger.workers.broker_queues import queue_depth
 from sessionledger.workers.metrics import log_event
 
 log = logging.getLogger(__name__)
@@ -164,17 +165,29 @@ def route_of(task: str, names: QueueNames) -> str:
 
 
 @contextmanager
-def _dead_queue(broker_url: str, names: QueueNames) -> Iterator[tuple[Connection, Any]]:
+def _dead_queue(broker_url: str, names: QueueNames) -> Iterator[tuple[Connection, Any | None]]:
+    """A connection and the dead-letter queue on it, or None when the broker holds no such queue
+    (nothing was ever dead-lettered under that prefix): it is not declared, so that looking at a
+    mistyped prefix creates nothing."""
     with Connection(broker_url, transport_options={"confirm_publish": True}) as connection:
-        queue = names.dead_queue(connection.channel())
-        queue.declare()
-        yield connection, queue
+        if queue_depth(connection, names.dead_queue) is None:
+            yield connection, None
+        else:
+            yield connection, names.dead_queue(connection.channel())
+
+
+def dead_queue_exists(broker_url: str, names: QueueNames) -> bool:
+    """Whether the broker holds the dead-letter queue of those names (asked without creating it)."""
+    with Connection(broker_url) as connection:
+        return queue_depth(connection, names.dead_queue) is not None
 
 
 def list_dead(broker_url: str, names: QueueNames, limit: int = 100) -> list[DeadLetter]:
-    """Up to `limit` dead letters, oldest first, left in the queue."""
+    """Up to `limit` dead letters, oldest first, left in the queue (none when there is no queue)."""
     letters, held = [], []
     with _dead_queue(broker_url, names) as (_connection, queue):
+        if queue is None:
+            return []
         for _ in range(limit):
             message = queue.get(no_ack=False)
             if message is None:
@@ -194,6 +207,8 @@ def replay_dead(broker_url: str, names: QueueNames, limit: int | None = None) ->
     """
     replayed, kept = 0, []
     with _dead_queue(broker_url, names) as (connection, queue):
+        if queue is None:
+            return 0
         channel = connection.channel()
         for target in names.all_queues():
             target(channel).declare()

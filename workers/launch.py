@@ -15,6 +15,7 @@ nothing added to an environment that the workers' own children would inherit.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import subprocess
 import sys
@@ -42,10 +43,10 @@ def run_worker(
 ) -> int:
     """Run the role on those settings until stopped (SIGINT/SIGTERM); returns the exit status.
 
-    `ValueError` for an unknown role; what `check_start` finds wrong stops it before it starts.
+    `ValueError` for an option out of place (`check_options`); what `check_start` finds wrong
+    stops it before it starts.
     """
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    chosen = check_options(settings, role, partitions, concurrency, loglevel)
     check_start(settings)
     if role == "relay":
         from sessionledger.workers.metrics import log_to_stderr
@@ -61,12 +62,32 @@ def run_worker(
         return 0
     if role == "all":
         return _supervise(settings, partitions, concurrency, loglevel)
-    from sessionledger.infrastructure.queue_names import parse_partitions
-
-    chosen = parse_partitions(partitions, settings.partitions) if role == "ingest" else None
-    argv = worker_arguments(settings, role, partitions=chosen, concurrency=concurrency, loglevel=loglevel)
+    argv = worker_arguments(
+        settings,
+        role,
+        partitions=chosen if role == "ingest" else None,
+        concurrency=concurrency,
+        loglevel=loglevel,
+    )
     create_app(settings).worker_main(argv)
     return 0
+
+
+def check_options(
+    settings: Settings, role: str, partitions: str, concurrency: int | None, loglevel: str
+) -> list[int]:
+    """Every option of a worker checked at once, before any role starts (`ValueError` with the
+    reason: a child of `all` refusing its options would otherwise be restarted for ever); returns
+    the chosen ingest partitions."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+    if not isinstance(logging.getLevelName(loglevel.upper()), int):
+        raise ValueError(f"unknown log level {loglevel!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    from sessionledger.infrastructure.queue_names import parse_partitions
+
+    return parse_partitions(partitions, settings.partitions)
 
 
 def check_start(settings: Settings) -> None:
@@ -82,7 +103,9 @@ def check_start(settings: Settings) -> None:
 
 def _supervise(settings: Settings, partitions: str, concurrency: int | None, loglevel: str) -> int:
     """Ingest, tasks and relay as child processes on these settings; one that dies is restarted; a
-    signal stops them all."""
+    signal stops them all. A child that exits with status 2 cannot start (its options or settings,
+    or a database or broker that refuses it): restarting it would fail the same way every second,
+    so it stops them all, and the worker exits with 2 for its operator or process manager to see."""
     workers = [f"--concurrency={concurrency}"] if concurrency else []
     commands = {
         "ingest": _command("ingest", f"--partitions={partitions}", f"--loglevel={loglevel}"),
@@ -98,11 +121,21 @@ def _supervise(settings: Settings, partitions: str, concurrency: int | None, log
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)
+    status = 0
     while not stopping.wait(1.0):
         for role, child in children.items():
-            if child.poll() is not None:
-                print(f"sessionledger: {role} exited with {child.returncode}, restarting", file=sys.stderr)
-                children[role] = _start(commands[role], handed)
+            if child.poll() is None:
+                continue
+            if child.returncode == 2:
+                print(
+                    f"sessionledger: {role} cannot start (exit status 2), stopping the worker",
+                    file=sys.stderr,
+                )
+                status = 2
+                stopping.set()
+                break
+            print(f"sessionledger: {role} exited with {child.returncode}, restarting", file=sys.stderr)
+            children[role] = _start(commands[role], handed)
     for child in children.values():
         child.terminate()
     deadline = time.monotonic() + 60
@@ -111,7 +144,7 @@ def _supervise(settings: Settings, partitions: str, concurrency: int | None, log
             child.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             child.kill()
-    return 0
+    return status
 
 
 def _command(role: str, *options: str) -> list[str]:

@@ -62,6 +62,7 @@ class Relay:
         self.offset = positions.load(name)
         self._sent: set[int] = set()  # positions above the offset already handled
         self._holes: dict[int, float] = {}  # missing position -> when it was first seen missing
+        self._scanned = self.offset  # holes below this position have their first-seen time
 
     def poll(self) -> int:
         """One round; returns how many ledger rows it read (a full batch means: poll again now)."""
@@ -79,18 +80,26 @@ class Relay:
         return len(rows)
 
     def _advance(self) -> bool:
-        """Move the offset over every handled position and every hole older than `gap_timeout`."""
+        """Move the offset over every handled position and every hole older than `gap_timeout`.
+
+        Every hole below the highest handled position is timed from the round that first saw it,
+        not from when the offset reached it: holes seen together are waited for together (35
+        holes left by one outage cost one `gap_timeout`, not 35 in turn).
+        """
         start = self.offset
         now = self._clock()
         top = max(self._sent, default=self.offset)
+        for position in range(max(self._scanned, self.offset) + 1, top):
+            if position not in self._sent:
+                self._holes.setdefault(position, now)
+        self._scanned = max(self._scanned, top)
         while self.offset < top:
             following = self.offset + 1
             if following in self._sent:
                 self._sent.discard(following)
+            elif now - self._holes[following] < self._gap_timeout:
+                break
             else:
-                first_seen = self._holes.setdefault(following, now)
-                if now - first_seen < self._gap_timeout:
-                    break
                 log_event(log, "skipping a permanent hole in the ledger", logging.DEBUG, position=following)
             self._holes.pop(following, None)
             self.offset = following
@@ -129,8 +138,14 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
             database=hide_passwords(settings.database_url),
             metrics_port=settings.metrics_port,
         )
+        stood_by = threading.Event()
+
+        def standing_by() -> None:
+            stood_by.set()
+            log_event(log, "relay standing by: another relay leads; this one takes over when it stops")
+
         try:
-            with storage.relay_positions.leadership(RELAY_NAME, stop) as leading:
+            with storage.relay_positions.leadership(RELAY_NAME, stop, standing_by) as leading:
                 if not leading:
                     return
                 relay = Relay(
@@ -140,7 +155,7 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
                     batch=settings.relay_batch,
                     gap_timeout=settings.relay_gap_timeout,
                 )
-                log_event(log, "relay leading", offset=relay.offset)
+                log_event(log, "relay leading", offset=relay.offset, took_over=stood_by.is_set())
                 digests = None
                 if settings.digest_every is not None and settings.digest_dir is not None:
                     digests = DigestSchedule(

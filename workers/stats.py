@@ -13,7 +13,8 @@ from kombu.exceptions import KombuError
 from sessionledger.infrastructure.bootstrap import Storage
 from sessionledger.infrastructure.queue_names import QueueNames
 from sessionledger.infrastructure.settings import Settings
-from sessionledger.workers.app import required_broker
+from sessionledger.workers.app import REDIS_ORDER_CAVEAT, on_redis, required_broker
+from sessionledger.workers.broker_queues import queue_depth
 from sessionledger.workers.metrics import prometheus_text, read_counters
 from sessionledger.workers.relay import RELAY_NAME
 
@@ -22,12 +23,26 @@ from sessionledger.workers.relay import RELAY_NAME
 class Stats:
     counters: dict[str, int]
     queues: dict[str, int | None]
-    """Messages waiting per queue; None when the broker could not be asked."""
+    """Messages waiting per queue; None for a queue the broker does not hold."""
     relay_lag: int
     """Ledger rows the relay has not handled yet."""
+    broker_answered: bool = True
+    """False when the broker could not be asked: no queue depth is known."""
+    caveat: str | None = None
+    """What the deployment's broker does not guarantee (Redis: per-session order across a crash)."""
 
     def as_dict(self) -> dict[str, object]:
-        return {"counters": self.counters, "queues": self.queues, "relay_lag": self.relay_lag}
+        return {
+            "counters": self.counters,
+            "queues": {
+                name: {"exists": depth is not None, "messages": depth}
+                if self.broker_answered
+                else {"exists": None, "messages": None}
+                for name, depth in self.queues.items()
+            },
+            "relay_lag": self.relay_lag,
+            "caveat": self.caveat,
+        }
 
     def prometheus(self) -> str:
         gauges: dict[str, int] = {}
@@ -39,27 +54,22 @@ class Stats:
 
 
 def collect_stats(settings: Settings, storage: Storage) -> Stats:
+    depths = queue_depths(required_broker(settings), settings.queue_names)
     return Stats(
         read_counters(storage.counters),
-        queue_depths(required_broker(settings), settings.queue_names),
+        depths or dict.fromkeys((queue.name for queue in settings.queue_names.all_queues()), None),
         storage.relay_positions.lag(RELAY_NAME),
+        broker_answered=depths is not None,
+        caveat=REDIS_ORDER_CAVEAT if on_redis(settings) else None,
     )
 
 
-def queue_depths(broker_url: str, names: QueueNames) -> dict[str, int | None]:
-    """Messages ready in each queue of the deployment (a passive declare: nothing is created)."""
-    depths: dict[str, int | None] = {queue.name: None for queue in names.all_queues()}
+def queue_depths(broker_url: str, names: QueueNames) -> dict[str, int | None] | None:
+    """Messages ready in each queue of the deployment, None for a queue the broker does not hold
+    (asked without creating anything); None when the broker could not be asked."""
     try:
         with Connection(broker_url, connect_timeout=5) as connection:
             connection.ensure_connection(max_retries=0)
-            for queue in names.all_queues():
-                channel = connection.channel()
-                try:
-                    depths[queue.name] = queue(channel).queue_declare(passive=True).message_count
-                except connection.channel_errors:
-                    depths[queue.name] = 0  # not declared yet: nothing was ever sent to it
-                finally:
-                    channel.close()
+            return {queue.name: queue_depth(connection, queue) for queue in names.all_queues()}
     except (OSError, KombuError):
-        pass  # the broker is down: depths stay unknown
-    return depths
+        return None  # the broker is down: depths stay unknown

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -106,7 +107,8 @@ class Digest:
             key.verify(base64.b64decode(self.signature, validate=True), canonical(self.body()).encode())
         except (InvalidSignature, binascii.Error):
             raise InvalidDigest(
-                f"the signature of digest {self.name} does not verify: it was forged or the digest altered"
+                f"the signature of digest {self.name} does not verify with the trusted public key: "
+                "it was signed with another key, forged, or the digest altered"
             ) from None
 
     @property
@@ -252,6 +254,49 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise InvalidDigest(f"{path} is not an Ed25519 public key")
     return key
+
+
+def trusted_public_key(setting: str) -> Ed25519PublicKey:
+    """The key of the `digest_public_key` setting: the PEM itself, or the path of a PEM file."""
+    if not setting.lstrip().startswith("-----BEGIN"):
+        return load_public_key(Path(setting))
+    try:
+        key = load_pem_public_key(setting.strip().encode("ascii"))
+    except (ValueError, UnicodeEncodeError) as error:
+        raise InvalidDigest(f"SESSIONLEDGER_DIGEST_PUBLIC_KEY is not a PEM public key: {error}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise InvalidDigest("SESSIONLEDGER_DIGEST_PUBLIC_KEY is not an Ed25519 public key")
+    return key
+
+
+def write_key_pair(path: Path) -> tuple[Path, str]:
+    """A new Ed25519 key pair: the private key written to `path` (PEM, PKCS#8, unencrypted: what
+    `--sign-key` reads; mode 0600), its public key to `path` + `.pub` (PEM: what `--public-key`
+    and `digest_public_key` read). Returns that file and the public key's PEM. `FileExistsError`
+    when either file exists: a signing key is never overwritten."""
+    from cryptography.hazmat.primitives import serialization
+
+    public_path = path.with_name(path.name + ".pub")
+    for existing in (path, public_path):
+        if existing.exists() or existing.is_symlink():
+            raise FileExistsError(f"{existing} exists: a key is never overwritten")
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    _write_new(path, private, 0o600)
+    _write_new(public_path, public, 0o644)
+    return public_path, public.decode("ascii")
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create `path` with `mode` from the start (never a moment with wider permissions)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(data)
 
 
 def _key_bytes(path: Path) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from threading import Lock
 
@@ -53,7 +53,9 @@ class SqlRelayPositions:
         return int(stored or 0)
 
     @contextmanager
-    def leadership(self, name: str, stop: threading.Event) -> Iterator[bool]:
+    def leadership(
+        self, name: str, stop: threading.Event, standing_by: Callable[[], None] | None = None
+    ) -> Iterator[bool]:
         if self._engine.dialect.name != "postgresql":
             yield True
             return
@@ -61,8 +63,12 @@ class SqlRelayPositions:
             key = sa.text("SELECT pg_try_advisory_lock(hashtext(:key))").bindparams(
                 key=f"sessionledger.relay:{name}"
             )
+            waited = False
             while not conn.execute(key).scalar():
                 conn.rollback()
+                if not waited and standing_by is not None:
+                    standing_by()
+                waited = True
                 if stop.wait(1.0):
                     yield False
                     return
@@ -95,5 +101,7 @@ class MemoryRelayPositions:
         rows = self._ledger.tail(position, sys.maxsize)
         return rows[-1].global_position - position if rows else 0
 
-    def leadership(self, name: str, stop: threading.Event) -> AbstractContextManager[bool]:
+    def leadership(
+        self, name: str, stop: threading.Event, standing_by: Callable[[], None] | None = None
+    ) -> AbstractContextManager[bool]:
         return nullcontext(True)

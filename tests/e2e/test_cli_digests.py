@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,10 @@ from sessionledger.infrastructure import open_service
 CLI = str(Path(sys.executable).with_name("sessionledger"))
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, env={**os.environ})
+def run(*args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIONLEDGER_")}
+    env.update({f"SESSIONLEDGER_{name.upper()}": value for name, value in settings.items()})
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 @pytest.fixture
@@ -132,3 +135,72 @@ def test_verify_with_jobs(url: str) -> None:
         db.execute("UPDATE ledger SET payload = '{}' WHERE position = 3")
     failed = run("verify", "--jobs", "2", "--database-url", url)
     assert failed.returncode == 1 and "edited at position 3" in failed.stderr, failed.stderr
+
+
+def test_keygen_makes_a_pair_that_signs_and_verifies_and_never_overwrites(url: str, tmp_path: Path) -> None:
+    private = tmp_path / "keys" / "operator.pem"
+    private.parent.mkdir()
+    made = run("keygen", "--out", str(private))
+    assert made.returncode == 0, made.stderr
+    public = private.with_name("operator.pem.pub")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert public.read_text() in made.stdout and "BEGIN PUBLIC KEY" in made.stdout
+    assert "PRIVATE" not in made.stdout
+
+    digest = tmp_path / "digest.json"
+    assert (
+        run("digest", "--output", str(digest), "--sign-key", str(private), "--database-url", url).returncode
+        == 0
+    )
+    checked = run("verify", "--digest", str(digest), "--public-key", str(public), "--database-url", url)
+    assert checked.returncode == 0, checked.stderr
+
+    before = private.read_bytes()
+    again = run("keygen", "--out", str(private))
+    assert (
+        again.returncode == 2
+        and again.stderr.strip() == f"error: {private} exists: a key is never overwritten"
+    )
+    assert private.read_bytes() == before
+    private.rename(private.with_name("moved.pem"))
+    kept = run("keygen", "--out", str(private))  # its public key is still there: refused too
+    assert kept.returncode == 2 and not private.exists()
+
+
+def test_the_trusted_key_setting_refuses_a_digest_signed_by_another_key(url: str, tmp_path: Path) -> None:
+    private, public = keys(tmp_path, "operator")
+    attacker, _ = keys(tmp_path, "attacker")
+    ours, theirs, unsigned = tmp_path / "ours.json", tmp_path / "theirs.json", tmp_path / "unsigned.json"
+    for key, path in ((private, ours), (attacker, theirs)):
+        assert (
+            run("digest", "--output", str(path), "--sign-key", str(key), "--database-url", url).returncode
+            == 0
+        )
+    assert run("digest", "--output", str(unsigned), "--database-url", url).returncode == 0
+
+    for trusted in (str(public), public.read_text()):  # the PEM file's path, or the PEM itself
+        passed = run("verify", "--digest", str(ours), "--database-url", url, digest_public_key=trusted)
+        assert passed.returncode == 0, passed.stderr
+        refused = run("verify", "--digest", str(theirs), "--database-url", url, digest_public_key=trusted)
+        assert refused.returncode == 1
+        assert (
+            f"the signature of digest {theirs} does not verify with the trusted public key" in refused.stderr
+        )
+        not_signed = run(
+            "verify", "--digest", str(unsigned), "--database-url", url, digest_public_key=trusted
+        )
+        assert not_signed.returncode == 1 and f"digest {unsigned} is not signed" in not_signed.stderr
+    since = run("verify", "--since", str(theirs), "--database-url", url, digest_public_key=str(public))
+    assert since.returncode == 1 and "does not verify" in since.stderr
+
+    # no trusted key: a signature that nobody checks vouches for nothing, and the output says so
+    for signed in (ours, theirs):
+        unchecked = run("verify", "--digest", str(signed), "--database-url", url)
+        assert unchecked.returncode == 1
+        assert (
+            "its signature was not checked: no trusted key (set SESSIONLEDGER_DIGEST_PUBLIC_KEY"
+            in unchecked.stderr
+        )
+    plain = run("verify", "--digest", str(unsigned), "--database-url", url)
+    assert plain.returncode == 0, plain.stderr
+    assert f"digest {unsigned} is not signed: no signature was checked" in plain.stderr

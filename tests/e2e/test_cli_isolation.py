@@ -57,6 +57,7 @@ COMMANDS = {
     "export": ("export", "{session}"),
     "timeline": ("timeline", "{session}", "--json"),
     "verify": ("verify", "{session}", "--json"),
+    "prove": ("prove", "{session}", FIRST_EVENT),
 }
 
 

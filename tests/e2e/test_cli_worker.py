@@ -135,7 +135,7 @@ def test_relay_tails_the_given_database_and_wakes_through_the_given_broker(comma
         wait_for(lambda: offset() >= head, 60, "the relay's offset in the given database", interval=0.2)
     finally:
         engine.dispose()
-    evaluations = queue_depths(RABBITMQ_URL, command.names)[command.names.evaluate]
+    evaluations = (queue_depths(RABBITMQ_URL, command.names) or {})[command.names.evaluate]
     assert evaluations == 1, "the evaluate task went to the given broker"
     command.assert_nothing_elsewhere()
 
@@ -204,3 +204,40 @@ def test_relay_writes_digests_on_a_schedule(command, tmp_path):
     )
     assert checked.returncode == 0, checked.stderr
     assert '"position":2' in first.read_text()
+
+
+def test_a_bad_option_stops_the_whole_worker_before_any_role_starts(command):
+    """`--partitions 7` on two partitions: one line, exit 2, and no role was ever started (the
+    ingest child used to exit 2 and be restarted every second for ever)."""
+    database = f"sqlite:///{command.cwd / 'ledger.db'}"
+    command.start("worker", "--partitions", "7", "--database-url", database, "--broker-url", RABBITMQ_URL)
+    assert command.process is not None
+    assert command.process.wait(120) == 2
+    said = command.log.read_text(errors="replace").strip().splitlines()
+    assert said == ["error: partition range '7' is outside 0..1"], said  # no role said anything
+
+
+def test_a_role_that_cannot_start_stops_the_supervisor_with_status_2(tmp_path):
+    """The supervisor of `all`, handed what its parent would have refused: the ingest child exits
+    2 on `--partitions 7`, and the supervisor stops the other children and exits 2."""
+    from sessionledger.workers.launch import _supervise
+
+    names = QueueNames(f"slcli-{uuid.uuid4().hex[:10]}", 2)
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        broker_url=RABBITMQ_URL,
+        queue_prefix=names.prefix,
+        partitions=names.partitions,
+    )
+    with open_service(settings.database_url):
+        pass
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert _supervise(settings, "7", None, "INFO") == 2
+        assert not psutil.Process().children(recursive=True), "a child outlived its supervisor"
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        for child in psutil.Process().children(recursive=True):
+            child.kill()
+        remove_queues(RABBITMQ_URL, names)

@@ -81,6 +81,40 @@ def test_a_hole_older_than_the_gap_timeout_is_permanent(setup):
     assert woken == [["a", "c"]]
 
 
+def test_holes_seen_together_are_waited_for_once_not_each_in_turn(setup):
+    """A broker outage left 35 holes among 106 positions: one `gap_timeout` passes them all."""
+    ledger, positions, woken, clock, relay = setup
+    holes = set(range(3, 106, 3)[:35])
+    for position in range(1, 107):
+        if position not in holes:
+            ledger.add(position, f"s{position}")
+    relay.poll()
+    assert relay.offset == 2 and len(woken[0]) == 106 - 35
+    clock.now = 4.9
+    relay.poll()
+    assert relay.offset == 2
+    clock.now = 5.1
+    relay.poll()
+    assert relay.offset == 106 and positions.load(RELAY_NAME) == 106
+    assert len(woken) == 1  # every event was woken once, in the first round
+
+
+def test_a_hole_seen_later_waits_its_own_time_from_when_it_was_seen(setup):
+    ledger, _, _, clock, relay = setup
+    ledger.add(1, "a")
+    ledger.add(3, "c")
+    relay.poll()
+    clock.now = 3.0
+    ledger.add(5, "e")  # 4 is missing too, seen only now
+    relay.poll()
+    clock.now = 5.1
+    relay.poll()
+    assert relay.offset == 3  # past 2 (seen at 0), waiting at 4 (seen at 3)
+    clock.now = 8.1
+    relay.poll()
+    assert relay.offset == 5
+
+
 def test_a_failed_wake_up_keeps_the_offset_and_is_sent_again(setup):
     ledger, positions, _, _, _ = setup
     attempts = []

@@ -1,14 +1,15 @@
-"""Digest and proof commands: `digest` (optionally signed), `prove` and `check-proof` (no database).
+"""Digest and proof commands: `digest` (optionally signed), `keygen`, `prove` and `check-proof` (no database).
 
-Exit status 1 when a digest is unusable (malformed, or its signature does not verify under
-`--public-key`): that is a failed check, not a bad argument.
+Exit status 1 when a digest is unusable (malformed, not signed by the trusted key of
+`--public-key` or SESSIONLEDGER_DIGEST_PUBLIC_KEY, or signed with no trusted key to check it by):
+that is a failed check, not a bad argument. `keygen` makes the key pair.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from sessionledger.infrastructure.audit.anchored import anchor_findings
@@ -19,6 +20,7 @@ from sessionledger.infrastructure.audit.digest import (
     load_public_key,
     read_digest,
     take_digest,
+    trusted_public_key,
     write_digest,
 )
 from sessionledger.infrastructure.audit.proof import InvalidProof, check_proof, make_proof
@@ -26,25 +28,70 @@ from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
     DatabaseUrl,
+    OnBehalfOf,
     cli,
     command,
     console,
     emit_json,
+    errors,
     fail,
     service_for,
 )
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 PublicKey = Annotated[
     Path | None,
-    typer.Option("--public-key", help="PEM Ed25519 public key: every digest must carry its valid signature."),
+    typer.Option(
+        "--public-key",
+        help="PEM Ed25519 public key (default: SESSIONLEDGER_DIGEST_PUBLIC_KEY): every digest must "
+        "carry its valid signature.",
+    ),
 ]
 
 
+NO_TRUSTED_KEY = "no trusted key (set SESSIONLEDGER_DIGEST_PUBLIC_KEY or pass --public-key)"
+
+
 def read_digests(paths: list[Path], public_key: Path | None) -> list[Digest]:
-    """The digests in `paths`, signatures checked with `public_key` when given (exit 1 if not)."""
+    """The digests in `paths`, each signature checked with the trusted key: `public_key`, else the
+    `digest_public_key` setting (exit 1 for a digest that key did not sign, or not signed at all).
+
+    With no trusted key nothing can vouch for a signature, and a digest signed with an attacker's
+    key would pass as well as the operator's: a signed digest is refused (exit 1, saying that its
+    signature was not checked), and an unsigned one is read with a note on stderr saying so.
+    """
+    from sessionledger.infrastructure.settings import Settings
+
+    key: Ed25519PublicKey | None
     try:
-        key = None if public_key is None else load_public_key(public_key)
-        return [read_digest(path, key) for path in paths]
+        if public_key is not None:
+            key = load_public_key(public_key)
+        else:
+            setting = Settings().digest_public_key
+            key = None if setting is None else trusted_public_key(setting)
+        digests = [read_digest(path, key) for path in paths]
+    except InvalidDigest as error:
+        fail(str(error), status=1)
+    if key is None:
+        for found in digests:
+            if found.signature is not None:
+                fail(f"digest {found.name} is signed, but its signature was not checked: {NO_TRUSTED_KEY}", 1)
+            errors.print(
+                f"note: digest {found.name} is not signed: no signature was checked",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+    return digests
+
+
+def _read_anchor(path: Path) -> Digest:
+    """The digest `prove` makes its proof against: the prover's own, its signature left to the
+    proof's checker (exit 1 when it cannot be read)."""
+    try:
+        return read_digest(path)
     except InvalidDigest as error:
         fail(str(error), status=1)
 
@@ -98,13 +145,14 @@ def prove(
     output: Annotated[
         Path | None, typer.Option("--output", help="Write the proof here (default: stdout).")
     ] = None,
+    user: OnBehalfOf = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
 ) -> None:
     """A self-contained proof that the event, and the window the model saw for it, are in the ledger."""
-    anchor = None if digest is None else read_digests([digest], None)[0]
+    anchor = None if digest is None else _read_anchor(digest)
     with service_for(database_url, broker_url) as service:
-        records = service.records(session_id)
+        records = service.records(session_id, user_id=user)
         if not records:
             fail(f"unknown session {session_id!r}")
         size = None
@@ -127,6 +175,35 @@ def prove(
         output.write_text(text, encoding="utf-8")
     except OSError as error:
         fail(f"cannot write {output}: {error.strerror}")
+
+
+@command
+def keygen(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="The private key's file (mode 0600); the public key goes to OUT.pub."),
+    ] = Path("digest-key.pem"),
+    as_json: AsJson = False,
+) -> None:
+    """Make an Ed25519 key pair for signing digests (`digest --sign-key OUT`, `--public-key OUT.pub`)."""
+    from sessionledger.infrastructure.audit.digest import write_key_pair
+
+    try:
+        public_path, public_pem = write_key_pair(out)
+    except OSError as error:
+        fail(str(error) if isinstance(error, FileExistsError) else f"cannot write {out}: {error.strerror}")
+    if as_json:
+        emit_json({"private_key": str(out), "public_key": str(public_path), "public_key_pem": public_pem})
+        return
+    console.print(
+        f"private key written to {out} (keep it secret: it signs digests, `digest --sign-key {out}`)\n"
+        f"public key written to {public_path} (trust it: SESSIONLEDGER_DIGEST_PUBLIC_KEY={public_path}, "
+        f"or `--public-key {public_path}`):\n{public_pem}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+        end="",
+    )
 
 
 @cli.command(name="check-proof")

@@ -21,6 +21,7 @@ from sessionledger.workers.cli.app import (
     command,
     console,
     emit_json,
+    errors,
     fail,
     settings_for,
 )
@@ -109,8 +110,11 @@ def dlq_list(
     """Show dead letters (oldest first) with the reason each was dead-lettered; they stay queued."""
     settings = _queue_settings(database_url, broker_url)
     broker = _answering_broker(settings)
-    from sessionledger.workers.dlq import list_dead
+    from sessionledger.workers.dlq import dead_queue_exists, list_dead
 
+    if not dead_queue_exists(broker, settings.queue_names):
+        _no_dead_queue(settings, [] if as_json else None)
+        return
     letters = [letter.summary() for letter in list_dead(broker, settings.queue_names, limit)]
     if as_json:
         emit_json(letters)
@@ -128,6 +132,19 @@ def dlq_list(
     console.print(table)
 
 
+def _no_dead_queue(settings: Settings, as_json: object | None) -> None:
+    """Say that the broker holds no dead-letter queue (nothing was ever dead-lettered under that
+    prefix, or the prefix is mistyped); it is not created to say so. With `--json`, `as_json`
+    (the command's empty answer) goes to stdout and the note to stderr."""
+    message = (
+        f"no dead-letter queue {settings.queue_names.dead} on this broker: nothing was dead-lettered "
+        f"under queue prefix {settings.queue_prefix!r} (is it the workers' SESSIONLEDGER_QUEUE_PREFIX?)"
+    )
+    if as_json is not None:
+        emit_json(as_json)
+    (console if as_json is None else errors).print(message, markup=False, highlight=False, soft_wrap=True)
+
+
 @dlq.command("replay")
 def dlq_replay(
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many letters.")] = None,
@@ -138,8 +155,11 @@ def dlq_replay(
     """Send dead letters back to their queues (each removed only once the broker confirmed it)."""
     settings = _queue_settings(database_url, broker_url)
     broker = _answering_broker(settings)
-    from sessionledger.workers.dlq import replay_dead
+    from sessionledger.workers.dlq import dead_queue_exists, replay_dead
 
+    if not dead_queue_exists(broker, settings.queue_names):
+        _no_dead_queue(settings, {"replayed": 0} if as_json else None)
+        return
     replayed = replay_dead(broker, settings.queue_names, limit)
     if as_json:
         emit_json({"replayed": replayed})
@@ -172,6 +192,11 @@ def stats(
     for name, value in sorted(collected.counters.items()):
         table.add_row(name, f"{value:,}")
     for queue, depth in sorted(collected.queues.items()):
-        table.add_row(f"queue {queue}", "broker unreachable" if depth is None else f"{depth:,}")
+        if not collected.broker_answered:
+            table.add_row(f"queue {queue}", "broker unreachable")
+        else:
+            table.add_row(f"queue {queue}", "does not exist" if depth is None else f"{depth:,}")
     table.add_row("relay lag (ledger rows)", f"{collected.relay_lag:,}")
     console.print(table)
+    if collected.caveat is not None:
+        console.print(f"caveat: {collected.caveat}", markup=False, highlight=False, soft_wrap=True)
