@@ -44,6 +44,11 @@ class RecallTools:
     def names(self) -> frozenset[str]:
         return frozenset({CONVERSATION_SEARCH, CROSS_SESSION_SEARCH})
 
+    @property
+    def max_payload_bytes(self) -> int:
+        """The payload limit of the service's ledger, which the tools' results are stored in."""
+        return self._service.settings.max_payload_bytes
+
     def owner_of(self, session_id: str) -> str | None:
         """The user a session belongs to, for a caller that named none; `None` when it is unknown."""
         session = self._service.get_session(session_id)
