@@ -21,6 +21,7 @@ from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, Us
 from sessionledger.domain.compaction import RecursiveSummarizationStrategy
 from sessionledger.domain.ledger import canonical, replay
 from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.audit.parallel import JOBS_PER_CPU, max_jobs
 
 from tests.fakes.compaction import Always
 
@@ -161,6 +162,18 @@ def test_bad_arguments_exit_2_with_one_line(store: Store, args: tuple[str, ...])
     result = store.run(*(a.format(session=store.session_id) for a in args))
     assert result.returncode == 2, (result.stdout, result.stderr)
     one_line_error(result)
+
+
+def test_verify_refuses_more_jobs_than_the_machine_can_use(store: Store) -> None:
+    """Issue 25: `--jobs 200` forked 200 processes; more than `max_jobs()` is refused at once."""
+    most = max_jobs()
+    assert store.run("verify", "--jobs", str(most)).returncode == 0
+    for jobs in (most + 1, 100_000):
+        result = store.run("verify", "--jobs", str(jobs))
+        assert result.returncode == 2, (result.stdout, result.stderr)
+        assert one_line_error(result) == (
+            f"error: --jobs is at most {most} on this machine ({JOBS_PER_CPU} per usable CPU), got {jobs}"
+        )
 
 
 def test_export_import_round_trip_and_refusals(store: Store, tmp_path: Path) -> None:
