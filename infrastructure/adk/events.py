@@ -26,6 +26,7 @@ from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
 from pydantic_core import to_jsonable_python
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.json_text import read_json
 from sessionledger.domain.messages import (
     AssistantMessage,
     Message,
@@ -193,7 +194,7 @@ def _plain(event: SessionEvent) -> Event:
 def _object(text: str) -> dict[str, Any]:
     """A tool call's arguments or a response as the dict ADK wants (`{"result": text}` otherwise)."""
     try:
-        value = json.loads(text)
+        value = read_json(text)
     except ValueError:
         return {"result": text}
     return value if isinstance(value, dict) else {"result": value}

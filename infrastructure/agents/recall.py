@@ -15,6 +15,7 @@ from typing import Any
 
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter, MatchMode
+from sessionledger.domain.json_text import read_json
 from sessionledger.infrastructure.service import SessionService
 
 NO_RESULTS = "No results found."
@@ -259,7 +260,7 @@ def _arguments(arguments: str | None) -> dict[str, Any]:
     if not isinstance(arguments, str):
         raise ValueError("arguments must be a JSON string")
     try:
-        parsed = json.loads(arguments)
+        parsed = read_json(arguments)
     except json.JSONDecodeError as error:
         raise ValueError(f"arguments are not valid JSON ({error.msg} at position {error.pos})") from None
     if not isinstance(parsed, dict):

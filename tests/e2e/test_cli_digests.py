@@ -132,3 +132,25 @@ def test_verify_with_jobs(url: str) -> None:
         db.execute("UPDATE ledger SET payload = '{}' WHERE position = 3")
     failed = run("verify", "--jobs", "2", "--database-url", url)
     assert failed.returncode == 1 and "edited at position 3" in failed.stderr, failed.stderr
+
+
+DEEP = "[" * 100_000 + "\n"
+"""JSON nested deeper than any parser goes (issue 25: a `RecursionError` traceback)."""
+
+
+def test_deeply_nested_json_files_are_one_line_refusals(url: str, tmp_path: Path) -> None:
+    """A digest or proof nested too deeply is a malformed one: one line, exit 1 as for any other
+    malformed digest or proof (they do not check); an import line likewise, exit 2."""
+    digest, deep = tmp_path / "digest.json", tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    assert run("digest", "--output", str(digest), "--database-url", url).returncode == 0
+    for args, status in [
+        (("verify", "--digest", str(deep), "--database-url", url), 1),
+        (("check-proof", str(deep), str(digest)), 1),
+        (("check-proof", str(digest), str(deep)), 1),
+        (("import", str(deep), "--database-url", url), 2),
+    ]:
+        result = run(*args)
+        assert result.returncode == status, (args, result.stderr)
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and "nested too deeply" in line, line
