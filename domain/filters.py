@@ -21,6 +21,7 @@ import regex
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ids import check_id
 from sessionledger.domain.messages import MessageType
+from sessionledger.domain.times import in_utc
 
 MAX_KEYWORDS = 20
 """The most terms one `keywords` filter takes: plenty for a search, few enough to bound its cost."""
@@ -62,6 +63,7 @@ def _aware_or_none(value: Any, name: str) -> datetime | None:
         return None
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be a timezone-aware datetime")
+    in_utc(value, name)  # every SQL backend compares in UTC
     return value
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter, MatchMode
 from sessionledger.domain.json_text import read_json
+from sessionledger.domain.times import in_utc
 from sessionledger.infrastructure.service import SessionService
 
 NO_RESULTS = "No results found."
@@ -235,7 +236,7 @@ def _since(since: str | None) -> datetime | None:
         raise ValueError(
             f"since '{since}' is not a valid ISO-8601 instant: it needs an offset or Z {example}"
         )
-    return moment
+    return in_utc(moment, "since")
 
 
 def _cross_filter(query: str | None, match_mode: str | None, since: datetime | None) -> EventFilter:

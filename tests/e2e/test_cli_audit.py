@@ -153,6 +153,8 @@ def test_replay_shows_what_the_model_saw(store: Store) -> None:
         ("replay", "{session}", "--version", "999"),
         ("replay", "{session}", "--version", "1", "--at", "2026-01-01T00:00:00Z"),
         ("replay", "{session}", "--event", "no-such-event"),
+        ("replay", "{session}", "--at", "0001-01-01T00:00:00+14:00"),  # issue 25: was an OverflowError
+        ("replay", "{session}", "--at", "9999-12-31T23:59:59-14:00"),
         ("verify", "no-such-session"),
         ("timeline", "no-such-session"),
         ("import", "/no/such/file.jsonl"),
