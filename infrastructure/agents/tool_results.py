@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ids import MAX_ID_LENGTH
 from sessionledger.domain.ledger import canonical, event_draft
-from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
+from sessionledger.domain.messages import Message, ToolResponse, ToolResponseMessage
 
 HEADROOM = 2 * MAX_ID_LENGTH * 4 + 256
 """Bytes kept free for what the advisor that stores the results may add to the event measured here:
 an event id and a branch of up to `MAX_ID_LENGTH` characters of up to 4 bytes each, and some more."""
 
 
-def fitted(results: Sequence[ToolResponse], session_id: str, max_payload_bytes: int) -> ToolResponseMessage:
+def fitted(results: Sequence[ToolResponse], session_id: str, max_payload_bytes: int) -> Message:
     """The results as one message whose stored event is within `max_payload_bytes`.
 
     Results that fit are kept whole; when they do not, the room left is shared out, the smallest
