@@ -71,7 +71,7 @@ def test_a_search_that_backtracks_too_long_is_a_value_error_within_its_bound():
     assert time.monotonic() - started < 15  # the bound, however loaded the machine
 
 
-def _calibrated_run() -> str:
+def calibrated_run() -> str:
     """A run of `a` then `!` that `(a|aa)+$` searches in a tenth of the budget or so on this machine:
     each one alone well within the bound, forty of them together several times over it."""
     search = regex.compile(r"(a|aa)+$").search  # the package the filter searches with
@@ -87,7 +87,7 @@ def _calibrated_run() -> str:
 @pytest.mark.timeout(120)
 def test_one_read_has_one_budget_however_many_events_it_searches():
     """Issue 25: forty events each under the bound took 30 s together; the budget is per read."""
-    events = [ev(_calibrated_run())] * 40
+    events = [ev(calibrated_run())] * 40
     started = time.monotonic()
     with pytest.raises(ValueError, match=r"took longer than 1 s on the events of one read .*catastroph"):
         EventFilter.pattern_search(r"(a|aa)+$").select(events)
