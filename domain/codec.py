@@ -14,6 +14,7 @@ from typing import Any
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.mappings import FrozenDict
 from sessionledger.domain.messages import Message, MessageType, ToolCall, ToolResponse
+from sessionledger.domain.times import in_utc
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -44,7 +45,7 @@ def parse_timestamp(text: str) -> datetime:
         return moment
     if moment.tzinfo is None:
         raise ValueError(f"timestamp without a timezone: {text!r}")
-    return moment.astimezone(UTC)
+    return in_utc(moment, "timestamp")
 
 
 def ensure_json(value: Any, what: str) -> None:

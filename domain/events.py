@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from sessionledger.domain.ids import check_new_id
 from sessionledger.domain.mappings import EMPTY, freeze
 from sessionledger.domain.messages import Message, MessageType
+from sessionledger.domain.times import in_utc
 
 
 def _new_id() -> str:
@@ -214,7 +215,7 @@ def _checked_fields(
         check_new_id(invocation_id, "invocation_id")
     if not isinstance(archived, bool):
         raise ValueError("archived must be a bool")
-    return timestamp if timestamp.tzinfo is UTC else timestamp.astimezone(UTC)
+    return in_utc(timestamp, "timestamp")
 
 
 def _check_session_id(value: object) -> None:

@@ -9,6 +9,7 @@ a bounded length, and a regular expression searched under a time limit.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -20,13 +21,14 @@ import regex
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ids import check_id
 from sessionledger.domain.messages import MessageType
+from sessionledger.domain.times import in_utc
 
 MAX_KEYWORDS = 20
 """The most terms one `keywords` filter takes: plenty for a search, few enough to bound its cost."""
 MAX_KEYWORD_LENGTH = 200
 """The longest `keyword`, or term of `keywords`, in characters."""
 PATTERN_TIMEOUT = 1.0
-"""Seconds one `pattern` search of one event's text may take; longer is a `ValueError`."""
+"""Seconds the `pattern` searches of one read may take together; longer is a `ValueError`."""
 
 
 class MatchMode(StrEnum):
@@ -61,6 +63,7 @@ def _aware_or_none(value: Any, name: str) -> datetime | None:
         return None
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be a timezone-aware datetime")
+    in_utc(value, name)  # every SQL backend compares in UTC
     return value
 
 
@@ -204,6 +207,10 @@ class EventFilter:
 
     def matches(self, event: SessionEvent) -> bool:
         """The per-event criteria, in a fixed order; `last_n` and paging are not per-event."""
+        return self._matches(event, _pattern_deadline())
+
+    def _matches(self, event: SessionEvent, deadline: float) -> bool:
+        """`matches`, with the `pattern` search bounded by `deadline` (a `time.monotonic()` value)."""
         if self.exclude_synthetic and event.is_synthetic:
             return False
         if self.exclude_archived and event.archived:
@@ -224,7 +231,7 @@ class EventFilter:
             found = (term in lowered for term in self.keywords)
             if not (all(found) if self.match_mode is MatchMode.ALL else any(found)):
                 return False
-        if self.pattern is not None and (text is None or not _found(self.pattern, text)):
+        if self.pattern is not None and (text is None or not _found(self.pattern, text, deadline)):
             return False
         return self.branch is None or branch_visible(event.branch, self.branch)
 
@@ -239,8 +246,10 @@ class EventFilter:
         return window
 
     def select(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
-        """The whole read: match every event, then window the result."""
-        return self.apply_window([event for event in events if self.matches(event)])
+        """The whole read: match every event, then window the result. The read's `pattern` searches
+        share one `PATTERN_TIMEOUT`: a budget per event would let many events add up to minutes."""
+        deadline = _pattern_deadline()
+        return self.apply_window([event for event in events if self._matches(event, deadline)])
 
 
 def branch_visible(event_branch: str | None, filter_branch: str) -> bool:
@@ -308,13 +317,21 @@ def _timed(source: str, flags: int) -> regex.Pattern[str]:
         raise ValueError(f"pattern {source!r} is not a valid regular expression: {error}") from None
 
 
-def _found(pattern: re.Pattern[str], text: str) -> bool:
-    """`pattern.search(text)` within `PATTERN_TIMEOUT`: a pattern that backtracks catastrophically
+def _pattern_deadline() -> float:
+    """When the `pattern` searches of a read begin, the `time.monotonic()` by which they must end."""
+    return time.monotonic() + PATTERN_TIMEOUT
+
+
+def _found(pattern: re.Pattern[str], text: str, deadline: float) -> bool:
+    """`pattern.search(text)` before `deadline`: a pattern that backtracks catastrophically
     (`(a|aa)+$` on a long run of a's) would otherwise hold the calling process at full CPU for hours."""
     try:
-        return _timed(pattern.pattern, pattern.flags).search(text, timeout=PATTERN_TIMEOUT) is not None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        return _timed(pattern.pattern, pattern.flags).search(text, timeout=remaining) is not None
     except TimeoutError:
         raise ValueError(
-            f"pattern {pattern.pattern!r} took longer than {PATTERN_TIMEOUT:g} s on one event's text "
+            f"pattern {pattern.pattern!r} took longer than {PATTERN_TIMEOUT:g} s on the events of one read "
             "(it backtracks catastrophically); write it without nested repetition"
         ) from None

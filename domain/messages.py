@@ -291,6 +291,8 @@ def _role(item: Any) -> MessageType:
     role = item.get("role")
     if role is None:
         raise ValueError("missing 'role'")
+    if not isinstance(role, str):  # a list or dict is unhashable: a TypeError from the lookup
+        raise ValueError(f"'role' must be a string, got {type(role).__name__}")
     if role not in _ROLES:
         raise ValueError(f"unknown role {role!r}")
     return _ROLES[role]

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from sessionledger.domain.mappings import EMPTY, FrozenDict, freeze
+from sessionledger.domain.times import in_utc
 
 DEFAULT_TTL = timedelta(days=60)
 APP_PREFIX = "app:"
@@ -39,7 +40,7 @@ def _utc(value: datetime, name: str) -> datetime:
         raise ValueError(f"{name} must be a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be timezone-aware")
-    return value.astimezone(UTC)
+    return in_utc(value, name)
 
 
 def expiry(created_at: datetime, ttl: timedelta | None) -> datetime | None:

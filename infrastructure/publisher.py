@@ -38,6 +38,7 @@ from kombu.transport import TRANSPORT_ALIASES
 from kombu.utils import json as kombu_json
 from sessionledger.domain.codec import event_from_payload, validated_event
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.json_text import read_json
 from sessionledger.domain.ledger import Draft, event_draft
 from sessionledger.domain.sessions import holds_temp
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
@@ -165,7 +166,7 @@ def decode_published(line: str) -> tuple[SessionEvent, PublisherIdentity]:
     an `UndecodableEvent`: a line that names an identity is never read as unbound.
     """
     try:
-        document = json.loads(line)
+        document = read_json(line)
     except ValueError as error:
         raise UndecodableEvent(f"malformed JSON: {error}", None) from error
     session_id = document.get("session_id") if isinstance(document, dict) else None

@@ -31,6 +31,7 @@ from sessionledger.domain.ports import (
     WindowStats,
 )
 from sessionledger.domain.sessions import DEFAULT_TTL, Session, expiry, holds_temp, strip_temp
+from sessionledger.domain.times import in_utc
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure.settings import Settings
 
@@ -250,8 +251,9 @@ class SessionService:
     def delete_expired_sessions(self, now: datetime | None = None) -> int:
         """Delete the sessions with `expires_at < now`; returns how many were deleted."""
         now = _now() if now is None else now
-        if now.tzinfo is None:
+        if now.tzinfo is None or now.utcoffset() is None:
             raise ValueError("now must be timezone-aware")
+        in_utc(now, "now")
         return sum(
             self._ledger.delete_session(sid, "expired") for sid in self._ledger.expired_session_ids(now)
         )

@@ -26,6 +26,7 @@ from celery import Celery
 from kombu import Connection, Producer
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.json_text import read_json
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.publisher import session_of_line, task_message
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, INGEST_TASK, QueueNames, partition_of
@@ -85,7 +86,7 @@ class DeadLetter:
         """A message read back from the dead-letter queue: ours, or one RabbitMQ dead-lettered."""
         deaths = (message.headers or {}).get("x-death")
         if not deaths:
-            return cls(**json.loads(message.body))
+            return cls(**read_json(message.body))
         death = deaths[0]
         dead = cls.of_raw_message(message, f"{death.get('reason', 'rejected')} by the broker")
         headers = {k: v for k, v in (dead.raw_headers or {}).items() if not k.startswith("x-")}

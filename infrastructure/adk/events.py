@@ -24,8 +24,9 @@ import orjson
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.json_text import read_json
 from sessionledger.domain.messages import (
     AssistantMessage,
     Message,
@@ -44,18 +45,35 @@ SUMMARY_AUTHOR = "user"
 
 
 def to_ledger(event: Event, session_id: str) -> SessionEvent:
-    """The ledger event for an ADK event (already trimmed of `temp:` keys) of ledger session `session_id`."""
+    """The ledger event for an ADK event (already trimmed of `temp:` keys) of ledger session `session_id`.
+
+    `ValueError` for an event the ledger cannot keep: text UTF-8 cannot encode (a lone surrogate,
+    which pydantic refuses to write as JSON) or a timestamp that is no time `datetime` has."""
     delta = event.actions.state_delta if event.actions else {}
+    try:
+        adk_json = event.model_dump_json(exclude_none=True)
+    except PydanticSerializationError as error:
+        raise ValueError(f"event {event.id!r} cannot be stored: {error}") from None
     return SessionEvent(
         session_id=session_id,
         id=event.id,
         message=message_of(event),
-        timestamp=datetime.fromtimestamp(event.timestamp, UTC),
-        metadata={ADK_KEY: event.model_dump_json(exclude_none=True)},
+        timestamp=_moment(event),
+        metadata={ADK_KEY: adk_json},
         branch=event.branch or None,
         invocation_id=event.invocation_id or None,
         state_delta=json_safe(delta),
     )
+
+
+def _moment(event: Event) -> datetime:
+    """The event's timestamp (seconds since the epoch) as a UTC `datetime`."""
+    try:
+        return datetime.fromtimestamp(event.timestamp, UTC)
+    except (OverflowError, OSError, ValueError):  # NaN, infinite, or beyond the years 1..9999
+        raise ValueError(
+            f"event {event.id!r} has timestamp {event.timestamp!r}, which is no time in the years 1 to 9999"
+        ) from None
 
 
 def json_safe(delta: Mapping[str, Any]) -> dict[str, Any]:
@@ -193,7 +211,7 @@ def _plain(event: SessionEvent) -> Event:
 def _object(text: str) -> dict[str, Any]:
     """A tool call's arguments or a response as the dict ADK wants (`{"result": text}` otherwise)."""
     try:
-        value = json.loads(text)
+        value = read_json(text)
     except ValueError:
         return {"result": text}
     return value if isinstance(value, dict) else {"result": value}

@@ -4,7 +4,9 @@ Every assistant message, tool calls included, and every tool result reaches the 
 in order, a call together with its result (one `after` call, so `SessionMemory` stores the pair in
 one transaction), which is what Spring AI Chat Memory leaves out. The recall tools are answered in
 the loop; calls to any other tool end it and go back to the caller, who sends their results in its
-next request. A streamed reply is stored once its stream is complete, never in part.
+next request. A streamed reply is stored once its stream is complete, never in part. One reply's
+recall calls are bounded: at most `max_tool_calls_per_round` are run, the others answered with an
+`Error:` result, and results too large for one stored event are cut to fit (`tool_results`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from sessionledger.domain.messages import (
     Message,
     ToolCall,
     ToolResponse,
-    ToolResponseMessage,
     to_openai,
 )
 from sessionledger.infrastructure.agents.advisor import Advisor
 from sessionledger.infrastructure.agents.recall import RecallTools
+from sessionledger.infrastructure.agents.tool_results import fitted
 
 if TYPE_CHECKING:
     import openai
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 DEFAULT_MAX_TOOL_ROUNDS = 8
+DEFAULT_MAX_TOOL_CALLS_PER_ROUND = 16
+"""Recall calls run for one reply: a model asking for 2,000 searches at once gets 16 answers and an
+`Error:` result for each of the others, instead of 2,000 searches and a results event over the
+payload limit."""
 
 
 class MemoryChat:
@@ -43,6 +49,7 @@ class MemoryChat:
         model: str,
         recall: RecallTools | None = None,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        max_tool_calls_per_round: int = DEFAULT_MAX_TOOL_CALLS_PER_ROUND,
     ) -> None:
         if client is None:
             raise ValueError("client must not be None")
@@ -53,13 +60,18 @@ class MemoryChat:
                 raise ValueError(f"advisor {index} has no before() and after()")
         if recall is not None and not isinstance(recall, RecallTools):
             raise ValueError("recall must be a RecallTools or None")
-        if isinstance(max_tool_rounds, bool) or not isinstance(max_tool_rounds, int) or max_tool_rounds < 1:
-            raise ValueError("max_tool_rounds must be a positive integer")
+        for name, bound in (
+            ("max_tool_rounds", max_tool_rounds),
+            ("max_tool_calls_per_round", max_tool_calls_per_round),
+        ):
+            if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+                raise ValueError(f"{name} must be a positive integer")
         self._client = client
         self._advisors = advisors
         self._model = model
         self._recall = recall
         self._max_rounds = max_tool_rounds
+        self._max_calls = max_tool_calls_per_round
 
     def complete(
         self,
@@ -134,21 +146,27 @@ class MemoryChat:
         return {**kwargs, "tools": tools + self._recall.definitions()}
 
     def _answered(self, conversation_id: str, reply: Message, user_id: str | None) -> list[Message]:
-        """`[reply]`, or `[reply, results]` when every call it makes is a recall tool's."""
+        """`[reply]`, or `[reply, results]` when every call it makes is a recall tool's: the first
+        `max_tool_calls_per_round` run, every other answered with an `Error:` (each call id needs a
+        result), all of them cut to fit the payload limit."""
         recall = self._recall
         calls = reply.tool_calls
         if recall is None or not calls or any(call.name not in recall.names for call in calls):
             return [reply]
         user = user_id if user_id is not None else recall.owner_of(conversation_id)
+        bound = self._max_calls
         results = [
             ToolResponse(
                 call.id,
                 call.name,
-                recall.handle(call.name, call.arguments, session_id=conversation_id, user_id=user or ""),
+                recall.handle(call.name, call.arguments, session_id=conversation_id, user_id=user or "")
+                if index < bound
+                else f"Error: not run: at most {bound} tool calls are answered per reply, and this reply "
+                f"made {len(calls)}; ask again for what you still need",
             )
-            for call in calls
+            for index, call in enumerate(calls)
         ]
-        return [reply, ToolResponseMessage(results)]
+        return [reply, fitted(results, conversation_id, recall.max_payload_bytes)]
 
     def _after(self, conversation_id: str, turn: list[Message], user_id: str | None) -> None:
         for advisor in reversed(self._advisors):

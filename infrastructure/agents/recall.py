@@ -15,6 +15,8 @@ from typing import Any
 
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter, MatchMode
+from sessionledger.domain.json_text import read_json
+from sessionledger.domain.times import in_utc
 from sessionledger.infrastructure.service import SessionService
 
 NO_RESULTS = "No results found."
@@ -43,6 +45,11 @@ class RecallTools:
     @property
     def names(self) -> frozenset[str]:
         return frozenset({CONVERSATION_SEARCH, CROSS_SESSION_SEARCH})
+
+    @property
+    def max_payload_bytes(self) -> int:
+        """The payload limit of the service's ledger, which the tools' results are stored in."""
+        return self._service.settings.max_payload_bytes
 
     def owner_of(self, session_id: str) -> str | None:
         """The user a session belongs to, for a caller that named none; `None` when it is unknown."""
@@ -229,7 +236,7 @@ def _since(since: str | None) -> datetime | None:
         raise ValueError(
             f"since '{since}' is not a valid ISO-8601 instant: it needs an offset or Z {example}"
         )
-    return moment
+    return in_utc(moment, "since")
 
 
 def _cross_filter(query: str | None, match_mode: str | None, since: datetime | None) -> EventFilter:
@@ -254,7 +261,7 @@ def _arguments(arguments: str | None) -> dict[str, Any]:
     if not isinstance(arguments, str):
         raise ValueError("arguments must be a JSON string")
     try:
-        parsed = json.loads(arguments)
+        parsed = read_json(arguments)
     except json.JSONDecodeError as error:
         raise ValueError(f"arguments are not valid JSON ({error.msg} at position {error.pos})") from None
     if not isinstance(parsed, dict):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.domain.json_text import read_json
 from sessionledger.domain.ledger import canonical
 from sessionledger.domain.merkle import MerkleMountainRange
 from sessionledger.domain.ports import Ledger
@@ -181,7 +181,7 @@ def read_digest(path: Path, public_key: Ed25519PublicKey | None = None) -> Diges
 
 def parse_digest(text: str, source: str = "") -> Digest:
     try:
-        document = json.loads(text)
+        document = read_json(text)
         if document.get("format") != FORMAT:
             raise ValueError(f"its format is not {FORMAT}")
         signature = document.get("signature")

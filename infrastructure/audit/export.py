@@ -16,6 +16,7 @@ from typing import Any
 
 from sessionledger.domain.codec import ensure_json, event_from_payload, format_timestamp, parse_timestamp
 from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.json_text import read_json
 from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, replay, sha256_hex
 from sessionledger.domain.restore import restored_session
 from sessionledger.infrastructure.audit.chain import ChainBreak, ChainHead, first_break
@@ -171,7 +172,7 @@ def _check_payloads(records: Sequence[LedgerRecord]) -> None:
 
 def _json(number: int, line: str) -> dict[str, Any]:
     try:
-        value = json.loads(line)
+        value = read_json(line)
     except json.JSONDecodeError as error:
         raise ValueError(f"line {number}: not JSON ({error.msg})") from None
     if not isinstance(value, dict):

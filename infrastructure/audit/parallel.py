@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -101,11 +102,38 @@ class _Range:
     fold: SharedStateFold = field(default_factory=SharedStateFold)
 
 
+JOBS_PER_CPU = 2
+"""`jobs` is at most this many times the CPUs the process may run on: the checking is Python work,
+so processes beyond the CPUs only take turns on them, and twice leaves room for the time each one
+waits on the database. `--jobs 100000` was still forking after a minute (issue 25)."""
+
+
+def max_jobs() -> int:
+    """The most processes `verify_parallel` starts on this machine (`JOBS_PER_CPU` per usable CPU)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS): every CPU
+        cpus = os.cpu_count() or 1
+    return JOBS_PER_CPU * cpus
+
+
+def check_jobs(jobs: int) -> int:
+    """`jobs`, or a `ValueError` when it is more than `max_jobs()`."""
+    most = max_jobs()
+    if jobs > most:
+        raise ValueError(
+            f"--jobs is at most {most} on this machine ({JOBS_PER_CPU} per usable CPU), got {jobs}"
+        )
+    return jobs
+
+
 def verify_parallel(
     service: SessionService, jobs: int, session_ids: Sequence[str] | None = None
 ) -> list[Verification]:
-    """`verify` of the sessions (all of them, and the shared state, by default) in `jobs` processes;
-    on a ledger other processes cannot open (memory), in this one."""
+    """`verify` of the sessions (all of them, and the shared state, by default) in `jobs` processes
+    (at most `max_jobs()`, else a `ValueError`); on a ledger other processes cannot open (memory),
+    in this one."""
+    check_jobs(jobs)
     ledger = service.ledger
     if not isinstance(ledger, SqlLedger) or jobs < 2:
         if session_ids is None:

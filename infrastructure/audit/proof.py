@@ -11,13 +11,13 @@ and the logarithm of the session's length. The format is docs/proofs.md "Proofs"
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.domain.json_text import read_json
 from sessionledger.domain.ledger import (
     Kind,
     LedgerRecord,
@@ -109,7 +109,7 @@ def check_proof(text: str, digest: Digest) -> CheckedProof:
     """The event and window the proof shows, if it checks against `digest` (`InvalidProof` with
     the reason if not)."""
     try:
-        document = json.loads(text)
+        document = read_json(text)
         if text != canonical(document) + "\n":
             raise InvalidProof("the proof is not the canonical text of its own fields (altered?)")
         if document.get("format") != FORMAT:

@@ -19,6 +19,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ledger import Kind, LedgerRecord
 from sessionledger.domain.ledger import replay as replay_records
 from sessionledger.domain.prompting import build_system_prompt, facts_block, latest_summary
+from sessionledger.domain.times import in_utc
 from sessionledger.infrastructure.service import SessionService
 
 
@@ -92,6 +93,8 @@ def replay(
         raise ValueError("give a version or a time, not both")
     if at is not None and (at.tzinfo is None or at.utcoffset() is None):
         raise ValueError("the time must be timezone-aware")
+    if at is not None:
+        in_utc(at, "the time")
     records = service.records(session_id, user_id=user_id)
     if not records:
         raise SessionNotFound(f"session {session_id!r} not found")

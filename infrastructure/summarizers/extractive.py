@@ -9,10 +9,11 @@ SUMMARIZE ===` section is what gets summarized, and the upcoming-context section
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
+
+from sessionledger.domain.json_text import read_json
 
 HEADER = "Extractive summary (offline, no LLM):"
 PRIOR_SECTION = "=== PRIOR SUMMARY ==="
@@ -85,7 +86,7 @@ def split_prompt(user_prompt: str) -> tuple[str, str]:
 def _prior_utterances(prior: str) -> list[tuple[str, str]]:
     """The prior summary's lines (keeping a speaker they name), or a structured summary's fields."""
     try:
-        data = json.loads(prior)
+        data = read_json(prior)
     except ValueError:
         data = None
     if isinstance(data, dict):

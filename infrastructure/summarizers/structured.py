@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sessionledger.domain.json_text import read_json
 from sessionledger.infrastructure.summarizers.openai_summarizer import (
     OpenAISummarizer,
     SummarizerError,
@@ -136,7 +137,7 @@ class StructuredSummarizer(OpenAISummarizer):
 def parse_summary(content: str) -> StructuredSummary:
     """Parse and validate a model's JSON answer; `SummarizerError` says which of the two failed."""
     try:
-        data = json.loads(content)
+        data = read_json(content)
     except json.JSONDecodeError as exc:
         raise SummarizerError(f"the summarizer returned malformed JSON ({exc}): {content[:200]!r}") from exc
     try:

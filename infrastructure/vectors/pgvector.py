@@ -69,6 +69,11 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
                 f"{self._table} holds vectors of dimension {self._dimension}, the embedder gave {dimension}"
             )
 
+    def _held_dimension(self) -> int | None:
+        if self._dimension is None:  # another process may have created the table since
+            self._dimension = self._stored_dimension()
+        return self._dimension
+
     def _encoded(self, vector: list[float]) -> Any:
         return as_pgvector(vector)
 
@@ -82,14 +87,6 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
             )
 
     def _nearest(self, q: Query, vector: list[float]) -> Sequence[tuple[str, str]]:
-        if self._dimension is None:  # another process may have created the table since
-            self._dimension = self._stored_dimension()
-        if self._dimension is None:
-            return []
-        if self._dimension != len(vector):
-            raise ValueError(
-                f"{self._table} holds vectors of dimension {self._dimension}, the query has {len(vector)}"
-            )
         params = {
             "vector": self._encoded(vector),
             "user": q.user_id,

@@ -8,7 +8,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from sessionledger.domain.messages import Message, MessageType
-from sessionledger.infrastructure.vectors.entries import Embeddings, Query, embedded, entries, query
+from sessionledger.infrastructure.vectors.entries import (
+    Embeddings,
+    Query,
+    embedded,
+    entries,
+    query,
+    same_dimension,
+)
 
 
 class _Closable(Protocol):
@@ -24,9 +31,10 @@ Row = tuple[str, str, str, str, Any]
 class SqlVectorStore(ABC, Generic[ConnectionT]):
     """A vector store over one database connection, used under a lock (one statement at a time).
 
-    `add` and `search` check their arguments, keep what every store keeps and embed it here; a
-    backend only encodes a vector (`_encoded`), inserts rows (`_insert`) and finds the nearest
-    (`_nearest`), each called with the lock held. A subclass opens `_connection` in `__init__`.
+    `add` and `search` check their arguments, keep what every store keeps, embed it and check the
+    dimension here (the first vectors stored fix it); a backend only says which dimension it holds
+    (`_held_dimension`), encodes a vector (`_encoded`), inserts rows (`_insert`) and finds the
+    nearest (`_nearest`), each called with the lock held. A subclass opens `_connection` in `__init__`.
     """
 
     _connection: ConnectionT
@@ -36,6 +44,10 @@ class SqlVectorStore(ABC, Generic[ConnectionT]):
             raise ValueError("embeddings cannot be null")
         self._embeddings = embeddings
         self._lock = threading.Lock()
+
+    @abstractmethod
+    def _held_dimension(self) -> int | None:
+        """The dimension of the vectors stored; `None` before the first."""
 
     @abstractmethod
     def _encoded(self, vector: list[float]) -> Any:
@@ -59,6 +71,7 @@ class SqlVectorStore(ABC, Generic[ConnectionT]):
             for e, v in zip(new, vectors, strict=True)
         ]
         with self._lock:
+            same_dimension(self._held_dimension(), len(vectors[0]), "the embedder's vectors have")
             self._insert(rows, len(vectors[0]))
 
     def search(
@@ -67,6 +80,10 @@ class SqlVectorStore(ABC, Generic[ConnectionT]):
         q = query(text, user_id, top_k, conversation_id)
         (vector,) = embedded(self._embeddings, [q.text])
         with self._lock:
+            held = self._held_dimension()
+            if held is None:
+                return []
+            same_dimension(held, len(vector), "the query has")
             found = self._nearest(q, vector)
         return [Message(MessageType(kind), body) for kind, body in found]
 

@@ -26,6 +26,7 @@ _INDEX = (
 _SEARCH = """SELECT message_type, text FROM chat_memory_vectors
 WHERE user_id = ? AND (? IS NULL OR conversation_id = ?) AND vec_length(embedding) = ?
 ORDER BY vec_distance_cosine(embedding, ?), id LIMIT ?"""
+_FIRST_DIMENSION = "SELECT vec_length(embedding) FROM chat_memory_vectors ORDER BY id LIMIT 1"
 
 
 def _driver() -> ModuleType:
@@ -46,7 +47,8 @@ class SqliteVecStore(SqlVectorStore[Any]):
 
     A search reads that user's rows (and conversation's, when given) through an index and orders
     them by `vec_distance_cosine`: exact nearest neighbours, as sqlite-vec computes them, in SQL.
-    Rows of another dimension than the query's (another embedding model) are not compared.
+    The first row's dimension is the store's (rows of another, stored before that was checked,
+    are not compared).
     """
 
     def __init__(self, database: str | Path, embeddings: Embeddings) -> None:
@@ -67,6 +69,10 @@ class SqliteVecStore(SqlVectorStore[Any]):
         with self._lock:
             self._connection.execute(_TABLE)
             self._connection.execute(_INDEX)
+
+    def _held_dimension(self) -> int | None:
+        row = self._connection.execute(_FIRST_DIMENSION).fetchone()
+        return None if row is None else int(row[0])
 
     def _encoded(self, vector: list[float]) -> Any:
         return self._serialize(vector)

@@ -21,6 +21,7 @@ from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, Us
 from sessionledger.domain.compaction import RecursiveSummarizationStrategy
 from sessionledger.domain.ledger import canonical, replay
 from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.audit.parallel import JOBS_PER_CPU, max_jobs
 
 from tests.fakes.compaction import Always
 
@@ -152,6 +153,8 @@ def test_replay_shows_what_the_model_saw(store: Store) -> None:
         ("replay", "{session}", "--version", "999"),
         ("replay", "{session}", "--version", "1", "--at", "2026-01-01T00:00:00Z"),
         ("replay", "{session}", "--event", "no-such-event"),
+        ("replay", "{session}", "--at", "0001-01-01T00:00:00+14:00"),  # issue 25: was an OverflowError
+        ("replay", "{session}", "--at", "9999-12-31T23:59:59-14:00"),
         ("verify", "no-such-session"),
         ("timeline", "no-such-session"),
         ("import", "/no/such/file.jsonl"),
@@ -161,6 +164,18 @@ def test_bad_arguments_exit_2_with_one_line(store: Store, args: tuple[str, ...])
     result = store.run(*(a.format(session=store.session_id) for a in args))
     assert result.returncode == 2, (result.stdout, result.stderr)
     one_line_error(result)
+
+
+def test_verify_refuses_more_jobs_than_the_machine_can_use(store: Store) -> None:
+    """Issue 25: `--jobs 200` forked 200 processes; more than `max_jobs()` is refused at once."""
+    most = max_jobs()
+    assert store.run("verify", "--jobs", str(most)).returncode == 0
+    for jobs in (most + 1, 100_000):
+        result = store.run("verify", "--jobs", str(jobs))
+        assert result.returncode == 2, (result.stdout, result.stderr)
+        assert one_line_error(result) == (
+            f"error: --jobs is at most {most} on this machine ({JOBS_PER_CPU} per usable CPU), got {jobs}"
+        )
 
 
 def test_export_import_round_trip_and_refusals(store: Store, tmp_path: Path) -> None:

@@ -204,3 +204,25 @@ def test_the_trusted_key_setting_refuses_a_digest_signed_by_another_key(url: str
     plain = run("verify", "--digest", str(unsigned), "--database-url", url)
     assert plain.returncode == 0, plain.stderr
     assert f"digest {unsigned} is not signed: no signature was checked" in plain.stderr
+
+
+DEEP = "[" * 100_000 + "\n"
+"""JSON nested deeper than any parser goes (issue 25: a `RecursionError` traceback)."""
+
+
+def test_deeply_nested_json_files_are_one_line_refusals(url: str, tmp_path: Path) -> None:
+    """A digest or proof nested too deeply is a malformed one: one line, exit 1 as for any other
+    malformed digest or proof (they do not check); an import line likewise, exit 2."""
+    digest, deep = tmp_path / "digest.json", tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    assert run("digest", "--output", str(digest), "--database-url", url).returncode == 0
+    for args, status in [
+        (("verify", "--digest", str(deep), "--database-url", url), 1),
+        (("check-proof", str(deep), str(digest)), 1),
+        (("check-proof", str(digest), str(deep)), 1),
+        (("import", str(deep), "--database-url", url), 2),
+    ]:
+        result = run(*args)
+        assert result.returncode == status, (args, result.stderr)
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and "nested too deeply" in line, line

@@ -112,3 +112,21 @@ def test_verify_with_a_user_and_no_session_checks_only_that_users_sessions(ledge
     assert [found["session_id"] for found in json.loads(everyone.stdout)] == [*ledger.alice, ledger.bob]
     nobody = ledger.run("verify", "--user", "carol", "--json")
     assert nobody.exit_code == 0 and json.loads(nobody.stdout) == []
+
+
+BAD_INPUT = {
+    "replay --at before year 1 in UTC": ("replay", "{session}", "--at", "0001-01-01T00:00:00+14:00"),
+    "replay --at after year 9999 in UTC": ("replay", "{session}", "--at", "9999-12-31T23:59:59-14:00"),
+    "verify --jobs beyond the machine": ("verify", "{session}", "--jobs", "100000"),
+}
+"""Issue 25's bad input: refused before any session is read, so it tells nothing about one."""
+
+
+@pytest.mark.parametrize("args", BAD_INPUT.values(), ids=list(BAD_INPUT))
+def test_bad_input_is_answered_alike_for_own_foreign_and_missing_sessions(ledger: Ledger, args) -> None:
+    answers = set()
+    for session_id in (ledger.alice[0], ledger.bob, "no-such-session"):
+        result = ledger.run(*[part.format(session=session_id) for part in args], "--user", "alice")
+        answers.add(error_line(result, session_id))
+        assert result.stdout == "" and "X1234567" not in result.stderr
+    assert len(answers) == 1, answers

@@ -513,3 +513,33 @@ def test_copies_in_two_services_on_one_ledger_race_and_one_is_refused(database_u
             assert len(final.events) == 5
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda: text_event("half a pair \ud800"), "cannot be stored: .*surrogates not allowed"),
+        (
+            lambda: Event(author="user", actions=delta(k="\udfff")),
+            "cannot be stored: .*surrogates not allowed",
+        ),
+        (lambda: text_event("ok", author="agent\ud800"), "cannot be stored: .*surrogates not allowed"),
+        (lambda: text_event("ok", timestamp=1e20), "timestamp 1e\\+20, which is no time"),
+        (lambda: text_event("ok", timestamp=float("nan")), "timestamp nan, which is no time"),
+    ],
+)
+def test_an_event_the_ledger_cannot_keep_is_a_value_error_and_nothing_is_stored(database_url, make, problem):
+    """Issue 25: a lone surrogate was pydantic's `PydanticSerializationError`, a timestamp beyond
+    the calendar an `OverflowError`."""
+
+    async def body(service: LedgerSessionService, app: str) -> None:
+        session = await service.create_session(app_name=app, user_id="u", state={"kept": 1})
+        await service.append_event(session, text_event("before"))
+        with pytest.raises(ValueError, match=problem):
+            await service.append_event(session, make())
+        again = await service.get_session(app_name=app, user_id="u", session_id=session.id)
+        assert again is not None and again.state == {"kept": 1}
+        assert [e.content.parts[0].text for e in again.events] == ["before"]
+        assert len(session.events) == 1  # the caller's copy is unchanged too
+
+    run_with(database_url, body)

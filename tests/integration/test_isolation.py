@@ -13,16 +13,20 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pytest
-from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
+from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import SessionService, audit, open_service
+from sessionledger.infrastructure.agents import RecallTools
 
 from tests.fakes.compaction import Always, SummarizeAllButTwo
 
 FIRST_EVENT = "first-question"
+BEFORE_YEAR_ONE = datetime.fromisoformat("0001-01-01T00:00:00+14:00")
+AFTER_9999 = datetime.fromisoformat("9999-12-31T23:59:59-14:00")
 
 
 @pytest.fixture
@@ -238,3 +242,53 @@ def test_a_failure_that_is_not_a_taken_id_keeps_its_own_error(service) -> None:
     with pytest.raises(ValueError) as refused:  # a lone surrogate cannot be stored as UTF-8
         service.create_session(unique("u"), session_id=unique("free"), state={"k": "\ud800"})
     assert "cannot create session" not in str(refused.value)
+
+
+BAD_INPUT = [
+    EntryPoint(
+        "get_events from before year 1",
+        lambda s, sid, u: s.get_events(sid, EventFilter(start=BEFORE_YEAR_ONE), user_id=u),
+    ),
+    EntryPoint(
+        "audit.replay after year 9999", lambda s, sid, u: audit.replay(s, sid, at=AFTER_9999, user_id=u)
+    ),
+    EntryPoint(
+        "append_event before year 1",
+        lambda s, sid, u: s.append_event(
+            SessionEvent(session_id=sid, message=UserMessage("x"), timestamp=BEFORE_YEAR_ONE), user_id=u
+        ),
+        writes=True,
+    ),
+    EntryPoint(
+        "a recall call nested too deeply",
+        lambda s, sid, u: RecallTools(s).handle(
+            "conversation_search", "[" * 100_000, session_id=sid, user_id=u
+        ),
+    ),
+    EntryPoint(
+        "a recall call since before year 1",
+        lambda s, sid, u: RecallTools(s).handle(
+            "cross_session_search",
+            '{"query": "", "since": "0001-01-01T00:00:00+14:00"}',
+            session_id=sid,
+            user_id=u,
+        ),
+    ),
+]
+"""Issue 25's bad input: refused before any session is read or written."""
+
+
+@pytest.mark.parametrize("entry", BAD_INPUT, ids=str)
+def test_bad_input_is_answered_alike_for_own_foreign_and_unknown_sessions(service, owned, entry) -> None:
+    owner, session_id = owned
+    intruder = service.create_session(unique("mallory")).user_id
+    before = footprint(service, session_id)
+    missing = unique("missing")
+    answers = {
+        answer(service, entry, session_id, owner),
+        answer(service, entry, session_id, intruder),
+        answer(service, entry, missing, intruder),
+    }
+    assert len(answers) == 1, answers
+    assert footprint(service, session_id) == before
+    assert service.get_session(missing) is None

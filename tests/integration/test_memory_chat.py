@@ -5,6 +5,7 @@ other tools handed back, a looping model bounded, streams stored only when compl
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import openai
@@ -18,7 +19,9 @@ from sessionledger.domain import (
     ToolResponseMessage,
     UserMessage,
 )
+from sessionledger.domain.ledger import canonical
 from sessionledger.domain.memory import remove_unpaired_tool_calls
+from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, RecallTools, SessionMemory
 
 from tests.fakes.fake_openai import Reply
@@ -170,6 +173,67 @@ def test_malformed_tool_call_json_is_answered_with_an_error_the_model_reads(serv
     )
     assert fake_openai.requests[1].body["messages"][-1]["content"] == result.content
     assert_paired(service, cid)
+
+
+def recall_calls(count: int) -> list[tuple[str, str, str]]:
+    return [
+        (f"call_{i}", "conversation_search", json.dumps({"innerThought": "x", "query": "tea"}))
+        for i in range(count)
+    ]
+
+
+def test_a_reply_asking_for_many_recall_calls_gets_a_bounded_number_run(service, client, fake_openai):
+    """Issue 25: 2,000 calls in one reply ran 2,000 searches; beyond the bound each gets an `Error:`."""
+    cid = unique("c")
+    fake_openai.enqueue(Reply.calling(*recall_calls(40)), Reply.text("done"))
+    completion = chat(service, client, max_tool_calls_per_round=5).complete(
+        cid, [UserMessage("I like tea")], user_id="u"
+    )
+    assert completion.choices[0].message.content == "done"
+    results = stored(service, cid)[2].tool_responses
+    assert [r.id for r in results] == [f"call_{i}" for i in range(40)]  # every call id answered
+    assert all("I like tea" in r.content for r in results[:5])
+    assert all(r.content.startswith("Error: not run: at most 5 tool calls") for r in results[5:])
+    assert fake_openai.requests[1].body["messages"][-1]["content"] == results[-1].content
+    assert_paired(service, cid)
+
+
+def test_the_bound_on_calls_per_round_is_sixteen_by_default(service, client, fake_openai):
+    cid = unique("c")
+    fake_openai.enqueue(Reply.calling(*recall_calls(17)), Reply.text("done"))
+    chat(service, client).complete(cid, [UserMessage("tea")], user_id="u")
+    results = stored(service, cid)[2].tool_responses
+    assert [r.content.startswith("Error:") for r in results] == [False] * 16 + [True]
+
+
+@pytest.mark.parametrize("calls", [1, 16])
+def test_recall_results_over_the_payload_limit_are_cut_and_the_reply_kept(
+    database_url, client, fake_openai, calls
+):
+    """Issue 25: the results event went over the payload limit, and the reply asking for it was lost."""
+    limit = 20_000
+    cid = unique("c")
+    with open_service(database_url, max_payload_bytes=limit) as small:
+        small.create_session("u", session_id=cid)
+        for i in range(10):
+            small.append_message(cid, UserMessage(f"tea note {i}: " + '"é' * 600))  # escapes, 2-byte chars
+        fake_openai.enqueue(Reply.calling(*recall_calls(calls)), Reply.text("done"))
+        completion = chat(small, client).complete(cid, [UserMessage("tea?")], user_id="u")
+        assert completion.choices[0].message.content == "done"
+        events = small.get_events(cid, EventFilter.all())
+        assert [e.message.type for e in events][-3:] == [
+            MessageType.ASSISTANT,
+            MessageType.TOOL,
+            MessageType.ASSISTANT,
+        ]
+        results = events[-2].message.tool_responses
+        assert len(results) == calls
+        assert all(re.search(r"\.\.\. \[cut: \d+ of \d+ bytes shown\]$", r.content) for r in results)
+        assert all(r.content.startswith('[{"timestamp"') for r in results)
+        sizes = [len(canonical(record.payload).encode()) for record in small.records(cid) if record.payload]
+        assert max(sizes) <= limit
+        assert fake_openai.requests[1].body["messages"][-1]["content"] == results[-1].content
+        assert_paired(small, cid)
 
 
 @pytest.mark.parametrize(

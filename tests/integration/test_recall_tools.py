@@ -174,6 +174,8 @@ def test_handle_runs_a_model_tool_call_for_the_callers_user_only(service):
         ("cross_session_search", '{"query": "x", "since": "soon"}', "not a valid ISO-8601 instant"),
         ("cross_session_search", '{"query": ",,"}', "no usable search terms"),
         ("delete_everything", "{}", "unknown tool"),
+        ("conversation_search", "[" * 100_000, "nested too deeply"),  # issue 25: was a RecursionError
+        ("cross_session_search", '{"query": ' * 100_000, "nested too deeply"),
     ],
 )
 def test_handle_turns_bad_calls_into_error_strings_and_changes_nothing(service, name, arguments, fragment):

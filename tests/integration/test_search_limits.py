@@ -23,6 +23,8 @@ from sessionledger.infrastructure.ledger.schema import ledger
 from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
 from sessionledger.infrastructure.ledger.window import WindowReads
 
+from tests.unit.test_search_bounds import calibrated_run
+
 TERMS = [f"term{i:02d}" for i in range(MAX_KEYWORDS)]
 
 
@@ -66,6 +68,18 @@ def test_a_catastrophic_pattern_returns_promptly_on_every_backend(service: Sessi
     with pytest.raises(ValueError, match="backtracks catastrophically"):
         service.get_events(session_id, EventFilter.pattern_search(r"(a|aa)+$"))
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.timeout(120)
+def test_one_read_has_one_pattern_budget_on_every_backend(service: SessionService) -> None:
+    """Issue 25: forty events each searched within the bound took 30 s together."""
+    session_id = service.create_session("u").id
+    run = calibrated_run()
+    service.ingest([SessionEvent(session_id=session_id, message=UserMessage(run)) for _ in range(40)])
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="took longer than 1 s on the events of one read"):
+        service.get_events(session_id, EventFilter.pattern_search(r"(a|aa)+$"))
+    assert time.monotonic() - started < 15  # about the budget, however loaded the machine
 
 
 # --- one extraction per row, whatever the number of terms ------------------------------------------

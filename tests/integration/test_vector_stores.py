@@ -158,3 +158,98 @@ def test_openai_embeddings_checks_its_arguments(fake_openai):
     assert embeddings.embed([]) == []
     assert embeddings.embed(["a b", "c"]) == [fake_embedding("a b"), fake_embedding("c")]
     assert fake_openai.embedding_requests[-1].body["model"] == "m"
+
+
+# --- what an embedder gives is checked before anything is stored (issue 25) ---------------------
+
+
+class Scripted:
+    """An embedder that answers the fake's vectors, or what the test sets `answer` to (a function
+    of the texts) for the next calls."""
+
+    def __init__(self, answer=None) -> None:
+        self.answer = answer
+
+    def embed(self, texts):
+        if self.answer is not None:
+            return self.answer(texts)
+        return [fake_embedding(text) for text in texts]
+
+
+@pytest.fixture(params=["memory", "sqlite-vec", "pgvector"])
+def scripted(request, tmp_path):
+    """A store of each kind (pgvector in a table of its own) over a `Scripted` embedder."""
+    embedder = Scripted()
+    if request.param == "memory":
+        yield InMemoryVectorStore(embedder), embedder
+    elif request.param == "sqlite-vec":
+        with SqliteVecStore(f"sqlite:///{tmp_path / 'vectors.db'}", embedder) as opened:
+            yield opened, embedder
+    else:
+        table = f"vectors_{uuid.uuid4().hex[:10]}"
+        with PgVectorStore(request.getfixturevalue("pgvector_url"), embedder, table=table) as opened:
+            yield opened, embedder
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (lambda texts: None, "the embedder gave NoneType for 1 texts"),
+        (lambda texts: [], "the embedder gave 0 vectors for 1 texts"),
+        (lambda texts: ["0.1, 0.2"], "vector 0 is a str, not a list of numbers"),
+        (lambda texts: [None], "vector 0 is a NoneType"),
+        (lambda texts: [["0.1", "0.2"]], "vector 0 holds '0.1', not a finite number"),
+        (lambda texts: [[0.1, float("nan")]], "vector 0 holds nan"),
+        (lambda texts: [[True, False]], "vector 0 holds True"),
+        (lambda texts: [[]], "vector 0 is empty"),
+        (lambda texts: [[0.1] * 64, [0.1] * 3], "dimensions \\[3, 64\\] in one answer"),
+        (
+            lambda texts: [[0.5] * 3 for _ in texts],
+            "holds vectors of dimension 64; the embedder's vectors have",
+        ),
+    ],
+)
+def test_an_embedder_that_breaks_its_promise_is_a_value_error_and_nothing_is_stored(
+    scripted, answer, problem
+):
+    store, embedder = scripted
+    user, conversation = new_id("user"), new_id("conv")
+    store.add(conversation, [UserMessage("kept note")], user_id=user)
+    embedder.answer = answer
+    with pytest.raises(ValueError, match=problem):
+        store.add(
+            conversation,
+            [UserMessage("lost note"), AssistantMessage("lost reply")][: 2 if "in one" in problem else 1],
+            user_id=user,
+        )
+    embedder.answer = None
+    assert texts(store.search("note", user_id=user, top_k=10)) == ["kept note"]
+
+
+def test_the_first_vectors_fix_the_dimension_and_a_query_of_another_is_a_value_error(scripted):
+    """Issue 25: one vector of another dimension made every later search of that user fail in
+    memory, and the SQLite store skipped such rows silently."""
+    store, embedder = scripted
+    user = new_id("user")
+    assert store.search("nothing stored yet", user_id=user, top_k=4) == []
+    embedder.answer = lambda texts: [[1.0, 0.0, 0.5] for _ in texts]
+    store.add(new_id("conv"), [UserMessage("three numbers")], user_id=user)
+    embedder.answer = lambda texts: [[1.0, 0.0] for _ in texts]
+    with pytest.raises(
+        ValueError, match="holds vectors of dimension 3; the embedder's vectors have dimension 2"
+    ):
+        store.add(new_id("conv"), [UserMessage("two numbers")], user_id=new_id("another"))
+    with pytest.raises(ValueError, match="holds vectors of dimension 3; the query has dimension 2"):
+        store.search("two numbers", user_id=user, top_k=4)
+    embedder.answer = lambda texts: [[1.0, 0.0, 0.5] for _ in texts]
+    assert texts(store.search("three numbers", user_id=user, top_k=4)) == ["three numbers"]
+
+
+@pytest.mark.parametrize("top_k", [1001, 2**63, 10**30])
+def test_top_k_is_at_most_a_thousand(store, top_k):
+    """Issue 25: `top_k=2**63` was an `OverflowError` on SQLite."""
+    user = new_id("user")
+    store.add(new_id("conv"), [UserMessage("a note")], user_id=user)
+    with pytest.raises(ValueError, match=f"top_k must be at most 1000, got {top_k}"):
+        store.search("note", user_id=user, top_k=top_k)
+    assert texts(store.search("note", user_id=user, top_k=1000)) == ["a note"]

@@ -4,6 +4,8 @@ breaks at a range's edge included."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
@@ -93,3 +95,17 @@ def test_memory_verifies_in_this_process() -> None:
     with open_service("memory://") as service:
         build_session(service)
         assert all(r.ok for r in verify_parallel(service, 2))
+
+
+def test_more_jobs_than_the_machine_can_use_is_a_value_error_before_any_fork(sqlite_url: str) -> None:
+    """Issue 25: `--jobs 100000` was still forking after a minute."""
+    most = parallel.max_jobs()
+    assert most == parallel.JOBS_PER_CPU * len(os.sched_getaffinity(0))
+    with open_service(sqlite_url) as service:
+        build_session(service)
+        assert all(r.ok for r in verify_parallel(service, most))
+        for jobs in (most + 1, 100_000):
+            started = time.monotonic()
+            with pytest.raises(ValueError, match=f"--jobs is at most {most} on this machine .*got {jobs}"):
+                verify_parallel(service, jobs)
+            assert time.monotonic() - started < 5

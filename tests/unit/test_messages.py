@@ -210,6 +210,8 @@ def test_assistant_content_null_and_empty_are_kept_apart():
         ("hello", "message 1: expected a dict, got str"),
         ({"content": "x"}, "message 1: missing 'role'"),
         ({"role": "robot", "content": "x"}, "message 1: unknown role 'robot'"),
+        ({"role": ["user"], "content": "x"}, "message 1: 'role' must be a string, got list"),  # issue 25
+        ({"role": {"user": 1}, "content": "x"}, "message 1: 'role' must be a string, got dict"),
         ({"role": "tool", "content": "x"}, "message 1: tool message without a string 'tool_call_id'"),
         ({"role": "user", "content": 42}, "message 1: 'content' must be"),
         ({"role": "user", "content": [{"type": "image_url", "image_url": {}}]}, "message 1: content part 0"),

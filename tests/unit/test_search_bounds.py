@@ -7,6 +7,7 @@ import re
 import time
 
 import pytest
+import regex
 from sessionledger.domain import EventFilter, MatchMode, SessionEvent, UserMessage
 from sessionledger.domain.filters import MAX_KEYWORD_LENGTH, MAX_KEYWORDS, PATTERN_TIMEOUT
 
@@ -68,6 +69,29 @@ def test_a_search_that_backtracks_too_long_is_a_value_error_within_its_bound():
         EventFilter.pattern_search(r"(a|aa)+$").matches(ev("a" * 40 + "b"))
     assert PATTERN_TIMEOUT == 1.0
     assert time.monotonic() - started < 15  # the bound, however loaded the machine
+
+
+def calibrated_run() -> str:
+    """A run of `a` then `!` that `(a|aa)+$` searches in a tenth of the budget or so on this machine:
+    each one alone well within the bound, forty of them together several times over it."""
+    search = regex.compile(r"(a|aa)+$").search  # the package the filter searches with
+    for length in range(12, 40):
+        text = "a" * length + "!"
+        started = time.monotonic()
+        search(text)
+        if time.monotonic() - started >= PATTERN_TIMEOUT / 10:
+            return text
+    raise AssertionError("no run of a's took a tenth of the budget")
+
+
+@pytest.mark.timeout(120)
+def test_one_read_has_one_budget_however_many_events_it_searches():
+    """Issue 25: forty events each under the bound took 30 s together; the budget is per read."""
+    events = [ev(calibrated_run())] * 40
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"took longer than 1 s on the events of one read .*catastroph"):
+        EventFilter.pattern_search(r"(a|aa)+$").select(events)
+    assert time.monotonic() - started < 15  # about the budget, however loaded the machine
 
 
 ORDINARY = [

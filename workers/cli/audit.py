@@ -28,7 +28,7 @@ from sessionledger.infrastructure.audit import (
 )
 from sessionledger.infrastructure.audit.anchored import verify_against
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, write_digest
-from sessionledger.infrastructure.audit.parallel import verify_parallel
+from sessionledger.infrastructure.audit.parallel import check_jobs, verify_parallel
 from sessionledger.infrastructure.audit.since import verify_since
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.workers.cli.app import (
@@ -187,6 +187,7 @@ def verify(
     as_json: AsJson = False,
 ) -> None:
     """Check the hash chains and that each stored window equals the one replayed from the ledger."""
+    check_jobs(jobs)
     if jobs > 1 and (digest or since):
         fail("--jobs goes with a plain verify (not --digest or --since)")
     if (digest or since) and (session_id is not None or user is not None):
