@@ -28,9 +28,9 @@ from typing import Any, Generic, TypeVar
 R = TypeVar("R")
 
 
-async def settled(write: Awaitable[R]) -> R:
-    """`await write`, whose cancel waits for the write's end: then `CancelledError` is raised."""
-    return await _Settled(write)
+def settled(write: Awaitable[R]) -> Awaitable[R]:
+    """`write` to await, whose cancel waits for the write's end: then `CancelledError` is raised."""
+    return _Settled(write)
 
 
 class _Settled(Generic[R]):
@@ -52,7 +52,7 @@ class _Settled(Generic[R]):
             except StopIteration as end:
                 if cancelled:
                     raise asyncio.CancelledError from None
-                return end.value  # type: ignore[no-any-return]  # the write's result
+                return end.value
             except Exception as error:
                 if cancelled:  # the caller asked for CancelledError, not the write's outcome
                     raise asyncio.CancelledError from error
