@@ -234,8 +234,9 @@ def test_a_loop_append_cancelled_twice_while_its_statement_waits_settles(pg_url:
             async with await psycopg.AsyncConnection.connect(admin) as blocker:
                 await blocker.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
                 append = asyncio.ensure_future(service.append_message(session_id, UserMessage("cancelled")))
-                while not await waiting_for_a_lock(blocker):
-                    await asyncio.sleep(0.005)
+                async with asyncio.timeout(10):  # sent from the loop, it waits for the row
+                    while not await waiting_for_a_lock(blocker):
+                        await asyncio.sleep(0.005)
                 append.cancel()
                 await asyncio.sleep(0)  # psycopg would be asking the server to cancel the statement
                 append.cancel()
