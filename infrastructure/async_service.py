@@ -24,6 +24,10 @@ waits for a free loop connection, and builds its event only then, so many append
 theirs a few at a time; an append with an owner to check, or one the loop cannot make (another
 loop holds the connections, a head that moved, a state delta), goes to the pool.
 
+A cancelled call settles before `CancelledError` reaches its caller (`settling.py`): a write no
+thread has begun, or still waiting for a loop connection, never happens; one under way is awaited
+to its end first, so the caller's next read shows whether it was stored, for good.
+
 Opening a durable ledger connects and may migrate its schema, so `open_async_service` only checks its
 arguments; the service itself is opened on the pool by the first call (or `async with`).
 """
@@ -147,7 +151,8 @@ class AsyncSessionService:
 
     async def run(self, call: Callable[[SessionService], R]) -> R:
         """`call(service)` on the pool, awaited: for work that needs several service calls in one
-        thread hop (an adapter's read-then-write). The caller's context variables go with it."""
+        thread hop (an adapter's read-then-write). The caller's context variables go with it. A
+        cancel withdraws `call` while no thread has begun it, else is raised once it has ended."""
         if self._closed:
             raise RuntimeError("the async session service is closed")
         return await self._pool.run(lambda: call(self._opened()))

@@ -51,6 +51,7 @@ from sessionledger.infrastructure.adk.events import (
 from sessionledger.infrastructure.adk.ids import ledger_session_id
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.settling import settled
 from typing_extensions import override
 
 STALE_MESSAGE = (
@@ -207,6 +208,11 @@ class LedgerSessionService(BaseSessionService):
 
     @override
     async def append_event(self, session: Session, event: Event) -> Event:
+        """google-adk's append; a cancel waits until the event is stored and `session` shows it, or
+        neither (`settling.py`), so the caller's copy never disagrees with the ledger."""
+        return await settled(self._append_event(session, event))
+
+    async def _append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
             return event
         key = ledger_session_id(session.app_name, session.user_id, session.id)

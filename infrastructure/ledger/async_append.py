@@ -20,6 +20,13 @@ the loop's largest stall was 8-11 ms against 3-5 ms idle. On `size` loop connect
 size) with the others waiting, no thread runs Python, and the loop's median stall was that of an
 idle loop. A coroutine builds its draft only once it has a connection, so the drafts of many
 coroutines are built a few at a time, between round trips, not all in one burst on the loop.
+
+A cancel while a coroutine waits for a connection ends the wait: nothing was sent. Once the
+statement is sent, a cancel waits for its answer (`settling.settled`; the statement timeout bounds
+it), so the append is stored or not when `CancelledError` is raised, and the connection stays in a
+known state. psycopg's own answer to a cancel, asking the server to cancel the statement and
+dropping the connection at a second cancel, would leave the statement running, and landing, after
+the caller had moved on.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from sessionledger.domain.ledger import Draft
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure.ledger.appends import Appends
 from sessionledger.infrastructure.ledger.engine import milliseconds
+from sessionledger.infrastructure.settling import settled
 
 APPLICATION_NAME = "sessionledger async append"
 """The loop connections' name in `pg_stat_activity` (unless the URL names the application)."""
@@ -70,7 +78,7 @@ class AsyncAppend:
             return None
         try:
             draft = draft_of()
-            return draft, await self._run(connection, draft)
+            return draft, await settled(self._run(connection, draft))  # sent, it runs to its end
         finally:
             self._checkin(connection)
 

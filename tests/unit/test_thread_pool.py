@@ -1,5 +1,6 @@
 """ThreadPool: results, exceptions and context variables reach the awaiting coroutine; a cancelled
-await leaves the pool working; shutdown lets the queued calls finish, then refuses new ones."""
+await leaves the pool working, withdraws a call no thread began and waits for one begun; shutdown
+lets the queued calls finish, then refuses new ones."""
 
 from __future__ import annotations
 
@@ -81,5 +82,31 @@ def test_shutdown_finishes_the_queued_calls_then_refuses() -> None:
         await asyncio.gather(*calls)
         with pytest.raises(RuntimeError):
             await pool.run(lambda: None)
+
+    asyncio.run(scenario())
+
+
+def test_a_cancel_after_a_thread_began_the_call_is_raised_once_the_call_has_ended() -> None:
+    began, ended = threading.Event(), threading.Event()
+
+    def call() -> None:
+        began.set()
+        time.sleep(0.05)
+        ended.set()
+
+    async def scenario() -> None:
+        pool = ThreadPool(1, "test-pool")
+        try:
+            running = asyncio.ensure_future(pool.run(call))
+            while not began.is_set():
+                await asyncio.sleep(0.001)
+            running.cancel()
+            await asyncio.sleep(0.01)
+            running.cancel()  # a second cancel waits too
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            assert ended.is_set()
+        finally:
+            pool.shutdown()
 
     asyncio.run(scenario())

@@ -1,0 +1,267 @@
+"""Cancellation settles: when `CancelledError` reaches the caller of a write, the write is stored
+(the next read sees it) or never will be. Writes through `AsyncSessionService`, the google-adk
+adapter and the openai-agents adapter are cancelled at random points (once, or twice in a row), on
+memory, SQLite and PostgreSQL; after each cancel the session is read at once, then again once the
+service's threads are idle and a little later, and the two reads must agree."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import psycopg
+import pytest
+from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.session import Session
+from google.genai import types
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.infrastructure import AsyncSessionService, open_async_service
+from sessionledger.infrastructure.adk import LedgerSessionService
+from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
+from sessionledger.infrastructure.openai_agents import LedgerSession
+
+ITERATIONS = 100
+"""Cancelled writes per test and backend: enough for the unsettled ones to show (before the rule,
+several in every run), few enough for a few seconds a test."""
+
+LATE_WRITE = 0.01
+"""How long after the threads are idle a write still in flight elsewhere (a statement on the
+server) is given to land, before the second read."""
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def pause(rng: random.Random) -> None:
+    """A random point in a write's run: a few turns of the event loop, or up to 3 ms."""
+    if rng.random() < 0.5:
+        for _ in range(rng.randrange(4)):
+            await asyncio.sleep(0)
+    else:
+        await asyncio.sleep(rng.uniform(0, 0.003))
+
+
+async def cancelled_at_random(write: Coroutine[Any, Any, Any], rng: random.Random) -> bool:
+    """Run `write` and cancel it at a random point, sometimes twice: whether `CancelledError`
+    reached the caller (else the write ended first)."""
+    task = asyncio.ensure_future(write)
+    await pause(rng)
+    task.cancel()
+    if rng.random() < 0.3:  # a second cancel while the first is being answered
+        for _ in range(rng.randrange(1, 4)):
+            await asyncio.sleep(0)
+        task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return True
+    return False
+
+
+async def quiet(service: AsyncSessionService) -> None:
+    """Wait until no call handed to the service's threads is running (every thread meets the others
+    in a barrier, so each has ended what it took before), then a little longer."""
+    size = service.settings.pool_size
+    barrier = threading.Barrier(size, timeout=10)
+    await asyncio.gather(*(service.run(lambda _: barrier.wait()) for _ in range(size)))
+    await asyncio.sleep(LATE_WRITE)
+
+
+async def check_settles(
+    rng: random.Random,
+    service: AsyncSessionService,
+    read: Callable[[], Awaitable[Any]],
+    write: Callable[[int], Coroutine[Any, Any, Any]],
+    after_cancel: Callable[[Any, Any], Awaitable[None]] | None = None,
+) -> int:
+    """`ITERATIONS` writes cancelled at random: what `read()` returns right after a cancel reached
+    the caller is what it returns once everything is idle, and nothing changes between writes.
+    `after_cancel(before, seen)` checks more (and may write). How many cancels reached the caller."""
+    cancels = 0
+    last = await read()
+    for n in range(ITERATIONS):
+        before = await read()
+        assert before == last, f"write {n - 1} landed after the caller moved on"
+        if not await cancelled_at_random(write(n), rng):
+            last = await read()
+            continue
+        cancels += 1
+        seen = await read()
+        await quiet(service)
+        last = await read()
+        assert last == seen, f"write {n} landed after CancelledError reached the caller"
+        if after_cancel is not None:
+            await after_cancel(before, seen)
+            last = await read()
+    await quiet(service)
+    assert await read() == last
+    return cancels
+
+
+# --- AsyncSessionService ---------------------------------------------------------------------
+
+
+def test_async_service_writes_settle_before_the_cancel_reaches_the_caller(database_url: str) -> None:
+    rng = random.Random(25)
+    user = unique("user")
+
+    async def scenario() -> int:
+        async with open_async_service(database_url) as service:
+            main = (await service.create_session(user, app_name="cancel")).id
+            extra: list[str] = []
+
+            async def read() -> tuple[list[str], int]:
+                sessions = [s.id for s in await service.list_sessions(user)]
+                return sessions, await service.event_version(main)
+
+            def write(n: int) -> Coroutine[Any, Any, Any]:
+                choice = rng.randrange(4)
+                if choice == 0:
+                    return service.append_message(main, UserMessage(f"m{n}"))
+                if choice == 1:
+                    return service.append_event(SessionEvent(session_id=main, message=UserMessage(f"e{n}")))
+                if choice == 2 or not extra:
+                    extra.append(unique("extra"))
+                    return service.create_session(user, session_id=extra[-1], app_name="cancel")
+                return service.delete_session(extra.pop(rng.randrange(len(extra))))
+
+            return await check_settles(rng, service, read, write)
+
+    assert asyncio.run(scenario()) > ITERATIONS // 4
+
+
+# --- google-adk --------------------------------------------------------------------------------
+
+
+NEWEST = GetSessionConfig(num_recent_events=3)
+
+
+def text_event(text: str) -> Event:
+    return Event(author="user", content=types.Content(role="user", parts=[types.Part(text=text)]))
+
+
+def test_adk_append_event_settles_and_the_session_object_agrees(database_url: str) -> None:
+    """As the issue saw it: a cancelled append must not land after the caller reloaded the session,
+    so the reloaded copy accepts the next append (no `StaleSessionError`); and the caller's own
+    `Session` shows the event exactly when it was stored, so it may go on appending too."""
+    rng = random.Random(5194)
+    app, user, sid = unique("app"), "u", unique("s")
+    key = LedgerSessionService.ledger_id(app, user, sid)
+
+    async def scenario() -> int:
+        async with LedgerSessionService(database_url) as adk:
+            copies: list[Session] = [await adk.create_session(app_name=app, user_id=user, session_id=sid)]
+            sent: list[Event] = []
+
+            async def read() -> int:
+                return await adk.service.event_version(key)
+
+            def write(n: int) -> Coroutine[Any, Any, Any]:
+                sent.append(text_event(f"t{n}"))
+                return adk.append_event(copies[-1], sent[-1])
+
+            async def after_cancel(before: int, seen: int) -> None:
+                assert seen in (before, before + 1)
+                caller = copies[-1]
+                shown = bool(caller.events) and caller.events[-1].id == sent[-1].id
+                assert (caller._storage_update_marker, shown) == (str(seen), seen > before), (
+                    "the caller's session disagrees with the ledger"
+                )
+                if rng.random() < 0.5:  # the caller reloads, as google-adk tells it to, and goes on
+                    reloaded = await adk.get_session(
+                        app_name=app, user_id=user, session_id=sid, config=NEWEST
+                    )
+                    assert reloaded is not None
+                    copies.append(reloaded)
+                await adk.append_event(copies[-1], text_event("after"))
+
+            return await check_settles(rng, adk.service, read, write, after_cancel)
+
+    assert asyncio.run(scenario()) > ITERATIONS // 4
+
+
+# --- openai-agents -----------------------------------------------------------------------------
+
+
+def test_openai_agents_add_items_settles_whole_or_not_at_all(database_url: str) -> None:
+    rng = random.Random(33)
+    sid = unique("s")
+
+    async def scenario() -> int:
+        session = LedgerSession(sid, database_url=database_url)
+        added: list[list[Any]] = []
+        try:
+
+            async def read() -> int:
+                return await session.service.event_version(sid)
+
+            def write(n: int) -> Coroutine[Any, Any, Any]:
+                added.append([{"role": "user", "content": f"{n}.{k}"} for k in range(rng.randint(1, 3))])
+                return session.add_items(added[-1])
+
+            async def after_cancel(before: int, seen: int) -> None:
+                if seen != before:  # stored: all of the call's items, never some
+                    assert seen == before + len(added[-1])
+                    assert await session.get_items(limit=len(added[-1])) == added[-1]
+
+            return await check_settles(rng, session.service, read, write, after_cancel)
+        finally:
+            await session.close()
+
+    assert asyncio.run(scenario()) > ITERATIONS // 4
+
+
+# --- the append sent from the event loop (PostgreSQL) ------------------------------------------
+
+
+def test_a_loop_append_cancelled_twice_while_its_statement_waits_settles(pg_url: str) -> None:
+    """The statement is on the server, waiting for a row lock another connection holds, when the
+    caller is cancelled, twice. psycopg's own answer (ask the server to cancel, drop the connection
+    at the second cancel) left the statement waiting, to commit once the lock was released, after
+    the caller had read the session without it. Now the cancel waits for the statement's end."""
+    admin = pg_url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+    async def scenario() -> None:
+        async with open_async_service(pg_url) as service:
+            session_id = (await service.create_session("alice", app_name="app")).id
+            await service.append_message(session_id, UserMessage("first"))  # the head, cached: from the loop
+            async with await psycopg.AsyncConnection.connect(admin) as blocker:
+                await blocker.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+                append = asyncio.ensure_future(service.append_message(session_id, UserMessage("cancelled")))
+                async with asyncio.timeout(10):  # sent from the loop, it waits for the row
+                    while not await waiting_for_a_lock(blocker):
+                        await asyncio.sleep(0.005)
+                append.cancel()
+                await asyncio.sleep(0)  # psycopg would be asking the server to cancel the statement
+                append.cancel()
+                await asyncio.wait((append,), timeout=0.2)
+                if append.done():  # the cancel reached the caller with the lock still held
+                    seen = await service.get_messages(session_id)
+                await blocker.rollback()  # the lock released: a statement still waiting goes on
+            if not append.done():
+                with pytest.raises(asyncio.CancelledError):
+                    await append
+                seen = await service.get_messages(session_id)
+            assert append.cancelled()
+            await asyncio.sleep(0.2)
+            assert await service.get_messages(session_id) == seen, "the append landed after the cancel"
+            assert [m.text for m in seen] in (["first"], ["first", "cancelled"])
+            await service.append_message(session_id, UserMessage("after"))  # the connection is fine
+
+    asyncio.run(scenario())
+
+
+async def waiting_for_a_lock(connection: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether a statement of the async service's own connections waits for a lock."""
+    cursor = await connection.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+        (APPLICATION_NAME,),
+    )
+    row = await cursor.fetchone()
+    return row is not None and row[0] > 0
