@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     """Seconds between the ledger digests the relay writes (none by default; docs/proofs.md)."""
     digest_dir: Path | None = None
     """Where the relay writes its digests (`digest_every` needs it): keep it off the database host."""
+    digest_sign_key: Path | None = None
+    """The Ed25519 private key (a PEM file, as `sessionledger keygen` writes) the relay signs its
+    digests with, so that they pass where `digest_public_key` is trusted (`digest_every` needs it)."""
     digest_public_key: str | None = None
     """The trusted Ed25519 public key of digests (a PEM file's path, or the PEM itself): `verify
     --digest`/`--since` and `check-proof` refuse a digest it did not sign (docs/proofs.md)."""

@@ -23,9 +23,10 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from celery import Celery
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionledger.domain.ledger import Kind
 from sessionledger.domain.ports import Ledger, RelayPositions
-from sessionledger.infrastructure.audit.digest import take_digest, write_digest
+from sessionledger.infrastructure.audit.digest import load_private_key, take_digest, write_digest
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
 from sessionledger.infrastructure.redaction import hide_passwords
@@ -158,8 +159,13 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
                 log_event(log, "relay leading", offset=relay.offset, took_over=stood_by.is_set())
                 digests = None
                 if settings.digest_every is not None and settings.digest_dir is not None:
+                    key = (
+                        None
+                        if settings.digest_sign_key is None
+                        else load_private_key(settings.digest_sign_key)
+                    )
                     digests = DigestSchedule(
-                        storage.service.ledger, settings.digest_dir, settings.digest_every
+                        storage.service.ledger, settings.digest_dir, settings.digest_every, key
                     )
                 relay_forever(relay, sender, settings.relay_interval, settings.sweep_interval, stop, digests)
         finally:
@@ -179,10 +185,13 @@ class DigestSchedule:
     `--digest-dir`), the first at once: one file per digest, named by the time it was taken, so
     that a digest is never overwritten and the directory can be shipped elsewhere as it grows."""
 
-    def __init__(self, ledger: Ledger, directory: Path, every: float) -> None:
+    def __init__(
+        self, ledger: Ledger, directory: Path, every: float, key: Ed25519PrivateKey | None = None
+    ) -> None:
         self._ledger = ledger
         self._directory = directory
         self._every = every
+        self._key = key
         self._next = time.monotonic()
 
     def due(self) -> None:
@@ -190,6 +199,8 @@ class DigestSchedule:
         if time.monotonic() < self._next:
             return
         digest = take_digest(self._ledger)
+        if self._key is not None:
+            digest = digest.signed(self._key)
         name = digest.taken_at.strftime("digest-%Y%m%dT%H%M%S.%fZ.json")
         write_digest(digest, self._directory / name)
         self._next = time.monotonic() + self._every

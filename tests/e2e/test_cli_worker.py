@@ -168,16 +168,22 @@ def test_the_launcher_takes_the_settings_it_is_handed_on_standard_input_over_the
     assert result.returncode == 2 and "needs a broker" in result.stderr
 
 
-def test_relay_writes_digests_on_a_schedule(command, tmp_path):
+def test_relay_writes_signed_digests_on_a_schedule(command, tmp_path):
+    """Signed with `--sign-key`, so they pass where the operator trusts that key (unsigned ones
+    would be refused there)."""
     given = f"sqlite:///{tmp_path / 'given.db'}"
     digests = tmp_path / "digests"
     digests.mkdir()
+    made = subprocess.run(
+        [CLI, "keygen", "--out", str(tmp_path / "relay.pem")], capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
     with open_service(given) as service:
         session = service.create_session("agent").id
         service.append_message(session, UserMessage("before the relay"))
     command.start(
         "relay", "--database-url", given, "--broker-url", RABBITMQ_URL,
-        "--digest-every", "0.3", "--digest-dir", str(digests),
+        "--digest-every", "0.3", "--digest-dir", str(digests), "--sign-key", str(tmp_path / "relay.pem"),
     )  # fmt: skip
     wait_for(
         lambda: command.assert_running() and len(list(digests.glob("digest-*.json"))) >= 1, 60, "a digest"
@@ -196,7 +202,7 @@ def test_relay_writes_digests_on_a_schedule(command, tmp_path):
     assert not list(digests.glob("*.partial"))
     every = [arg for path in written for arg in ("--digest", str(path))]
     checked = subprocess.run(
-        [CLI, "verify", "--database-url", given, *every],
+        [CLI, "verify", "--database-url", given, "--public-key", str(tmp_path / "relay.pem.pub"), *every],
         capture_output=True,
         text=True,
         timeout=120,
@@ -241,3 +247,24 @@ def test_a_role_that_cannot_start_stops_the_supervisor_with_status_2(tmp_path):
         for child in psutil.Process().children(recursive=True):
             child.kill()
         remove_queues(RABBITMQ_URL, names)
+
+
+def test_relay_refuses_a_sign_key_it_cannot_use(tmp_path):
+    """A sign key without a schedule, or one that is not an Ed25519 private key: one line, exit 2,
+    before the relay starts."""
+    given = f"sqlite:///{tmp_path / 'given.db'}"
+    not_a_key = tmp_path / "not-a-key.pem"
+    not_a_key.write_text("hello\n")
+    for extra, said in [
+        (["--sign-key", str(not_a_key)], "--sign-key signs the digests of --digest-every"),
+        (["--digest-every", "1", "--digest-dir", str(tmp_path), "--sign-key", str(not_a_key)],
+         "is not a PEM private key"),
+    ]:  # fmt: skip
+        result = subprocess.run(
+            [CLI, "relay", "--database-url", given, "--broker-url", RABBITMQ_URL, *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        [line] = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and said in line, result.stderr

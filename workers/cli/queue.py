@@ -79,6 +79,10 @@ def relay(
         Path | None,
         typer.Option("--digest-dir", help="Where to write the digests: keep it off the database host."),
     ] = None,
+    sign_key: Annotated[
+        Path | None,
+        typer.Option("--sign-key", help="Sign each digest with this Ed25519 private key (PEM; `keygen`)."),
+    ] = None,
     database_url: DatabaseUrl = None,
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
@@ -87,7 +91,11 @@ def relay(
     settings = _queue_settings(database_url, broker_url)
     overrides = {
         name: value
-        for name, value in (("digest_every", digest_every), ("digest_dir", digest_dir))
+        for name, value in (
+            ("digest_every", digest_every),
+            ("digest_dir", digest_dir),
+            ("digest_sign_key", sign_key),
+        )
         if value is not None
     }
     settings = settings.model_copy(update=overrides)
@@ -95,6 +103,15 @@ def relay(
         fail("--digest-every and --digest-dir go together")
     if settings.digest_dir is not None and not settings.digest_dir.is_dir():
         fail(f"--digest-dir {settings.digest_dir} is not a directory")
+    if settings.digest_sign_key is not None:
+        if settings.digest_every is None:
+            fail("--sign-key signs the digests of --digest-every: give both")
+        from sessionledger.infrastructure.audit.digest import InvalidDigest, load_private_key
+
+        try:
+            load_private_key(settings.digest_sign_key)
+        except (InvalidDigest, OSError) as error:
+            fail(f"--sign-key: {error}")
     from sessionledger.workers.launch import run_worker
 
     raise typer.Exit(run_worker(settings, "relay"))
