@@ -4,11 +4,13 @@ between such a client and one configured from the environment."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
 
-import httpx
 import openai
 from sessionledger.infrastructure.offline_model.model import OfflineModel
 from sessionledger.infrastructure.offline_model.replies import Reply
@@ -27,7 +29,7 @@ def offline_client(script: Iterable[Reply] | OfflineModel = ()) -> openai.OpenAI
         api_key=OFFLINE_API_KEY,
         base_url=OFFLINE_BASE_URL,
         max_retries=0,
-        http_client=httpx.Client(transport=transport),
+        http_client=openai.DefaultHttpxClient(transport=transport),
     )
 
 
@@ -38,7 +40,7 @@ def offline_async_client(script: Iterable[Reply] | OfflineModel = ()) -> openai.
         api_key=OFFLINE_API_KEY,
         base_url=OFFLINE_BASE_URL,
         max_retries=0,
-        http_client=httpx.AsyncClient(transport=transport),
+        http_client=openai.DefaultAsyncHttpxClient(transport=transport),
     )
 
 
@@ -46,17 +48,24 @@ def _model(script: Iterable[Reply] | OfflineModel) -> OfflineModel:
     return script if isinstance(script, OfflineModel) else OfflineModel(script)
 
 
-def _transport(model: OfflineModel) -> httpx.MockTransport:
-    """httpx's in-process transport, handing each request to the model's handler (a stream arrives
-    whole, as one body of server-sent events)."""
+def _http_library() -> ModuleType:
+    """The HTTP library this `openai` is built on: httpx before openai 3, its successor httpx2 since
+    (both are the `openai` package's own dependency, and have the same in-process `MockTransport`)."""
+    return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0])
 
-    def exchange(request: httpx.Request) -> httpx.Response:
+
+def _transport(model: OfflineModel) -> Any:
+    """The HTTP library's in-process transport, handing each request to the model's handler (a
+    stream arrives whole, as one body of server-sent events)."""
+    http = _http_library()
+
+    def exchange(request: Any) -> Any:
         answer = model.handle(request.method, request.url.path, dict(request.headers), request.read())
         body = answer.body if answer.events is None else b"".join(answer.events)
         headers = {"content-type": answer.content_type, **answer.headers}
-        return httpx.Response(answer.status, headers=headers, content=body)
+        return http.Response(answer.status, headers=headers, content=body)
 
-    return httpx.MockTransport(exchange)
+    return http.MockTransport(exchange)
 
 
 def add_offline_option(parser: argparse.ArgumentParser) -> None:

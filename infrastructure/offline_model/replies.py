@@ -92,7 +92,7 @@ class Reply:
             half = len(arguments) // 2
             for piece in (arguments[:half], arguments[half:]):
                 deltas.append({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-        events = [{"delta": delta, "finish_reason": None} for delta in deltas]
+        events: list[dict[str, Any]] = [{"delta": delta, "finish_reason": None} for delta in deltas]
         events.append({"delta": {}, "finish_reason": self.finish_reason})
         envelope = _envelope("chat.completion.chunk", model)
         return [{**envelope, "choices": [{"index": 0, "logprobs": None, **event}]} for event in events]

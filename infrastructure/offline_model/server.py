@@ -22,7 +22,7 @@ class OfflineServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]
         return f"http://{host}:{port}/v1"
 
     def serve_forever(self) -> None:

@@ -11,10 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 from sessionledger.domain import UserMessage
@@ -224,7 +224,8 @@ def test_fake_llm_serves_until_ctrl_c_then_exits_cleanly_and_frees_its_port():
         assert process.stdout is not None
         url = process.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
-        assert httpx.get(f"{url}/models", timeout=10).json()["data"][0]["id"] == "offline"
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as answer:
+            assert json.load(answer)["data"][0]["id"] == "offline"
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
@@ -234,7 +235,8 @@ def test_fake_llm_serves_until_ctrl_c_then_exits_cleanly_and_frees_its_port():
     assert (process.returncode, out, err) == (0, "", "")
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", port))  # released
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server would: TIME_WAIT is fine
+        probe.bind(("127.0.0.1", port))  # nobody listens there any more
 
 
 @pytest.mark.parametrize(
