@@ -27,6 +27,7 @@ from sessionledger.infrastructure.offline_model.replies import (
     ToolCall,
     derived_reply,
     embedding,
+    script_from_json,
     tool_call,
 )
 from sessionledger.infrastructure.offline_model.server import OfflineServer
@@ -48,5 +49,6 @@ __all__ = [
     "embedding",
     "offline_async_client",
     "offline_client",
+    "script_from_json",
     "tool_call",
 ]

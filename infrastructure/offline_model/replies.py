@@ -98,6 +98,46 @@ class Reply:
         return [{**envelope, "choices": [{"index": 0, "logprobs": None, **event}]} for event in events]
 
 
+def script_from_json(data: Any) -> list[Reply]:
+    """A script written as JSON (`sessionledger fake-llm --script FILE`): a list whose items are a
+    string (a text reply) or an object with `content` and/or `tool_calls`, each `{"name", "arguments"
+    (an object or JSON text), "id" (optional)}`. Anything else is a `ValueError` naming the item."""
+    if not isinstance(data, list):
+        raise ValueError("a script is a JSON list of replies")
+    return [_reply_from_json(item, number) for number, item in enumerate(data, start=1)]
+
+
+def _reply_from_json(item: Any, number: int) -> Reply:
+    if isinstance(item, str):
+        return Reply.text(item)
+    if isinstance(item, dict) and not set(item) - {"content", "tool_calls"}:
+        content, calls = item.get("content"), item.get("tool_calls", [])
+        if (
+            (content is None or isinstance(content, str))
+            and isinstance(calls, list)
+            and all(_is_call(call) for call in calls)
+            and (calls or content is not None)
+        ):
+            if not calls:
+                return Reply.text(content)
+            made = (tool_call(call["name"], call.get("arguments", "{}"), id=call.get("id")) for call in calls)
+            return Reply.calling(*made, content=content)
+    raise ValueError(
+        f"reply {number} of the script is not a string or an object with content and/or tool_calls "
+        '([{"name": ..., "arguments": {...}}])'
+    )
+
+
+def _is_call(call: Any) -> bool:
+    return (
+        isinstance(call, dict)
+        and not set(call) - {"name", "arguments", "id"}
+        and isinstance(call.get("name"), str)
+        and isinstance(call.get("arguments", "{}"), str | dict)
+        and isinstance(call.get("id", ""), str)
+    )
+
+
 def _envelope(kind: str, model: str) -> dict[str, Any]:
     return {"id": "chatcmpl-offline", "object": kind, "created": int(time.time()), "model": model}
 

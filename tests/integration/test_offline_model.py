@@ -125,7 +125,7 @@ def test_json_mode_answers_a_json_object(client):
 
 def test_a_bad_request_is_an_http_error_not_a_crash(client):
     with pytest.raises(openai.BadRequestError, match="input must be a string"):
-        client.embeddings.create(model="any", input=[{"not": "text"}])  # type: ignore[list-item]
+        client.embeddings.create(model="any", input=[{"not": "text"}])
     with pytest.raises(openai.NotFoundError, match="no route POST"):
         client.completions.create(model="any", prompt="legacy completions")
 
@@ -212,9 +212,13 @@ def test_memory_chat_runs_a_recall_tool_call_on_the_offline_client(tmp_path):
         assert "My favourite colour is teal." in result.content
 
 
-def test_fake_llm_serves_until_ctrl_c_then_exits_cleanly_and_frees_its_port():
+def test_fake_llm_serves_its_script_until_ctrl_c_then_exits_cleanly_and_frees_its_port(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps([{"tool_calls": [{"name": "multiply", "arguments": {"a": 6, "b": 7}}]}, "42."])
+    )
     process = subprocess.Popen(
-        [str(SESSIONLEDGER), "fake-llm", "--port", "0"],
+        [str(SESSIONLEDGER), "fake-llm", "--port", "0", "--script", str(script)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -226,6 +230,13 @@ def test_fake_llm_serves_until_ctrl_c_then_exits_cleanly_and_frees_its_port():
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         with urllib.request.urlopen(f"{url}/models", timeout=10) as answer:
             assert json.load(answer)["data"][0]["id"] == "offline"
+        with openai.OpenAI(base_url=url, api_key="anything", max_retries=0) as client:
+            messages = [{"role": "user", "content": "6*7?"}]
+            with client.chat.completions.stream(model="any", messages=messages) as stream:
+                (call,) = stream.get_final_completion().choices[0].message.tool_calls or []
+            assert (call.id, call.function.name, call.function.arguments) == MULTIPLY
+            assert ask(client, "and?").choices[0].message.content == "42."
+            assert ask(client, "then?").choices[0].message.content == "You said: then?"
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
@@ -244,18 +255,32 @@ def test_fake_llm_serves_until_ctrl_c_then_exits_cleanly_and_frees_its_port():
     [
         (["--port", "70000"], "error: --port must be between 0 and 65535, not 70000"),
         (["--port", "{busy}"], "error: cannot listen on 127.0.0.1:{busy}: Address already in use"),
+        (
+            ["--port", "0", "--script", "{tmp}/absent.json"],
+            "error: --script {tmp}/absent.json: No such file or directory",
+        ),
+        (
+            ["--port", "0", "--script", "{tmp}/bad.json"],
+            "error: --script {tmp}/bad.json: reply 2 of the script is not a string or an object with content "
+            'and/or tool_calls ([{{"name": ..., "arguments": {{...}}}}])',
+        ),
     ],
 )
-def test_fake_llm_with_a_bad_port_says_so_in_one_line(args, message):
+def test_fake_llm_with_a_bad_port_or_script_says_so_in_one_line(args, message, tmp_path):
+    (tmp_path / "bad.json").write_text('["fine", {"tool_calls": [{"arguments": {}}]}]')
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
         done = subprocess.run(
-            [str(SESSIONLEDGER), "fake-llm", *(a.format(busy=port) for a in args)],
+            [str(SESSIONLEDGER), "fake-llm", *(a.format(busy=port, tmp=tmp_path) for a in args)],
             capture_output=True,
             text=True,
             timeout=60,
             env={**os.environ, "COLUMNS": "200"},
         )
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", message.format(busy=port) + "\n")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        message.format(busy=port, tmp=tmp_path) + "\n",
+    )
