@@ -119,7 +119,7 @@ def _reply_from_json(item: Any, number: int) -> Reply:
             and (calls or content is not None)
         ):
             if not calls:
-                return Reply.text(content)
+                return Reply(content=content)
             made = (tool_call(call["name"], call.get("arguments", "{}"), id=call.get("id")) for call in calls)
             return Reply.calling(*made, content=content)
     raise ValueError(
