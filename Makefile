@@ -1,9 +1,10 @@
-# Two entry points for a fresh machine: `make demo` (the main job) and `make test` (the whole suite).
+# Two entry points for a fresh machine: `make demo` (the main job) and `make test` (the whole suite);
+# `make examples` runs every example against the built-in offline model.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test lint bench services clean
+.PHONY: install demo examples test lint bench services clean
 
 $(BIN)/sessionledger: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,17 @@ install: $(BIN)/sessionledger
 
 demo: install
 	$(BIN)/sessionledger demo
+
+# Every example with --offline (no key, no network), each on its own SQLite file in a temporary
+# directory removed afterwards; tests/e2e/test_make_examples.py runs this target.
+EXAMPLES := tool_agent sentinel_facts multi_agent_branches chatbot openai_agents_session adk_agent
+
+examples: install
+	@dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && \
+	for name in $(EXAMPLES); do \
+		echo "== examples/$$name.py --offline"; \
+		$(BIN)/python examples/$$name.py --offline --database-url "sqlite:///$$dir/$$name.db" || exit 1; \
+	done
 
 services:
 	bash .ci/services

@@ -1,16 +1,17 @@
 """A google-adk agent whose sessions live in the ledger: `python examples/adk_agent.py [DATABASE_URL]`.
 
-Runs offline: the model is a scripted stand-in (swap in `model="gemini-2.5-flash"` or a LiteLlm
-for a real one). The one line that differs from an ordinary ADK application is the session
-service: `LedgerSessionService(url)` where it said `InMemorySessionService()` or
-`DatabaseSessionService(url)`. Afterwards the ledger shows what ADK's own services cannot: every
-record of the conversation, a rewind that hid a turn without erasing it, and a verified hash chain.
+Runs offline, always (`--offline` is accepted like the other examples'): the model is a scripted
+stand-in (swap in `model="gemini-2.5-flash"` or a LiteLlm for a real one). The one line that
+differs from an ordinary ADK application is the session service: `LedgerSessionService(url)` where
+it said `InMemorySessionService()` or `DatabaseSessionService(url)`. Afterwards the ledger shows
+what ADK's own services cannot: every record of the conversation, a rewind that hid a turn without
+erasing it, and a verified hash chain.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 from collections.abc import AsyncGenerator
 
 from google.adk.agents.llm_agent import LlmAgent
@@ -87,4 +88,8 @@ async def main(database_url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "memory://"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("database_url", nargs="?", default=argparse.SUPPRESS, help="default: memory://")
+    parser.add_argument("--database-url", default="memory://", help="the same, as an option")
+    parser.add_argument("--offline", action="store_true", help="accepted; this example is always offline")
+    asyncio.run(main(parser.parse_args().database_url))

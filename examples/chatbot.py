@@ -6,13 +6,15 @@ what falls out of it is archived in the ledger, never destroyed. The vector stor
 user and assistant message, so a fact from a turn that left the window still reaches the model
 (as a <memory-entry> in its system message). The vector store follows the database: brute force
 for memory://, sqlite-vec beside a SQLite ledger, pgvector on PostgreSQL (the server needs the
-extension). The embeddings come from the same OpenAI-compatible endpoint as the chat.
+extension; without it, the example says how to get it and exits). The embeddings come from the
+same OpenAI-compatible endpoint as the chat.
 
 Runs against any OpenAI-compatible endpoint: the openai client reads OPENAI_BASE_URL and
-OPENAI_API_KEY (a real key with no base URL talks to OpenAI itself). Without --interactive it
+OPENAI_API_KEY (a real key with no base URL talks to OpenAI itself); with --offline, against the
+built-in offline model (scripted replies, hashed bag-of-words embeddings). Without --interactive it
 plays a short scripted conversation; with it, it reads your lines until end of input.
 
-    python examples/chatbot.py [--database-url URL] [--model NAME] [--embedding-model NAME]
+    python examples/chatbot.py [--offline] [--database-url URL] [--model NAME] [--embedding-model NAME]
                                [--user USER] [--window N] [--interactive]
 """
 
@@ -24,7 +26,6 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-import openai
 from sessionledger.domain import SystemMessage, UserMessage
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.agents import (
@@ -35,6 +36,7 @@ from sessionledger.infrastructure.agents import (
     VectorStore,
     VectorStoreChatMemoryAdvisor,
 )
+from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args
 from sessionledger.infrastructure.vectors import (
     InMemoryVectorStore,
     OpenAIEmbeddings,
@@ -49,6 +51,13 @@ SCRIPT = (
     "How often should I check the hive?",
     "Remind me: what animals do I keep?",
 )
+OFFLINE_SCRIPT = (
+    Reply.text("Hello Ada! Rooftop bees, how wonderful."),
+    Reply.text("Lavender, clover, borage and sunflowers."),
+    Reply.text("Every week or two in the warm months."),
+    Reply.text("You keep bees, on your roof."),
+)
+"""What the offline model answers to SCRIPT, in order (`--offline`); other lines get derived replies."""
 
 
 def vector_store(database_url: str, embeddings: OpenAIEmbeddings) -> VectorStore:
@@ -84,13 +93,19 @@ def main() -> None:
     parser.add_argument("--user", default="ada")
     parser.add_argument("--window", type=int, default=4, help="messages the chat memory keeps")
     parser.add_argument("--interactive", action="store_true", help="read your lines from standard input")
+    add_offline_option(parser)
     options = parser.parse_args()
+    client = client_from_args(options, () if options.interactive else OFFLINE_SCRIPT)
     database_url = options.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'chatbot.db'}"
+    try:
+        store = vector_store(database_url, OpenAIEmbeddings(client, model=options.embedding_model))
+    except ValueError as error:  # a PostgreSQL without pgvector: say so, in one line
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
-    with open_service(database_url) as service, openai.OpenAI() as client:
+    with open_service(database_url) as service, client:
         repository = LedgerChatMemoryRepository(service, user_id=options.user)
         memory = MessageWindowChatMemory(repository, max_messages=options.window)
-        store = vector_store(database_url, OpenAIEmbeddings(client, model=options.embedding_model))
         chat = MemoryChat(
             client,
             MessageChatMemoryAdvisor(memory),

@@ -8,9 +8,10 @@ hands back as the tool's answer. The ledger keeps both. The researcher's history
 orchestrator's tool call that is waiting for it (Sentinel's unpaired-call selector), since a model
 refuses a call without its result.
 
-Runs against any OpenAI-compatible endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, read by the client).
+Runs against any OpenAI-compatible endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, read by the client),
+or with --offline against the built-in offline model, scripted to delegate once.
 
-    python examples/multi_agent_branches.py [--database-url URL] [--model NAME]
+    python examples/multi_agent_branches.py [--offline] [--database-url URL] [--model NAME]
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import json
 import tempfile
 from pathlib import Path
 
-import openai
 from sessionledger.domain import EventFilter, SystemMessage, ToolResponse, ToolResponseMessage, UserMessage
 from sessionledger.domain.memory import remove_unpaired_tool_calls
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, SessionMemory
+from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args, tool_call
 
 ORCHESTRATOR, RESEARCHER = "orch", "orch.researcher"
 RESEARCH_TOOL = {
@@ -35,16 +36,24 @@ RESEARCH_TOOL = {
         "parameters": {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]},
     },
 }
+OFFLINE_SCRIPT = (
+    Reply.calling(tool_call("research", {"topic": "green tea"})),  # the orchestrator delegates
+    Reply.text("Green tea is unoxidised; it is rich in catechins and has less caffeine than coffee."),
+    Reply.text("Green tea is made from unoxidised leaves. It is rich in catechins and gentler on caffeine."),
+)
+"""What the offline model answers, in order (`--offline`): orchestrator, researcher, orchestrator."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", help="default: a SQLite file in a new temporary directory")
     parser.add_argument("--model", default="gpt-4o-mini")
+    add_offline_option(parser)
     options = parser.parse_args()
+    client = client_from_args(options, OFFLINE_SCRIPT)
     database_url = options.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'agents.db'}"
 
-    with open_service(database_url) as service, openai.OpenAI() as client:
+    with open_service(database_url) as service, client:
         orchestrator = MemoryChat(client, SessionMemory(service, branch=ORCHESTRATOR), model=options.model)
         # the researcher reads the orchestrator's pending tool call too: leave it out until answered
         researcher_memory = SessionMemory(

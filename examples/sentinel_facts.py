@@ -4,9 +4,10 @@ SessionMemory with history="facts" leaves the summary pair out of the history an
 into the system message (Sentinel's <knowledge> block); a trigger and a recursive-summarization
 strategy compact the session in after(), synchronously, with the same model as the summarizer.
 
-Runs against any OpenAI-compatible endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, read by the client).
+Runs against any OpenAI-compatible endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, read by the client),
+or with --offline against the built-in offline model, scripted (the summary included).
 
-    python examples/sentinel_facts.py [--database-url URL] [--model NAME]
+    python examples/sentinel_facts.py [--offline] [--database-url URL] [--model NAME]
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import openai
 from sessionledger.domain import EventFilter, Message, SystemMessage, UserMessage
 from sessionledger.domain.compaction import RecursiveSummarizationStrategy, TurnCountTrigger
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, SessionMemory
+from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args
 from sessionledger.infrastructure.summarizers import OpenAISummarizer
 
 QUESTIONS = (
@@ -28,6 +29,15 @@ QUESTIONS = (
     "My budget is 3000 euros.",
     "What should I pack?",
 )
+OFFLINE_SCRIPT = (
+    Reply.text("Lovely: April is cherry blossom season."),
+    Reply.text("Kyoto in early April is perfect for the blossoms."),
+    Reply.text("3000 euros is enough for two weeks if you travel by rail."),
+    # the third turn's after() compacts: the summarizer's call comes next
+    Reply.text("The traveller plans Japan in April to see Kyoto's cherry blossoms, on a 3000 euro budget."),
+    Reply.text("Pack layers, comfortable walking shoes and a light rain jacket."),
+)
+"""What the offline model answers, in order (`--offline`)."""
 
 
 class ShowSystemPrompt:
@@ -52,11 +62,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", help="default: a SQLite file in a new temporary directory")
     parser.add_argument("--model", default="gpt-4o-mini")
+    add_offline_option(parser)
     options = parser.parse_args()
+    client = client_from_args(options, OFFLINE_SCRIPT)
     database_url = options.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'facts.db'}"
 
-    with open_service(database_url) as service, openai.OpenAI() as client:
-        summarizer = OpenAISummarizer(options.model, base_url=str(client.base_url), api_key=client.api_key)
+    with open_service(database_url) as service, client:
+        summarizer = OpenAISummarizer(options.model, client=client)
         memory = SessionMemory(
             service,
             history="facts",

@@ -5,9 +5,10 @@ by MemoryChat in its loop). After a few turns the session is compacted, so the f
 the window; the agent can still find it with conversation_search, because the ledger keeps it.
 
 Runs against any OpenAI-compatible endpoint: the openai client reads OPENAI_BASE_URL and
-OPENAI_API_KEY (a real key with no base URL talks to OpenAI itself).
+OPENAI_API_KEY (a real key with no base URL talks to OpenAI itself). With --offline, the built-in
+offline model answers in-process, scripted to call multiply and then conversation_search.
 
-    python examples/tool_agent.py [--database-url URL] [--model NAME] [--user USER]
+    python examples/tool_agent.py [--offline] [--database-url URL] [--model NAME] [--user USER]
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import json
 import tempfile
 from pathlib import Path
 
-import openai
 from sessionledger.domain import SystemMessage, ToolResponse, ToolResponseMessage, UserMessage
 from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, RecallTools, SessionMemory
+from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args, tool_call
 
 CALCULATOR = {
     "type": "function",
@@ -39,6 +40,18 @@ SYSTEM = SystemMessage(
     "You are a helpful assistant. Use multiply for arithmetic. Older parts of this conversation may "
     "be out of view: use conversation_search to look them up."
 )
+OFFLINE_SCRIPT = (
+    Reply.text("Noted: your favourite colour is teal."),
+    Reply.calling(tool_call("multiply", {"a": 6, "b": 7})),
+    Reply.text("6 times 7 is 42."),
+    Reply.calling(
+        tool_call(
+            "conversation_search", {"innerThought": "It was said before the window.", "query": "colour"}
+        )
+    ),
+    Reply.text("Your favourite colour is teal."),
+)
+"""What the offline model answers, in order (`--offline`)."""
 
 
 def multiply(arguments: str) -> str:
@@ -70,10 +83,12 @@ def main() -> None:
     parser.add_argument("--database-url", help="default: a SQLite file in a new temporary directory")
     parser.add_argument("--model", default="gpt-4o-mini")
     parser.add_argument("--user", default="alice")
+    add_offline_option(parser)
     options = parser.parse_args()
+    client = client_from_args(options, OFFLINE_SCRIPT)
     database_url = options.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'agent.db'}"
 
-    with open_service(database_url) as service, openai.OpenAI() as client:
+    with open_service(database_url) as service, client:
         memory = SessionMemory(service)
         chat = MemoryChat(client, memory, model=options.model, recall=RecallTools(service))
         session_id = service.create_session(options.user).id

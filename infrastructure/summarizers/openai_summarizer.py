@@ -37,8 +37,13 @@ class OpenAISummarizer:
         max_retries: int = 2,
         max_summary_chars: int | None = None,
         temperature: float | None = 0,
+        *,
+        client: openai.OpenAI | None = None,
     ) -> None:
-        """`temperature=None` leaves it out of the request (reasoning models reject any other value)."""
+        """`temperature=None` leaves it out of the request (reasoning models reject any other value).
+        `client` is an `openai.OpenAI` to share (an agent's own, or `offline_client()`) instead of
+        one made from `base_url` and `api_key`; it gets this summarizer's timeout and retries, and
+        `close()` leaves it open."""
         if not model:
             raise ValueError("a summarizer model name is required")
         if max_summary_chars is not None and max_summary_chars <= 0:
@@ -48,7 +53,12 @@ class OpenAISummarizer:
         self.max_retries = max_retries
         self.max_summary_chars = max_summary_chars
         self.temperature = temperature
-        self._client = _client(base_url, api_key, timeout, max_retries)
+        self._owns_client = client is None
+        self._client = (
+            _client(base_url, api_key, timeout, max_retries)
+            if client is None
+            else client.with_options(timeout=timeout, max_retries=max_retries)
+        )
 
     @property
     def base_url(self) -> str:
@@ -62,7 +72,8 @@ class OpenAISummarizer:
         return text if self.max_summary_chars is None else truncate(text, self.max_summary_chars)
 
     def close(self) -> None:
-        self._client.close()
+        if self._owns_client:
+            self._client.close()
 
     def _complete(self, system_prompt: str, user_prompt: str, **options: Any) -> ChatCompletionMessage:
         """One chat completion; every way it can fail becomes a `SummarizerError`."""

@@ -12,6 +12,7 @@ import json
 from enum import StrEnum
 from typing import Any
 
+import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sessionledger.domain.json_text import read_json
 from sessionledger.infrastructure.summarizers.openai_summarizer import (
@@ -102,8 +103,12 @@ class StructuredSummarizer(OpenAISummarizer):
         max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
         temperature: float | None = 0,
         instructions: str = DEFAULT_INSTRUCTIONS,
+        *,
+        client: openai.OpenAI | None = None,
     ) -> None:
-        super().__init__(model, base_url, api_key, timeout, max_retries, max_summary_chars, temperature)
+        super().__init__(
+            model, base_url, api_key, timeout, max_retries, max_summary_chars, temperature, client=client
+        )
         self.instructions = instructions
 
     def summarize(self, system_prompt: str, user_prompt: str) -> str | None:

@@ -25,7 +25,8 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
     neighbours, whose cost grows with the user's own messages, not with the table. An HNSW index
     would answer a query over the whole table faster, but a filter to one user among many makes
     it walk most of the graph (measured: slower than the exact read of the user's rows), and it
-    is approximate. `url` is a PostgreSQL URL (the `+psycopg` form too).
+    is approximate. `url` is a PostgreSQL URL (the `+psycopg` form too); a server without the
+    extension installed is a `ValueError` that says how to get it.
     """
 
     def __init__(self, url: str, embeddings: Embeddings, *, table: str = "chat_memory_vectors") -> None:
@@ -38,7 +39,13 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
         self._connection = psycopg.connect(
             url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True
         )
-        self._connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        try:
+            self._connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.FeatureNotSupported:
+            info = self._connection.info
+            message = _no_pgvector(info.host, info.port, info.server_version)
+            self._connection.close()
+            raise ValueError(message) from None
         register_vector(self._connection)
         self._dimension = self._stored_dimension()
 
@@ -97,6 +104,16 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
             table=self._table, conversation=_IN_CONVERSATION if q.conversation_id is not None else ""
         )
         return self._connection.execute(sql, params).fetchall()
+
+
+def _no_pgvector(host: str, port: int, server_version: int) -> str:
+    """What the server lacks and the ways to get it, in one line."""
+    major = server_version // 10000
+    return (
+        f"PostgreSQL at {host}:{port} has no pgvector extension: install it (Debian: "
+        f"postgresql-{major}-pgvector, or https://github.com/pgvector/pgvector) and run CREATE EXTENSION "
+        "vector, or use SQLite (sqlite-vec)"
+    )
 
 
 def as_pgvector(values: list[float]) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import openai
+import psycopg
 import pytest
 from sessionledger.domain import AssistantMessage, SystemMessage, UserMessage
 from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
@@ -253,3 +254,19 @@ def test_top_k_is_at_most_a_thousand(store, top_k):
     with pytest.raises(ValueError, match=f"top_k must be at most 1000, got {top_k}"):
         store.search("note", user_id=user, top_k=top_k)
     assert texts(store.search("note", user_id=user, top_k=1000)) == ["a note"]
+
+
+@pytest.mark.postgres
+def test_pgvector_on_a_server_without_the_extension_says_what_is_missing_in_one_line(embeddings, pg_url):
+    with psycopg.connect(pg_url.replace("+psycopg", "")) as connection:
+        if connection.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+            pytest.skip("this PostgreSQL has pgvector (the store suite above runs on it)")
+        major = connection.info.server_version // 10000
+        host, port = connection.info.host, connection.info.port
+    with pytest.raises(ValueError) as raised:
+        PgVectorStore(pg_url, embeddings)
+    assert str(raised.value) == (
+        f"PostgreSQL at {host}:{port} has no pgvector extension: install it (Debian: "
+        f"postgresql-{major}-pgvector, or https://github.com/pgvector/pgvector) and run CREATE EXTENSION "
+        "vector, or use SQLite (sqlite-vec)"
+    )

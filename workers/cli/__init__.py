@@ -9,6 +9,6 @@ from sessionledger.workers.cli.app import cli
 
 def main() -> None:
     """Console-script entry point: run the command, mapping errors to the contract's exit codes."""
-    from sessionledger.workers.cli import audit, browse, demo, digests, migrate, queue  # noqa: F401  (registers their commands)
+    from sessionledger.workers.cli import audit, browse, demo, digests, fake_llm, migrate, queue  # noqa: F401  (registers their commands)
 
     sys.exit(cli(standalone_mode=True))

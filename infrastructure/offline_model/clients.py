@@ -1,0 +1,106 @@
+"""Real `openai` clients that talk to an `OfflineModel` in-process (no socket), and the examples' choice
+between such a client and one configured from the environment."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+import openai
+from sessionledger.infrastructure.offline_model.model import OfflineModel
+from sessionledger.infrastructure.offline_model.replies import Reply
+
+OFFLINE_BASE_URL = "http://offline-model.invalid/v1"
+"""The in-process clients' base URL: never resolved, the transport answers first."""
+OFFLINE_API_KEY = "offline"
+NO_KEY_MESSAGE = "error: no OPENAI_API_KEY set: pass --offline to run against the built-in offline model"
+
+
+def offline_client(script: Iterable[Reply] | OfflineModel = ()) -> openai.OpenAI:
+    """An `openai.OpenAI` whose requests `script` answers in-process: a sequence of `Reply`s (then
+    derived replies), or an `OfflineModel` to share between clients."""
+    transport = _transport(_model(script))
+    return openai.OpenAI(
+        api_key=OFFLINE_API_KEY,
+        base_url=OFFLINE_BASE_URL,
+        max_retries=0,
+        http_client=openai.DefaultHttpxClient(transport=transport),
+    )
+
+
+def offline_async_client(script: Iterable[Reply] | OfflineModel = ()) -> openai.AsyncOpenAI:
+    """`offline_client`'s `openai.AsyncOpenAI` twin."""
+    transport = _transport(_model(script))
+    return openai.AsyncOpenAI(
+        api_key=OFFLINE_API_KEY,
+        base_url=OFFLINE_BASE_URL,
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(transport=transport),
+    )
+
+
+def _model(script: Iterable[Reply] | OfflineModel) -> OfflineModel:
+    return script if isinstance(script, OfflineModel) else OfflineModel(script)
+
+
+def _http_library() -> ModuleType:
+    """The HTTP library this `openai` is built on: httpx before openai 3, its successor httpx2 since
+    (both are the `openai` package's own dependency, and have the same in-process `MockTransport`)."""
+    return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0])
+
+
+def _transport(model: OfflineModel) -> Any:
+    """The HTTP library's in-process transport, handing each request to the model's handler (a
+    stream arrives whole, as one body of server-sent events)."""
+    http = _http_library()
+
+    def exchange(request: Any) -> Any:
+        answer = model.handle(request.method, request.url.path, dict(request.headers), request.read())
+        body = answer.body if answer.events is None else b"".join(answer.events)
+        headers = {"content-type": answer.content_type, **answer.headers}
+        return http.Response(answer.status, headers=headers, content=body)
+
+    return http.MockTransport(exchange)
+
+
+def add_offline_option(parser: argparse.ArgumentParser) -> None:
+    """The examples' `--offline` flag."""
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="answer with the built-in offline model (scripted, deterministic; no key, no network)",
+    )
+
+
+def client_from_args(options: argparse.Namespace, script: Iterable[Reply] = ()) -> openai.OpenAI:
+    """With `--offline`, `offline_client(script)`; else `openai.OpenAI()` from the environment
+    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`). With neither, one line on stderr and exit status 2."""
+    if options.offline:
+        return offline_client(script)
+    _require_endpoint()
+    return openai.OpenAI(api_key=_key())
+
+
+def async_client_from_args(options: argparse.Namespace, script: Iterable[Reply] = ()) -> openai.AsyncOpenAI:
+    """`client_from_args` for an `openai.AsyncOpenAI`."""
+    if options.offline:
+        return offline_async_client(script)
+    _require_endpoint()
+    return openai.AsyncOpenAI(api_key=_key())
+
+
+def _require_endpoint() -> None:
+    if not os.environ.get("OPENAI_API_KEY") and not os.environ.get("OPENAI_BASE_URL"):
+        print(NO_KEY_MESSAGE, file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _key() -> str:
+    """The environment's key; a server at OPENAI_BASE_URL without one gets a placeholder (local
+    OpenAI-compatible servers ignore it, the client insists on one)."""
+    return os.environ.get("OPENAI_API_KEY") or OFFLINE_API_KEY
