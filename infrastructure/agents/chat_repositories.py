@@ -110,9 +110,7 @@ class LedgerChatMemoryRepository:
 
     def _create(self, conversation_id: str) -> None:
         try:
-            self._service.create_session(
-                self._user_id, session_id=conversation_id, app_name=self._app_name, ttl=None
-            )
+            self._service.create_session(self._user_id, session_id=conversation_id, app_name=self._app_name)
         except ValueError:
             if self._owned(conversation_id) is None:  # not created meanwhile by another writer: a
                 raise  # deleted session's id, which the ledger never hands out again
