@@ -29,7 +29,8 @@ class Settings(BaseSettings):
     # --- the ledger ---------------------------------------------------------------------------
     database_url: str = DEFAULT_DATABASE_URL
     broker_url: str | None = None
-    """Where appends are announced to the workers; `None`: no queue (workers and relay need one)."""
+    """The queue between the relay and the workers (both need one). A service publishes nothing
+    itself, whatever this is: workers on its database compact what it writes (docs/api.md)."""
     max_payload_bytes: int = Field(default=1024 * 1024, gt=0)
     """The largest event payload (canonical JSON, utf-8 bytes) an append accepts."""
     session_ttl: timedelta | None = None
