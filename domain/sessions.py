@@ -10,25 +10,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from enum import Enum
+from typing import Any, Final, NamedTuple
 
 from sessionledger.domain.mappings import EMPTY, FrozenDict, freeze
 from sessionledger.domain.times import in_utc
 
-DEFAULT_TTL = timedelta(days=60)
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
 TEMP_PREFIX = "temp:"
 
 
-class _DefaultExpiry:
-    """Marks `expires_at` as "not given" (distinct from `None`, which means never)."""
+class DefaultTtl(Enum):
+    """`create_session(ttl=...)` left out: the deployment's default time-to-live (the operator's
+    `session_ttl` setting), which is "never" unless the operator set one; `ttl=None` is always never."""
+
+    DEPLOYMENT = "the deployment's session_ttl"
 
     def __repr__(self) -> str:
-        return "<created_at + 60 days>"
+        return "DEFAULT_TTL"
 
 
-_DEFAULT_EXPIRY: Any = _DefaultExpiry()
+DEFAULT_TTL: Final = DefaultTtl.DEPLOYMENT
 
 
 def _now() -> datetime:
@@ -43,15 +46,27 @@ def _utc(value: datetime, name: str) -> datetime:
     return in_utc(value, name)
 
 
-def expiry(created_at: datetime, ttl: timedelta | None) -> datetime | None:
-    """When a session created at `created_at` with time-to-live `ttl` expires (`None`: never).
-
-    A negative `ttl` is a session born expired; one that leaves the datetime range is a `ValueError`.
-    """
+def check_ttl(ttl: timedelta | None, name: str = "ttl") -> timedelta | None:
+    """`ttl` itself, or a `ValueError` unless it is a positive `timedelta` or `None` (never expires):
+    a zero or negative time-to-live would make a session born expired, which the next sweep deletes."""
     if ttl is None:
         return None
     if not isinstance(ttl, timedelta):
-        raise ValueError("ttl must be a timedelta or None")
+        raise ValueError(f"{name} must be a timedelta or None")
+    if ttl <= timedelta(0):
+        seconds = ttl.total_seconds()
+        raise ValueError(f"{name} must be positive (None: never expires), got {seconds:g} seconds")
+    return ttl
+
+
+def expiry(created_at: datetime, ttl: timedelta | None) -> datetime | None:
+    """When a session created at `created_at` with time-to-live `ttl` expires (`None`: never).
+
+    A `ttl` that is not positive (`check_ttl`), or that leaves the datetime range, is a `ValueError`.
+    """
+    ttl = check_ttl(ttl)
+    if ttl is None:
+        return None
     try:
         return created_at + ttl
     except OverflowError:
@@ -66,7 +81,7 @@ class Session:
     user_id: str
     app_name: str = "default"
     created_at: datetime = field(default_factory=_now)
-    expires_at: datetime | None = _DEFAULT_EXPIRY
+    expires_at: datetime | None = None
     metadata: Mapping[str, Any] = EMPTY
     state: Mapping[str, Any] = EMPTY
 
@@ -77,9 +92,7 @@ class Session:
                 raise ValueError(f"{name} must not be empty")
         created_at = _utc(self.created_at, "created_at")
         object.__setattr__(self, "created_at", created_at)
-        if self.expires_at is _DEFAULT_EXPIRY:
-            object.__setattr__(self, "expires_at", created_at + DEFAULT_TTL)
-        elif self.expires_at is not None:
+        if self.expires_at is not None:
             object.__setattr__(self, "expires_at", _utc(self.expires_at, "expires_at"))
         object.__setattr__(self, "metadata", freeze(self.metadata, "metadata"))
         object.__setattr__(self, "state", freeze(self.state, "state"))

@@ -107,7 +107,8 @@ class AsyncSessionService:
 
     @property
     def broker_url(self) -> str | None:
-        """Where appends are announced to the workers (`None`: no queue, compaction on request)."""
+        """The workers' queue, as configured: the service publishes nothing itself (the relay tails
+        the ledger), so workers on the same database compact its sessions whatever this is."""
         return self._settings.broker_url
 
     def _opened(self) -> SessionService:

@@ -105,8 +105,8 @@ class LedgerSession:
     `database_url`, `broker_url` and `options` are `open_service`'s (the default: the
     `SESSIONLEDGER_DATABASE_URL` ledger, else `./sessionledger.db`). With `user_id`, the session is
     that user's: another user's session with this id reads as empty and refuses writes
-    (`ValueError`). The ledger session (app `openai-agents`, no expiry) is created by the first
-    `add_items`. Call `await close()` when done.
+    (`ValueError`). The ledger session (app `openai-agents`, no expiry unless the operator sets
+    `session_ttl`) is created by the first `add_items`. Call `await close()` when done.
     """
 
     session_settings: SessionSettings | None = None
@@ -239,7 +239,7 @@ def _append(service: SessionService, events: list[SessionEvent], user_id: str | 
 def _create(service: SessionService, session_id: str, user_id: str | None) -> None:
     """Create the ledger session; another writer creating it first is fine, a deleted one is not."""
     try:
-        service.create_session(user_id or DEFAULT_USER, session_id=session_id, app_name=APP_NAME, ttl=None)
+        service.create_session(user_id or DEFAULT_USER, session_id=session_id, app_name=APP_NAME)
     except ValueError:
         if service.get_session(session_id) is None:
             raise

@@ -30,7 +30,7 @@ from sessionledger.domain.ports import (
     Trigger,
     WindowStats,
 )
-from sessionledger.domain.sessions import DEFAULT_TTL, Session, expiry, holds_temp, strip_temp
+from sessionledger.domain.sessions import DEFAULT_TTL, DefaultTtl, Session, expiry, holds_temp, strip_temp
 from sessionledger.domain.times import in_utc
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure.settings import Settings
@@ -139,7 +139,8 @@ class SessionService:
 
     @property
     def broker_url(self) -> str | None:
-        """Where appends are announced to the workers (`None`: no queue, compaction on request)."""
+        """The workers' queue, as configured: the service publishes nothing itself (the relay tails
+        the ledger), so workers on the same database compact its sessions whatever this is."""
         return self._settings.broker_url
 
     def close(self) -> None:
@@ -159,11 +160,12 @@ class SessionService:
         *,
         session_id: str | None = None,
         app_name: str = "default",
-        ttl: timedelta | None = DEFAULT_TTL,
+        ttl: timedelta | DefaultTtl | None = DEFAULT_TTL,
         metadata: Mapping[str, Any] | None = None,
         state: Mapping[str, Any] | None = None,
     ) -> Session:
-        """A new session; `ttl=None` never expires.
+        """A new session; `ttl=None` never expires, and `ttl` left out takes the operator's
+        `session_ttl` setting, itself never unless set: nothing expires that nobody asked to.
 
         Session ids are unique across every user and app: an id in use, or once used, is a
         `ValueError` whose text is the same whoever owns it and whatever became of it, so it tells
@@ -182,7 +184,7 @@ class SessionService:
             user_id=user_id,
             app_name=app_name,
             created_at=created_at,
-            expires_at=expiry(created_at, ttl),
+            expires_at=expiry(created_at, self._settings.session_ttl if ttl is DEFAULT_TTL else ttl),
             metadata=metadata,
         )
         state = strip_temp(state)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sessionledger.domain.sessions import check_ttl
 from sessionledger.infrastructure.queue_names import DEFAULT_PARTITIONS, DEFAULT_PREFIX, QueueNames
 
 DEFAULT_DATABASE_URL = "sqlite:///./sessionledger.db"
@@ -27,9 +29,13 @@ class Settings(BaseSettings):
     # --- the ledger ---------------------------------------------------------------------------
     database_url: str = DEFAULT_DATABASE_URL
     broker_url: str | None = None
-    """Where appends are announced to the workers; `None`: no queue (workers and relay need one)."""
+    """The queue between the relay and the workers (both need one). A service publishes nothing
+    itself, whatever this is: workers on its database compact what it writes (docs/api.md)."""
     max_payload_bytes: int = Field(default=1024 * 1024, gt=0)
     """The largest event payload (canonical JSON, utf-8 bytes) an append accepts."""
+    session_ttl: timedelta | None = None
+    """How long a session lives when its creator gives no `ttl` (seconds, or ISO-8601 such as `P30D`):
+    by default none, so nothing expires unless asked; expiry deletes the session and erases its messages."""
     compaction_attempts: int = Field(default=5, gt=0)
     """How often `compact()` re-reads after losing a window race before `ConcurrencyConflict`."""
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
@@ -95,6 +101,23 @@ class Settings(BaseSettings):
     --digest`/`--since` and `check-proof` refuse a digest it did not sign (docs/proofs.md)."""
     log_format: str = "json"
     metrics_port: int | None = None
+
+    @field_validator("session_ttl", mode="before")
+    @classmethod
+    def _seconds_as_text(cls, value: object) -> object:
+        """A number of seconds written as text (`SESSIONLEDGER_SESSION_TTL=2592000`), which pydantic's
+        own parsing of a duration string refuses."""
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                return value
+        return value
+
+    @field_validator("session_ttl")
+    @classmethod
+    def _positive_ttl(cls, value: timedelta | None) -> timedelta | None:
+        return check_ttl(value, "session_ttl")
 
     @model_validator(mode="after")
     def _limits_below_horizon(self) -> Settings:

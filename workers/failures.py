@@ -8,39 +8,24 @@ passwords masked.
 
 from __future__ import annotations
 
-import socket
-import sqlite3
 from typing import Any
 
-import psycopg
-import sqlalchemy as sa
 from pydantic import ValidationError
 from sessionledger.infrastructure.bootstrap import NoLedger
+from sessionledger.infrastructure.failures import failed_system
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
 
-DATABASE_ERRORS = (sa.exc.DBAPIError, sa.exc.ArgumentError, sa.exc.TimeoutError, psycopg.Error, sqlite3.Error)
-
-
-def _broker_errors() -> tuple[type[BaseException], ...]:
-    """What a broker that refuses or does not answer raises; imported only once something failed
-    (the redis client alone costs every command a quarter of a second at start)."""
-    from amqp.exceptions import AMQPError
-    from kombu.exceptions import KombuError
-    from redis.exceptions import RedisError
-
-    sockets = (ConnectionRefusedError, ConnectionResetError, socket.gaierror, TimeoutError)
-    return (KombuError, AMQPError, RedisError, *sockets)
-
 
 def operator_message(error: BaseException, settings: Settings | None) -> str | None:
-    """The one line saying what is wrong, or None when `error` is not an operator's to fix."""
+    """The one line saying what is wrong, or None when `error` is not an operator's to fix
+    (which database and broker errors are is `infrastructure/failures.py`'s to say)."""
     if isinstance(error, ValidationError):
         message = "invalid settings: " + "; ".join(_problem(detail) for detail in error.errors())
-    elif isinstance(error, DATABASE_ERRORS):
+    elif (failed := failed_system(error)) == "database":
         where = f" at {settings.database_url}" if settings else ""
         message = f"cannot use the database{where}: {_reason(error)}"
-    elif isinstance(error, _broker_errors()):
+    elif failed == "broker":
         where = f" at {settings.broker_url}" if settings and settings.broker_url else ""
         message = f"cannot use the broker{where}: {_reason(error)}"
     elif isinstance(error, (ValueError, NoLedger)):

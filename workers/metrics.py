@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sessionledger.domain.ports import CounterStore, Tally
-from sessionledger.infrastructure.ledger.driver import DATABASE_UNAVAILABLE
+from sessionledger.infrastructure.failures import DATABASE_UNAVAILABLE
 from sessionledger.infrastructure.redaction import hide_passwords
 
 EVENTS_INGESTED = "events_ingested"

@@ -42,7 +42,7 @@ from sessionledger.domain.ledger import Draft
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure import SessionService
-from sessionledger.infrastructure.ledger.driver import DATABASE_UNAVAILABLE
+from sessionledger.infrastructure.failures import DATABASE_UNAVAILABLE
 from sessionledger.infrastructure.publisher import (
     PublisherIdentity,
     UndecodableEvent,

@@ -77,8 +77,9 @@ class LedgerSessionService(BaseSessionService):
     """google-adk's session service on the ledger (`open_service`'s arguments).
 
     Sessions are keyed as google-adk keys them, by `(app_name, user_id, session_id)`; session ids
-    are stripped of surrounding blanks, and never expire. `service` is the `AsyncSessionService`
-    underneath, for the ledger's own operations (compact, records, replay, verify).
+    are stripped of surrounding blanks, and expire only when the operator sets `session_ttl`.
+    `service` is the `AsyncSessionService` underneath, for the ledger's own operations (compact,
+    records, replay, verify).
     """
 
     def __init__(self, database_url: str | None = None, *, broker_url: str | None = None, **options: Any):
@@ -129,7 +130,6 @@ class LedgerSessionService(BaseSessionService):
                     user_id,
                     session_id=key,
                     app_name=app_name,
-                    ttl=None,
                     metadata={ADK_SESSION_ID: session_id},
                     state=initial,
                 )

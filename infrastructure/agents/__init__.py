@@ -12,6 +12,7 @@ from sessionledger.infrastructure.agents.chat_memory import (
     ChatMemory,
     ChatMemoryRepository,
     MessageWindowChatMemory,
+    UpdatableChatMemoryRepository,
 )
 from sessionledger.infrastructure.agents.chat_repositories import (
     InMemoryChatMemoryRepository,
@@ -37,6 +38,7 @@ __all__ = [
     "PromptChatMemoryAdvisor",
     "RecallTools",
     "SessionMemory",
+    "UpdatableChatMemoryRepository",
     "VectorStore",
     "VectorStoreChatMemoryAdvisor",
     "idempotent_event_id",

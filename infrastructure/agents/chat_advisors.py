@@ -65,7 +65,7 @@ class _ChatMemoryAdvisor(ABC):
         conversation_id = _checked(self._memory, conversation_id, user_id)
         prompt = checked_messages(messages)
         processed = self._with_memory(prompt, self._memory.get(conversation_id))
-        self._memory.add(conversation_id, _last_user_or_tool(prompt))
+        self._memory.add(conversation_id, [_last_user_or_tool(prompt)])  # the protocol's list
         return processed
 
     def after(self, conversation_id: str, replies: Iterable[Message], *, user_id: str | None = None) -> None:

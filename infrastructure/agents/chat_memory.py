@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from sessionledger.domain.chat_window import checked_id, checked_messages, window
@@ -34,12 +34,23 @@ class ChatMemoryRepository(Protocol):
     def delete_by_conversation_id(self, conversation_id: str) -> None: ...
 
 
+@runtime_checkable
+class UpdatableChatMemoryRepository(ChatMemoryRepository, Protocol):
+    """A repository that can also replace a conversation with a function of what it holds, as one
+    step: `update(id, change)` saves `change(messages)` for the messages stored when it is saved,
+    so a concurrent writer's messages are neither saved twice nor made to fail the update."""
+
+    def update(self, conversation_id: str, change: Callable[[list[Message]], list[Message]]) -> None: ...
+
+
 class MessageWindowChatMemory:
     """The newest `max_messages` messages of each conversation, cut at turn boundaries (Spring AI 2.0).
 
-    Each `add` reads the conversation, applies `domain.chat_window.window` and saves the result
-    with `save_all`; on a `LedgerChatMemoryRepository` what falls out of the window is archived in
-    the ledger, not lost. `get` returns what is stored, with no trimming on read.
+    Each `add` applies `domain.chat_window.window` to the conversation and the new messages: as one
+    `update` on a repository that has it (both of ours), so that concurrent adds each store their
+    messages once; else, as Spring AI does, with `find_by_conversation_id` then `save_all`. On a
+    `LedgerChatMemoryRepository` what falls out of the window is archived in the ledger, not lost.
+    `get` returns what is stored, with no trimming on read.
     """
 
     DEFAULT_MAX_MESSAGES = 20
@@ -66,6 +77,9 @@ class MessageWindowChatMemory:
     def add(self, conversation_id: str, messages: Iterable[Message] | Message) -> None:
         conversation_id = checked_id(conversation_id)
         new = checked_messages(messages)
+        if isinstance(self._repository, UpdatableChatMemoryRepository):
+            self._repository.update(conversation_id, lambda memory: window(memory, new, self._max_messages))
+            return
         memory = self._repository.find_by_conversation_id(conversation_id)
         self._repository.save_all(conversation_id, window(memory, new, self._max_messages))
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from sessionledger.domain.chat_window import checked_id, checked_messages
 from sessionledger.domain.compaction import CompactionRequest, CompactionResult
+from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import AppendOutcome
@@ -32,10 +33,15 @@ class InMemoryChatMemoryRepository:
             return list(self._conversations.get(conversation_id, ()))
 
     def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None:
-        checked_id(conversation_id)
         replacement = checked_messages(messages)
+        self.update(conversation_id, lambda _: replacement)
+
+    def update(self, conversation_id: str, change: Callable[[list[Message]], list[Message]]) -> None:
+        """Replace the conversation with `change(its messages)`, under the lock."""
+        checked_id(conversation_id)
         with self._lock:
-            self._conversations[conversation_id] = replacement
+            current = list(self._conversations.get(conversation_id, ()))
+            self._conversations[conversation_id] = checked_messages(change(current))
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         checked_id(conversation_id)
@@ -47,13 +53,15 @@ class LedgerChatMemoryRepository:
     """A chat-memory repository over the ledger: a conversation is a session of `user_id` in
     `app_name`, its messages that session's active window.
 
-    `save_all` replaces the window with one compaction (the ledger's version check included):
-    messages already in the window, in the same order, stay as they are; the others leave the
-    window archived, so they remain in the ledger, searchable (`get_events`) and replayable;
-    the new ones are appended. `delete_by_conversation_id` archives the whole window: the
-    conversation is then neither listed nor found, its history stays in the ledger, and its id
-    can be saved again. A conversation of another user is neither readable nor writable
-    (`ValueError`, nothing changes).
+    `save_all` (and `update`, whose replacement is computed from the window the compaction reads)
+    replaces the window with one compaction (the ledger's version check included): messages
+    already in the window, in the same order, stay as they are; the others leave the window
+    archived, so they remain in the ledger, searchable (`get_events`) and replayable; the new ones
+    are appended. A compaction that loses to concurrent ones is computed again from the window
+    it then reads, so each new message is written once and no conflict reaches the caller.
+    `delete_by_conversation_id` archives the whole window: the conversation is then neither listed
+    nor found, its history stays in the ledger, and its id can be saved again. A conversation of
+    another user is neither readable nor writable (`ValueError`, nothing changes).
     """
 
     def __init__(
@@ -84,14 +92,23 @@ class LedgerChatMemoryRepository:
         return self._service.get_messages(conversation_id, user_id=self._user_id)
 
     def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None:
-        checked_id(conversation_id)
         replacement = checked_messages(messages)
+        self.update(conversation_id, lambda _: replacement)
+
+    def update(self, conversation_id: str, change: Callable[[list[Message]], list[Message]]) -> None:
+        """Replace the window with `change(its messages)`, as read by the compaction that writes it."""
+        checked_id(conversation_id)
         if self._owned(conversation_id) is None:
-            if not replacement:
+            if not checked_messages(change([])):
                 return
             self._create(conversation_id)
-        replacing = _Replacement(conversation_id, replacement)
-        result = self._service.compact(conversation_id, replacing, replacing, user_id=self._user_id)
+        replacing = _Replacement(conversation_id, change)
+        while True:  # each lost round is a compaction another writer won: the loop ends
+            try:
+                result = self._service.compact(conversation_id, replacing, replacing, user_id=self._user_id)
+                break
+            except ConcurrencyConflict:
+                continue
         if not result.archived and replacing.appended:  # nothing left the window: the compaction
             outcomes = self._service.ingest(replacing.appended, user_id=self._user_id)  # wrote nothing
             if any(outcome is not AppendOutcome.STORED for outcome in outcomes):
@@ -110,23 +127,22 @@ class LedgerChatMemoryRepository:
 
     def _create(self, conversation_id: str) -> None:
         try:
-            self._service.create_session(
-                self._user_id, session_id=conversation_id, app_name=self._app_name, ttl=None
-            )
+            self._service.create_session(self._user_id, session_id=conversation_id, app_name=self._app_name)
         except ValueError:
             if self._owned(conversation_id) is None:  # not created meanwhile by another writer: a
                 raise  # deleted session's id, which the ledger never hands out again
 
 
 class _Replacement:
-    """Trigger and strategy of one `save_all`: always fires; keeps, in order, the window events
-    that match the replacement's leading messages, archives the others and adds the rest as new
-    events after them (`appended`, for when nothing leaves the window and no compaction is written).
-    Events another writer appends while the compaction is written follow the new window."""
+    """Trigger and strategy of one `update`: always fires; computes the replacement from the window
+    it is given, keeps, in order, the window events that match the replacement's leading messages,
+    archives the others and adds the rest as new events after them (`appended`, for when nothing
+    leaves the window and no compaction is written). Events another writer appends while the
+    compaction is written follow the new window."""
 
-    def __init__(self, session_id: str, messages: Sequence[Message]) -> None:
+    def __init__(self, session_id: str, change: Callable[[list[Message]], list[Message]]) -> None:
         self._session_id = session_id
-        self._messages = messages
+        self._change = change
         self.appended: list[SessionEvent] = []
 
     def should_compact(self, request: CompactionRequest) -> bool:
@@ -134,9 +150,10 @@ class _Replacement:
 
     def compact(self, request: CompactionRequest) -> CompactionResult:
         window = request.events
+        messages = checked_messages(self._change([event.message for event in window]))
         kept: set[str] = set()
         start = matched = 0
-        for message in self._messages:
+        for message in messages:
             found = next((i for i in range(start, len(window)) if window[i].message == message), None)
             if found is None:
                 break
@@ -145,6 +162,6 @@ class _Replacement:
         archived = tuple(event for event in window if event.id not in kept)
         self.appended = [
             SessionEvent(session_id=self._session_id, message=message, id=str(uuid.uuid4()))
-            for message in self._messages[matched:]
+            for message in messages[matched:]
         ]
         return CompactionResult((*(e for e in window if e.id in kept), *self.appended), archived)

@@ -12,7 +12,6 @@ SQLAlchemy's own rows would (`row.position`), built once per row.
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from collections import namedtuple
@@ -20,20 +19,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.compiler import SQLCompiler
-
-DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
-    sa.exc.OperationalError,
-    sa.exc.InterfaceError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    sqlite3.OperationalError,
-)
-"""Errors that mean "not now" (connection refused or lost, server restarting or failing over,
-database locked), not "never": raised by SQLAlchemy or, for statements run on the driver, by the driver."""
 
 PING_AFTER_IDLE_SECONDS = 1.0
 """A pooled connection unused for longer is pinged before it is used again (`engine.py`)."""

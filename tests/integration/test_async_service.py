@@ -115,9 +115,11 @@ def test_every_method_through_the_async_api(database_url: str) -> None:
             await service.delete_session(session.id)
             assert await service.get_session(session.id) is None
             assert await service.get_events(session.id) == []
-            expired = await service.create_session(user, ttl=timedelta(seconds=-1))
-            assert await service.delete_expired_sessions(datetime.now(UTC)) >= 1
-            assert await service.get_session(expired.id) is None
+            expiring = await service.create_session(user, ttl=timedelta(seconds=1))
+            assert await service.delete_expired_sessions(datetime.now(UTC) + timedelta(seconds=2)) >= 1
+            assert await service.get_session(expiring.id) is None
+            with pytest.raises(ValueError, match="ttl must be positive"):
+                await service.create_session(user, ttl=timedelta(seconds=-1))
 
     run(scenario)
 

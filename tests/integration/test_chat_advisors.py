@@ -215,3 +215,77 @@ def test_vector_advisor_with_a_failing_embeddings_endpoint_raises_and_stores_not
         advisor.before(conversation, [UserMessage("second fact")])
     found = vector_store.search("fact", user_id="default-user", top_k=10)
     assert sorted(m.text for m in found) == ["first fact", "noted first fact"]
+
+
+# --- the advisors over an application's own memory and store ------------------------------------
+
+
+class AppChatMemory:
+    """An application's own `ChatMemory`, written to the protocol alone: `add` takes a list, as the
+    protocol says, and iterates it (a single `Message` would be a `TypeError` here)."""
+
+    def __init__(self) -> None:
+        self.conversations: dict[str, list] = {}
+
+    def add(self, conversation_id, messages):
+        self.conversations.setdefault(conversation_id, []).extend(message for message in messages)
+
+    def get(self, conversation_id):
+        return list(self.conversations.get(conversation_id, []))
+
+    def clear(self, conversation_id):
+        self.conversations.pop(conversation_id, None)
+
+
+class AppVectorStore:
+    """An application's own vector store: a dict per user, 'nearest' meaning most words in common."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list] = {}
+
+    def add(self, conversation_id, messages, *, user_id):
+        self.entries.setdefault(user_id, []).extend((conversation_id, m) for m in messages)
+
+    def search(self, text, *, user_id, top_k, conversation_id=None):
+        words = set(text.split())
+        found = [
+            m
+            for c, m in self.entries.get(user_id, [])
+            if conversation_id in (None, c) and words & set(m.text.split())
+        ]
+        return found[:top_k]
+
+
+@pytest.mark.parametrize("advisor_type", [MessageChatMemoryAdvisor, PromptChatMemoryAdvisor])
+def test_memory_advisors_store_lists_in_an_applications_own_chat_memory(advisor_type):
+    memory = AppChatMemory()
+    advisor = advisor_type(memory)
+    conversation = cid()
+    turn(
+        advisor,
+        conversation,
+        [SystemMessage("Be brief."), UserMessage("I am Ada.")],
+        AssistantMessage("Hi Ada."),
+    )
+    sent = advisor.before(conversation, [SystemMessage("Be brief."), UserMessage("Who am I?")])
+    assert memory.get(conversation) == [
+        UserMessage("I am Ada."),
+        AssistantMessage("Hi Ada."),
+        UserMessage("Who am I?"),
+    ]
+    shown = "\n".join(m.text or "" for m in sent)
+    assert "I am Ada." in shown and "Hi Ada." in shown
+
+
+def test_vector_advisor_over_an_applications_own_store():
+    store = AppVectorStore()
+    advisor = VectorStoreChatMemoryAdvisor(store)
+    conversation = cid()
+    turn(advisor, conversation, [UserMessage("my dog is Rex")], AssistantMessage("Rex is a fine dog"))
+    sent = advisor.before(conversation, [UserMessage("what is my dog called")])
+    assert '<memory-entry type="user">my dog is Rex</memory-entry>' in sent[0].text
+    assert [m.text for _, m in store.entries["default-user"]] == [
+        "my dog is Rex",
+        "Rex is a fine dog",
+        "what is my dog called",
+    ]

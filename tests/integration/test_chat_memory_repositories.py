@@ -229,3 +229,30 @@ def test_the_ledger_window_is_the_in_memory_window_and_the_ledger_forgets_nothin
         # whatever a window held is in the ledger for good, archived or still in the window
         logged = [e.message for e in service.get_events(conversation)]
         assert all(m in logged for m in windowed)
+
+
+class SpringOnlyRepository:
+    """An application's own repository with Spring's four methods and no `update`."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, list] = {}
+
+    def find_conversation_ids(self):
+        return list(self.saved)
+
+    def find_by_conversation_id(self, conversation_id):
+        return list(self.saved.get(conversation_id, []))
+
+    def save_all(self, conversation_id, messages):
+        self.saved[conversation_id] = list(messages)
+
+    def delete_by_conversation_id(self, conversation_id):
+        self.saved.pop(conversation_id, None)
+
+
+def test_the_window_memory_reads_then_saves_on_a_repository_without_update():
+    repository = SpringOnlyRepository()
+    memory = MessageWindowChatMemory(repository, max_messages=2)
+    for text in ("one", "two", "three"):
+        memory.add("c", UserMessage(text))
+    assert repository.saved == {"c": [UserMessage("two"), UserMessage("three")]}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
+from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.sharegpt import conversations
@@ -53,6 +54,27 @@ def test_real_conversations_are_ingested_in_order_and_compacted_in_the_backgroun
     counters = read_counters(pipeline_storage.counters)  # flushed when the pipeline stopped
     assert counters[metrics.EVENTS_INGESTED] == sum(map(len, published.values()))
     assert counters[metrics.COMPACTIONS_RUN] >= compacted
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_service_opened_without_a_broker_is_compacted_by_the_workers_on_its_database(request, backend):
+    """`broker_url=None`: this process publishes nothing, yet workers watching the same database
+    compact what it writes (their relay tails the ledger, whoever appended)."""
+    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url")
+    policies = load_policies(ExtractiveSummarizer, inline=POLICY)
+    with (
+        open_storage(Settings(database_url=url)) as storage,
+        EmbeddedPipeline(storage, policies=policies) as pipeline,
+        open_service(url) as writer,
+    ):
+        assert writer.broker_url is None
+        session = writer.create_session("no-broker").id
+        for turn in range(6):  # past the policy's 4 turns
+            writer.append_message(session, UserMessage(f"question {turn}"))
+            writer.append_message(session, AssistantMessage(f"answer {turn}"))
+        assert pipeline.wait_idle(timeout=60)
+        assert [record.kind for record in writer.records(session)].count("compaction") >= 1
+        assert len(writer.get_messages(session)) < 12
 
 
 def test_the_embedded_publisher_refuses_what_its_ledger_would_refuse():

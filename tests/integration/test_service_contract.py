@@ -66,7 +66,7 @@ def test_create_and_get_session(service: SessionService) -> None:
     assert got.metadata == {"topic": "x"}
     assert got.state == {"k": [1, 2]}
     assert got.created_at.tzinfo is not None
-    assert got.expires_at == got.created_at + timedelta(days=60)
+    assert got.expires_at is None  # no ttl given, none set by the operator: never expires
 
 
 def test_session_id_ttl_and_never_expiring(service: SessionService) -> None:
@@ -135,16 +135,37 @@ def test_expiry_with_a_frozen_clock(service: SessionService) -> None:
         soon = service.create_session(user, ttl=timedelta(minutes=5))
         later = service.create_session(user, ttl=timedelta(days=1))
         never = service.create_session(user, ttl=None)
-        past = service.create_session(user, ttl=timedelta(minutes=-1))  # already expired
+        default = service.create_session(user)
         clock.tick(timedelta(minutes=10))
         assert service.get_session(soon.id) is not None  # expired sessions stay readable
-        assert service.delete_expired_sessions(T0 + timedelta(minutes=5)) >= 1  # strict <: only `past`
-        assert service.get_session(past.id) is None
+        service.delete_expired_sessions(T0 + timedelta(minutes=5))  # strict <: not `soon`
         assert service.get_session(soon.id) is not None
         assert service.delete_expired_sessions() >= 1
     assert service.get_session(soon.id) is None
     assert service.get_session(later.id) is not None
     assert service.get_session(never.id) is not None
+    assert service.get_session(default.id) is not None
+
+
+def test_the_operators_session_ttl_is_the_default_and_a_session_ttl_or_none_overrides_it(
+    database_url: str,
+) -> None:
+    user = unique("u")
+    with open_service(database_url, session_ttl=timedelta(hours=1)) as service, freeze_time(T0) as clock:
+        default = service.create_session(user)
+        longer = service.create_session(user, ttl=timedelta(days=2))
+        never = service.create_session(user, ttl=None)
+        assert (default.expires_at, longer.expires_at, never.expires_at) == (
+            T0 + timedelta(hours=1),
+            T0 + timedelta(days=2),
+            None,
+        )
+        clock.tick(timedelta(hours=2))
+        service.delete_expired_sessions()
+        assert service.get_session(default.id) is None
+        assert service.get_session(longer.id) is not None and service.get_session(never.id) is not None
+    with pytest.raises(ValueError, match="session_ttl must be positive"):
+        open_service(database_url, session_ttl=timedelta(0))
 
 
 def test_delete_session(service: SessionService) -> None:

@@ -389,8 +389,10 @@ def test_arguments_of_the_wrong_shape_are_named(service: SessionService) -> None
     for name in ("state_delta", "metadata"):
         with pytest.raises(ValueError, match=f"^{name}: expected a mapping, got list$"):
             service.append_message(session_id, UserMessage("x"), **{name: [("k", "v")]})
-    for ttl in (timedelta.max, timedelta.min):
-        with pytest.raises(ValueError, match=r"^ttl .* is out of range"):
+    with pytest.raises(ValueError, match=r"^ttl .* is out of range"):
+        service.create_session(user, ttl=timedelta.max)
+    for ttl in (timedelta.min, timedelta(0), -timedelta(minutes=1)):
+        with pytest.raises(ValueError, match=r"^ttl must be positive \(None: never expires\), got "):
             service.create_session(user, ttl=ttl)
     assert [s.id for s in service.list_sessions(user)] == [session_id]
     assert service.event_version(session_id) == 0

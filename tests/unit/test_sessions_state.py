@@ -23,13 +23,13 @@ def test_defaults():
     s = Session(id="s1", user_id="u1")
     assert s.app_name == "default"
     assert s.created_at == datetime(2025, 1, 1, tzinfo=UTC)
-    assert s.expires_at == s.created_at + timedelta(days=60)
+    assert s.expires_at is None  # never, unless asked: expiry deletes
     assert (s.metadata, s.state) == ({}, {})
 
 
-def test_expiry_follows_an_explicit_created_at_and_none_means_never():
+def test_expiry_is_never_unless_given_and_none_means_never():
     created = datetime(2024, 5, 1, tzinfo=UTC)
-    assert Session(id="s", user_id="u", created_at=created).expires_at == datetime(2024, 6, 30, tzinfo=UTC)
+    assert Session(id="s", user_id="u", created_at=created).expires_at is None
     assert Session(id="s", user_id="u", expires_at=None).expires_at is None
     past = datetime(2000, 1, 1, tzinfo=UTC)
     assert Session(id="s", user_id="u", expires_at=past).expires_at == past  # no check against now
@@ -112,10 +112,14 @@ def test_a_mapping_field_that_is_no_mapping_is_named(field):
 def test_expiry_is_created_at_plus_ttl_within_the_datetime_range():
     created = datetime(2025, 1, 1, tzinfo=UTC)
     assert expiry(created, timedelta(hours=1)) == datetime(2025, 1, 1, 1, tzinfo=UTC)
-    assert expiry(created, -timedelta(days=1)) == datetime(2024, 12, 31, tzinfo=UTC)  # born expired
     assert expiry(created, None) is None
-    for ttl in (timedelta.max, timedelta.min):
-        with pytest.raises(ValueError, match=r"^ttl .* is out of range"):
-            expiry(created, ttl)
+    with pytest.raises(ValueError, match=r"^ttl .* is out of range"):
+        expiry(created, timedelta.max)
     with pytest.raises(ValueError, match="ttl must be a timedelta or None"):
         expiry(created, 3600)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ttl", [timedelta(0), -timedelta(seconds=1), -timedelta(days=1), timedelta.min])
+def test_a_ttl_that_is_not_positive_is_refused_not_a_session_born_expired(ttl):
+    with pytest.raises(ValueError, match=r"^ttl must be positive \(None: never expires\), got -?\d"):
+        expiry(datetime(2025, 1, 1, tzinfo=UTC), ttl)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sessionledger.infrastructure.settings import DEFAULT_DATABASE_URL, Settings
 from sessionledger.workers import app as app_module
 from sessionledger.workers.app import create_app, settings_of
+from sessionledger.workers.failures import operator_message
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMORY_BROKER = "memory://localhost//"
@@ -115,3 +117,21 @@ def test_only_the_settings_read_the_environment():
     ]
     assert sources
     assert [str(path.relative_to(ROOT)) for path in sources if reads.search(path.read_text())] == []
+
+
+def test_the_session_ttl_is_none_by_default_and_read_as_seconds_or_iso_8601(clean_environment):
+    assert Settings().session_ttl is None  # nothing expires unless the operator says so
+    clean_environment.setenv("SESSIONLEDGER_SESSION_TTL", "P30D")
+    assert Settings().session_ttl == timedelta(days=30)
+    clean_environment.setenv("SESSIONLEDGER_SESSION_TTL", "3600")
+    assert Settings().session_ttl == timedelta(hours=1)
+    assert Settings(session_ttl=timedelta(minutes=5)).session_ttl == timedelta(minutes=5)
+
+
+@pytest.mark.parametrize("ttl", ["0", "-60", "-P1D", "PT0S", 0, timedelta(seconds=-1)])
+def test_a_session_ttl_that_is_not_positive_is_refused_in_one_line(clean_environment, ttl):
+    with pytest.raises(ValueError, match="session_ttl must be positive") as refused:
+        Settings(session_ttl=ttl)
+    line = operator_message(refused.value, None)
+    assert line is not None and "\n" not in line
+    assert line.startswith("invalid settings: session_ttl: Value error, session_ttl must be positive")

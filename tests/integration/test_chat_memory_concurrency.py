@@ -1,0 +1,50 @@
+"""Concurrent `add`s to one conversation of a `MessageWindowChatMemory` over the ledger: the window
+may lose a message to a concurrent add, but the ledger holds every added message exactly once and
+no add fails on a conflict (memory, SQLite and PostgreSQL, real threads)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+
+import pytest
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.agents import LedgerChatMemoryRepository, MessageWindowChatMemory
+
+THREADS = 8
+ADDS = 25
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+def test_concurrent_adds_store_each_message_in_the_ledger_exactly_once(request, backend):
+    url = {"memory": lambda: "memory://", "sqlite": lambda: request.getfixturevalue("sqlite_url")}.get(
+        backend, lambda: request.getfixturevalue("pg_url_shared")
+    )()
+    conversation = f"conv-{uuid.uuid4().hex[:10]}"
+    failures: list[BaseException] = []
+    start = threading.Barrier(THREADS)
+    with open_service(url, pool_size=THREADS) as service:
+        memory = MessageWindowChatMemory(LedgerChatMemoryRepository(service, user_id="u"), max_messages=20)
+
+        def adder(thread: int) -> None:
+            start.wait()
+            for k in range(ADDS):
+                try:
+                    memory.add(conversation, [UserMessage(f"t{thread}-{k}")])
+                except BaseException as error:
+                    failures.append(error)
+
+        threads = [threading.Thread(target=adder, args=(t,)) for t in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        stored = Counter(event.message.text for event in service.get_events(conversation))
+        window = [m.text for m in memory.get(conversation)]
+    assert failures == []
+    added = {f"t{t}-{k}" for t in range(THREADS) for k in range(ADDS)}
+    assert set(stored) == added
+    assert [text for text, times in stored.items() if times > 1] == []
+    assert set(window) <= added and len(window) == len(set(window))
