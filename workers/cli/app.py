@@ -8,18 +8,18 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from sessionledger.infrastructure import SessionService
-from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.redaction import hide_passwords
-from sessionledger.infrastructure.settings import Settings
-from sessionledger.workers.failures import operator_message
 from typer.core import TyperGroup
 
 from sessionledger import __version__
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from sessionledger.infrastructure import SessionService
+    from sessionledger.infrastructure.settings import Settings
 
 _command_settings: ContextVar[Settings | None] = ContextVar("command_settings", default=None)
 """The running command's settings (`settings_for`), so that a failure names the database or broker."""
@@ -33,7 +33,11 @@ class _Commands(TyperGroup):
         started = _command_settings.set(None)
         try:
             return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # the command's own exit, or typer's usage error: nothing to translate
         except Exception as error:
+            from sessionledger.workers.failures import operator_message
+
             message = operator_message(error, _command_settings.get())
             if message is None:
                 raise
@@ -49,6 +53,7 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich's help formatter would double `--help`'s start-up
 )
 
 DatabaseUrl = Annotated[
@@ -71,13 +76,30 @@ OnBehalfOf = Annotated[
     typer.Option("--user", help="Act for this user: another user's session is as unknown as a missing one."),
 ]
 
-console = Console()
-errors = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich `Console` made on first use: rich costs as much to import as typer, and `--version`,
+    `--help` and every command that prints no table have no use for it."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return getattr(self._console, name)
+
+
+console: Console = _LazyConsole()  # type: ignore[assignment]  # a Console to every caller
+errors: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
 def _print_version(asked: bool) -> None:
     if asked:
-        console.print(f"sessionledger {__version__}", markup=False, highlight=False)
+        sys.stdout.write(f"sessionledger {__version__}\n")
         raise typer.Exit()
 
 
@@ -107,6 +129,8 @@ def emit_json(data: Any) -> None:
 
 def settings_for(database_url: str | None, broker_url: str | None = None) -> Settings:
     """The command's settings: its options over the environment (invalid ones are exit status 2)."""
+    from sessionledger.infrastructure.settings import Settings
+
     overrides: dict[str, Any] = {"database_url": database_url, "broker_url": broker_url}
     settings = Settings(**{name: value for name, value in overrides.items() if value is not None})
     _command_settings.set(settings)
@@ -125,6 +149,8 @@ def service_for(
     a 100,000-event `verify`), so it is paused while the command runs; reference counting still
     frees everything as it goes.
     """
+    from sessionledger.infrastructure.bootstrap import open_storage
+
     with open_storage(settings_for(database_url, broker_url), create=create) as storage, _collector_paused():
         yield storage.service
 

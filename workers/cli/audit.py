@@ -10,27 +10,11 @@ import sys
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 from sessionledger.domain import format_event
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
-from sessionledger.domain.ports import Ledger
-from sessionledger.infrastructure import audit
-from sessionledger.infrastructure.audit import (
-    ModelView,
-    TamperedExport,
-    TimelineEntry,
-    Verification,
-    WindowReplay,
-)
-from sessionledger.infrastructure.audit.anchored import verify_against
-from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, write_digest
-from sessionledger.infrastructure.audit.parallel import verify_parallel
-from sessionledger.infrastructure.audit.since import verify_since
-from sessionledger.infrastructure.service import SessionService
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -45,6 +29,12 @@ from sessionledger.workers.cli.app import (
 )
 from sessionledger.workers.cli.browse import event_row
 from sessionledger.workers.cli.digests import PublicKey, read_digests
+
+if TYPE_CHECKING:
+    from sessionledger.domain.ports import Ledger
+    from sessionledger.infrastructure.audit import ModelView, TimelineEntry, Verification, WindowReplay
+    from sessionledger.infrastructure.audit.digest import Digest
+    from sessionledger.infrastructure.service import SessionService
 
 _TEXT_WIDTH = 160
 _KIND_STYLES = {"created": "cyan", "compaction": "magenta", "rewind": "yellow", "erasure": "red"}
@@ -79,6 +69,8 @@ def replay(
     if sum(option is not None for option in (version, at, event)) > 1:
         fail("give at most one of --version, --at and --event")
     moment = None if at is None else _parse_time(at)
+    from sessionledger.infrastructure import audit
+
     with service_for(database_url, broker_url) as service:
         try:
             if event is not None:
@@ -118,6 +110,8 @@ def _show_replay(found: WindowReplay, as_json: bool) -> None:
 
 
 def _window_table(found: WindowReplay, title: str) -> None:
+    from rich.table import Table
+
     summaries = {p: s for s in found.stand_ins for p in s.summaries}
     table = Table("position", "time", "event", "stands in for", title=title)
     for position, event in zip(found.positions, found.window, strict=False):
@@ -196,6 +190,9 @@ def verify(
     if next_digest is not None and since is None:
         fail("--next-digest goes with --since")
     digests = read_digests(digest or [], public_key)
+    from sessionledger.infrastructure.audit.anchored import verify_against
+    from sessionledger.infrastructure.audit.parallel import verify_parallel
+
     with service_for(database_url, broker_url) as service:
         if since is not None:
             results = _since(service.ledger, read_digests([since], public_key)[0], next_digest)
@@ -219,6 +216,9 @@ def verify(
 
 
 def _one(service: SessionService, session_id: str, user: str | None, jobs: int) -> list[Verification]:
+    from sessionledger.infrastructure import audit
+    from sessionledger.infrastructure.audit.parallel import verify_parallel
+
     try:
         if jobs == 1:
             return [audit.verify(service, session_id, user_id=user)]
@@ -234,6 +234,9 @@ def _one(service: SessionService, session_id: str, user: str | None, jobs: int) 
 
 def _since(ledger: Ledger, trusted: Digest, next_digest: Path | None) -> list[Verification]:
     """`verify --since`: the sessions written to since the digest (or broken), the rest counted."""
+    from sessionledger.infrastructure.audit.digest import InvalidDigest, write_digest
+    from sessionledger.infrastructure.audit.since import verify_since
+
     try:
         checked = verify_since(ledger, trusted)
     except InvalidDigest as error:
@@ -260,6 +263,9 @@ def _problem(result: Verification) -> str:
 
 
 def _verification_table(results: Iterable[Verification]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table("session", "records", "version", "status", "detail", title="ledger verification")
     for result in results:
         status = "ok" if result.ok else f"[red]{_problem(result).split(':', 1)[0]}[/red]"
@@ -279,6 +285,8 @@ def export(
     as_json: AsJson = False,
 ) -> None:
     """Write the session's ledger as JSON lines (docs/export-format.md) to standard output."""
+    from sessionledger.infrastructure import audit
+
     with service_for(database_url, broker_url) as service:
         try:
             lines = audit.export_lines(service, session_id, user_id=user)
@@ -299,6 +307,9 @@ def import_(
     as_json: AsJson = False,
 ) -> None:
     """Rebuild a session from an export, after verifying its whole chain."""
+    from sessionledger.infrastructure import audit
+    from sessionledger.infrastructure.audit import TamperedExport
+
     try:
         stream = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
     except OSError as error:
@@ -334,6 +345,8 @@ def timeline(
     as_json: AsJson = False,
 ) -> None:
     """The session's whole history: versions, compactions and what they archived, rewinds, erasure."""
+    from sessionledger.infrastructure import audit
+
     with service_for(database_url, broker_url) as service:
         try:
             entries = audit.timeline(service, session_id, user_id=user)
@@ -346,6 +359,8 @@ def timeline(
 
 
 def _timeline_table(session_id: str, entries: list[TimelineEntry]) -> None:
+    from rich.table import Table
+
     table = Table("pos", "version", "kind", "recorded", "what happened", title=f"timeline of {session_id}")
     for entry in entries:
         style = _KIND_STYLES.get(entry.kind)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from sessionledger.domain import EventFilter, Session, SessionEvent, format_event
 from sessionledger.domain.codec import event_to_payload, format_timestamp
 from sessionledger.workers.cli.app import (
@@ -58,6 +57,8 @@ def sessions(
         if as_json:
             emit_json([session_row(s) for s in found])
             return
+        from rich.table import Table
+
         table = Table(title=f"sessions of {user}")
         # an id is what the reader copies into the next command: folded onto more lines, never cut short
         table.add_column("session", overflow="fold")
@@ -94,6 +95,8 @@ def events(
         if as_json:
             emit_json([event_row(e) for e in found])
             return
+        from rich.table import Table
+
         title = f"{'ledger' if all_events else 'active window'} of {session_id}"
         table = Table("#", "time", "branch", "flags", "event", title=title, show_lines=False)
         for index, event in enumerate(found, start=1):

@@ -8,20 +8,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sessionledger.infrastructure.audit.anchored import anchor_findings
-from sessionledger.infrastructure.audit.digest import (
-    Digest,
-    InvalidDigest,
-    load_private_key,
-    load_public_key,
-    read_digest,
-    take_digest,
-    write_digest,
-)
-from sessionledger.infrastructure.audit.proof import InvalidProof, check_proof, make_proof
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -34,6 +23,9 @@ from sessionledger.workers.cli.app import (
     service_for,
 )
 
+if TYPE_CHECKING:
+    from sessionledger.infrastructure.audit.digest import Digest
+
 PublicKey = Annotated[
     Path | None,
     typer.Option("--public-key", help="PEM Ed25519 public key: every digest must carry its valid signature."),
@@ -42,6 +34,8 @@ PublicKey = Annotated[
 
 def read_digests(paths: list[Path], public_key: Path | None) -> list[Digest]:
     """The digests in `paths`, signatures checked with `public_key` when given (exit 1 if not)."""
+    from sessionledger.infrastructure.audit.digest import InvalidDigest, load_public_key, read_digest
+
     try:
         key = None if public_key is None else load_public_key(public_key)
         return [read_digest(path, key) for path in paths]
@@ -62,6 +56,13 @@ def digest(
     as_json: AsJson = False,
 ) -> None:
     """Commit to the whole ledger as it stands: every session's head and Merkle root (keep it elsewhere)."""
+    from sessionledger.infrastructure.audit.digest import (
+        InvalidDigest,
+        load_private_key,
+        take_digest,
+        write_digest,
+    )
+
     try:
         key = None if sign_key is None else load_private_key(sign_key)
     except InvalidDigest as error:
@@ -102,6 +103,9 @@ def prove(
     broker_url: BrokerUrl = None,
 ) -> None:
     """A self-contained proof that the event, and the window the model saw for it, are in the ledger."""
+    from sessionledger.infrastructure.audit.anchored import anchor_findings
+    from sessionledger.infrastructure.audit.proof import make_proof
+
     anchor = None if digest is None else read_digests([digest], None)[0]
     with service_for(database_url, broker_url) as service:
         records = service.records(session_id)
@@ -137,6 +141,8 @@ def check_proof_command(
     as_json: AsJson = False,
 ) -> None:
     """Check a proof against a digest, with no database: exit 1 with the reason when it fails."""
+    from sessionledger.infrastructure.audit.proof import InvalidProof, check_proof
+
     anchor = read_digests([digest], public_key)[0]
     try:
         text = proof.read_text(encoding="utf-8")
