@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,6 +27,7 @@ from sessionledger.workers.cli.app import (
     emit_json,
     fail,
     service_for,
+    settings_for,
 )
 from sessionledger.workers.cli.browse import event_row
 from sessionledger.workers.cli.digests import PublicKey, read_digests
@@ -306,34 +308,67 @@ def import_(
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
 ) -> None:
-    """Rebuild a session from an export, after verifying its whole chain."""
-    from sessionledger.infrastructure import audit
-    from sessionledger.infrastructure.audit import TamperedExport
+    """Rebuild a session from an export, after verifying its whole chain.
 
+    The export is read and verified before the ledger is opened, each line within the payload
+    limit plus the record's fields; an import that fails leaves the ledger as it was, and no new
+    SQLite file behind."""
+    from sessionledger.infrastructure.audit.export import (
+        TamperedExport,
+        bounded_lines,
+        checked_export,
+        line_limit,
+        restore_export,
+    )
+
+    settings = settings_for(database_url, broker_url)
     try:
         stream = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
     except OSError as error:
         fail(f"cannot read {path}: {error.strerror}")
-    with stream, service_for(database_url, broker_url, create=True) as service:
+    with stream:
         try:
-            imported = audit.import_lines(service, stream)
+            checked = checked_export(bounded_lines(stream, line_limit(settings.max_payload_bytes)))
         except TamperedExport as error:
             fail(str(error), status=1)
-        if as_json:
-            emit_json(
-                {
-                    "session_id": imported.session_id,
-                    "records": imported.records,
-                    "version": imported.version,
-                    "head_hash": imported.head_hash,
-                }
-            )
-            return
-        console.print(
-            f"imported session {imported.session_id}: {imported.records} records, version "
-            f"{imported.version}, head {imported.head_hash}",
-            markup=False,
+    with (
+        _removed_if_new(settings.database_url),
+        service_for(database_url, broker_url, create=True) as service,
+    ):
+        imported = restore_export(service, checked)
+    if as_json:
+        emit_json(
+            {
+                "session_id": imported.session_id,
+                "records": imported.records,
+                "version": imported.version,
+                "head_hash": imported.head_hash,
+            }
         )
+        return
+    console.print(
+        f"imported session {imported.session_id}: {imported.records} records, version "
+        f"{imported.version}, head {imported.head_hash}",
+        markup=False,
+    )
+
+
+@contextmanager
+def _removed_if_new(database_url: str) -> Iterator[None]:
+    """Remove the SQLite ledger the block creates if the block fails (with its WAL files), so that
+    a failed import does not leave an empty ledger where there was none; an existing one is kept."""
+    from sessionledger.infrastructure.ledger.engine import ledger_url
+
+    url = ledger_url(database_url) if database_url.startswith("sqlite") else None
+    path = Path(url.database) if url is not None and url.database else None
+    created = path is not None and not path.exists()
+    try:
+        yield
+    except BaseException:
+        if created and path is not None:
+            for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+        raise
 
 
 @command
