@@ -8,9 +8,11 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from sessionledger.domain.codec import format_timestamp
 from sessionledger.infrastructure.redaction import hide_passwords
 from typer.core import TyperGroup
 
@@ -121,6 +123,25 @@ def fail(message: str, status: int = 2) -> NoReturn:
     """One line on stderr (passwords masked), then exit: 2 for bad arguments, 1 for a failed check."""
     errors.print(f"error: {hide_passwords(message)}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(status)
+
+
+def unknown_session(service: SessionService, session_id: str, user: str | None = None) -> NoReturn:
+    """Fail for a session the ledger does not have (for `user`): every command taking a session
+    says it here, pointing to the `app/user/id` name when `session_id` is the id of an ADK session
+    (google-adk's id is only the last part of the ledger's), with `user` only to one of theirs."""
+    from sessionledger.infrastructure.adk.ids import adk_key
+
+    for ledger_id in () if "/" in session_id else service.ledger.session_ids():
+        key = adk_key(ledger_id)
+        if key is not None and key[2] == session_id and user in (None, key[1]):
+            fail(f"unknown session {session_id!r}: an ADK session is named app/user/id, e.g. {ledger_id!r}")
+    fail(f"unknown session {session_id!r}" + (f" for user {user!r}" if user else ""))
+
+
+def shown_time(moment: datetime) -> str:
+    """A time as the tables print it: ISO-8601 in UTC to the microsecond, with its zone (`Z`), so
+    that what a table shows is what `--at` takes."""
+    return format_timestamp(moment).replace("+00:00", "Z")
 
 
 def emit_json(data: Any) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from sessionledger.domain import format_event
-from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.domain.codec import parse_timestamp
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -28,6 +28,8 @@ from sessionledger.workers.cli.app import (
     fail,
     service_for,
     settings_for,
+    shown_time,
+    unknown_session,
 )
 from sessionledger.workers.cli.browse import event_row
 from sessionledger.workers.cli.digests import PublicKey, read_digests
@@ -50,7 +52,7 @@ def _parse_time(text: str) -> datetime:
     try:
         moment = parse_timestamp(text.replace("Z", "+00:00"))
     except ValueError as error:
-        fail(f"--at must be an ISO-8601 time with a timezone, e.g. 2026-01-31T12:00:00Z ({error})")
+        fail(f"--at must be an ISO-8601 time with a timezone, e.g. 2026-01-31T12:00:00Z: {error}")
     return moment
 
 
@@ -81,6 +83,8 @@ def replay(
                 found = audit.replay(service, session_id, version=version, at=moment, user_id=user)
                 _show_replay(found, as_json)
         except LookupError as error:
+            if not service.records(session_id, user_id=user):
+                unknown_session(service, session_id, user)
             fail(str(error).strip("'\""))
 
 
@@ -123,9 +127,7 @@ def _window_table(found: WindowReplay, title: str) -> None:
             if stand_in is None
             else f"{len(stand_in.covers)} archived events (compaction @{stand_in.compaction})"
         )
-        table.add_row(
-            str(position), format_timestamp(event.timestamp)[:19], _short(format_event(event)), covers
-        )
+        table.add_row(str(position), shown_time(event.timestamp), _short(format_event(event)), covers)
     console.print(table)
     console.print(
         f"archived: {len(found.archived)} events, rewound: {len(found.hidden)}, state: {dict(found.state)}",
@@ -230,7 +232,7 @@ def _one(service: SessionService, session_id: str, user: str | None, jobs: int) 
         if results[0].records == 0:
             raise LookupError(session_id)
     except LookupError:
-        fail(f"unknown session {session_id!r}")
+        unknown_session(service, session_id, user)
     return results
 
 
@@ -294,7 +296,7 @@ def export(
             lines = audit.export_lines(service, session_id, user_id=user)
             first = next(lines)
         except LookupError:
-            fail(f"unknown session {session_id!r}")
+            unknown_session(service, session_id, user)
         write = sys.stdout.write
         write(first + "\n")
         for line in lines:
@@ -386,7 +388,7 @@ def timeline(
         try:
             entries = audit.timeline(service, session_id, user_id=user)
         except LookupError:
-            fail(f"unknown session {session_id!r}")
+            unknown_session(service, session_id, user)
         if as_json:
             emit_json([entry.as_dict() for entry in entries])
             return
@@ -406,9 +408,7 @@ def _timeline_table(session_id: str, entries: list[TimelineEntry]) -> None:
         elif entry.kind == "rewind" and "hidden" in entry.details:
             text += f"\n  hid positions {_positions(entry.details['hidden'])}"
         recorded = entry.recorded_at or entry.occurred_at
-        table.add_row(
-            str(entry.position), str(entry.version), kind, format_timestamp(recorded)[:19], _short(text)
-        )
+        table.add_row(str(entry.position), str(entry.version), kind, shown_time(recorded), _short(text))
     console.print(table)
 
 

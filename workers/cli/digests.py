@@ -21,6 +21,7 @@ from sessionledger.workers.cli.app import (
     emit_json,
     fail,
     service_for,
+    unknown_session,
 )
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def prove(
     with service_for(database_url, broker_url) as service:
         records = service.records(session_id)
         if not records:
-            fail(f"unknown session {session_id!r}")
+            unknown_session(service, session_id)
         size = None
         if anchor is not None:
             head = anchor.sessions.get(session_id)
