@@ -13,8 +13,20 @@ import pytest
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
 
-STACKS = ("sqlalchemy", "psycopg", "alembic", "kombu", "celery", "pydantic", "openai", "tiktoken", "rich")
-"""What `--version` and `--help` must not load (rich too: plain help, and no table to print)."""
+STACKS = (
+    "sqlalchemy",
+    "psycopg",
+    "alembic",
+    "kombu",
+    "celery",
+    "pydantic",
+    "openai",
+    "tiktoken",
+    "rich",
+    "regex",
+)
+"""What `--version` and `--help` must not load (rich too: plain help, and no table to print; nor the
+domain's filters, which need `regex`)."""
 WRITERS = ("celery", "kombu", "alembic")
 """What a reading command must not load: the queue stack and the schema migrations."""
 
@@ -67,3 +79,19 @@ def test_reading_commands_load_no_queue_stack_and_no_migrations(
     found = loaded(tmp_path, *args, "--database-url", url)
     assert "sqlalchemy" in found, "the command did read the ledger"
     assert found & set(WRITERS) == set()
+
+
+def test_the_domains_names_load_on_first_use_and_turns_stays_the_function() -> None:
+    """The packages import their names lazily; `turns`, also a submodule's name, is the function
+    however the submodule was imported before."""
+    code = (
+        "import importlib, sys\n"
+        "module = importlib.import_module('sessionledger.domain.turns')\n"
+        "assert 'sessionledger.domain.compaction' not in sys.modules and 'regex' not in sys.modules\n"
+        "from sessionledger.domain import turns, EventFilter\n"
+        "from sessionledger import CompactionRequest, UserMessage, turns as same\n"
+        "assert turns is module.turns is same and callable(turns), turns\n"
+        "assert EventFilter.__module__ == 'sessionledger.domain.filters'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from sessionledger.domain.codec import format_timestamp
 from sessionledger.infrastructure.redaction import hide_passwords
 from typer.core import TyperGroup
 
@@ -141,6 +140,8 @@ def unknown_session(service: SessionService, session_id: str, user: str | None =
 def shown_time(moment: datetime) -> str:
     """A time as the tables print it: ISO-8601 in UTC to the microsecond, with its zone (`Z`), so
     that what a table shows is what `--at` takes."""
+    from sessionledger.domain.codec import format_timestamp
+
     return format_timestamp(moment).replace("+00:00", "Z")
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from sessionledger.domain import format_event
-from sessionledger.domain.codec import parse_timestamp
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -49,6 +48,8 @@ def _short(text: str, width: int = _TEXT_WIDTH) -> str:
 
 
 def _parse_time(text: str) -> datetime:
+    from sessionledger.domain.codec import parse_timestamp
+
     try:
         moment = parse_timestamp(text.replace("Z", "+00:00"))
     except ValueError as error:

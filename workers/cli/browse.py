@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sessionledger.domain import EventFilter, Session, SessionEvent, format_event
-from sessionledger.domain.codec import event_to_payload, format_timestamp
+from sessionledger.domain import format_event
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -21,8 +20,13 @@ from sessionledger.workers.cli.app import (
     unknown_session,
 )
 
+if TYPE_CHECKING:
+    from sessionledger.domain import Session, SessionEvent
+
 
 def session_row(session: Session) -> dict[str, object]:
+    from sessionledger.domain.codec import format_timestamp
+
     return {
         "id": session.id,
         "user_id": session.user_id,
@@ -35,6 +39,8 @@ def session_row(session: Session) -> dict[str, object]:
 
 
 def event_row(event: SessionEvent) -> dict[str, object]:
+    from sessionledger.domain.codec import event_to_payload
+
     return {
         "id": event.id,
         "session_id": event.session_id,
@@ -74,6 +80,7 @@ def sessions(
             emit_json([session_row(s) for s in found])
             return
         from rich.table import Table
+        from sessionledger.domain.codec import format_timestamp
 
         title = f"sessions of {user}" if user else f"sessions of every user, newest first, page {page}"
         table = Table(title=title)
@@ -110,6 +117,8 @@ def events(
     as_json: AsJson = False,
 ) -> None:
     """Show a session's active window, or with --all every event it recorded."""
+    from sessionledger.domain import EventFilter
+
     with service_for(database_url, broker_url) as service:
         if service.get_session(session_id, user_id=user) is None:
             unknown_session(service, session_id, user)

@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
-from uuid import uuid4
 
 import typer
-from sessionledger.domain import EventFilter, SessionEvent, format_event
+from sessionledger.domain import format_event
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.workers.cli.app import (
     AsJson,
@@ -77,7 +76,10 @@ def demo(
     """Publish real conversations, compact them in the background, and show the result."""
     # imported here, not with the module: every command registers this one, and the openai
     # client, Celery's worker and the data set would add a second to each command's start
+    from uuid import uuid4
+
     from rich.markup import escape
+    from sessionledger.domain import SessionEvent
     from sessionledger.infrastructure.bootstrap import open_storage
     from sessionledger.infrastructure.sharegpt import conversations
     from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
@@ -152,6 +154,7 @@ def _progress(quiet: bool) -> Progress:
 
 
 def _report(service: SessionService, session_id: str, model: str) -> SessionReport:
+    from sessionledger.domain import EventFilter
     from sessionledger.infrastructure.tokens import count_chat_tokens
 
     real = service.get_events(session_id, EventFilter.real_only())
@@ -177,6 +180,7 @@ def _show(
 ) -> None:
     from rich.markup import escape
     from rich.table import Table
+    from sessionledger.domain import EventFilter
 
     console.print(_sessions_table(reports, console.width))
     compacted = max(reports, key=lambda r: (r.summaries, r.tokens_before))
