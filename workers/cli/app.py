@@ -86,12 +86,23 @@ class _LazyConsole:
         self._stderr = stderr
         self._console: Console | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    def _made(self) -> Console:
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(stderr=self._stderr)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._made(), name)
+
+    # what rich itself does to a console it is given (a `Progress` enters it): special methods
+    # are looked up on the type, never through `__getattr__`
+    def __enter__(self) -> Console:
+        return self._made().__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._made().__exit__(*exc_info)
 
 
 console: Console = _LazyConsole()  # type: ignore[assignment]  # a Console to every caller
@@ -137,12 +148,13 @@ def unknown_session(service: SessionService, session_id: str, user: str | None =
     fail(f"unknown session {session_id!r}" + (f" for user {user!r}" if user else ""))
 
 
-def shown_time(moment: datetime) -> str:
-    """A time as the tables print it: ISO-8601 in UTC to the microsecond, with its zone (`Z`), so
-    that what a table shows is what `--at` takes."""
+def shown_time(moment: datetime, *, minutes: bool = False) -> str:
+    """A time as the tables print it: ISO-8601 in UTC to the microsecond (or the minute), with its
+    zone (`Z`), so that what a table shows is what `--at` takes."""
     from sessionledger.domain.codec import format_timestamp
 
-    return format_timestamp(moment).replace("+00:00", "Z")
+    text = format_timestamp(moment)
+    return (text[:16] if minutes else text.removesuffix("+00:00")) + "Z"
 
 
 def emit_json(data: Any) -> None:

@@ -80,7 +80,6 @@ def sessions(
             emit_json([session_row(s) for s in found])
             return
         from rich.table import Table
-        from sessionledger.domain.codec import format_timestamp
 
         title = f"sessions of {user}" if user else f"sessions of every user, newest first, page {page}"
         table = Table(title=title)
@@ -96,8 +95,8 @@ def sessions(
                 session.id,
                 *([] if user else [session.user_id]),
                 session.app_name,
-                format_timestamp(session.created_at)[:16],
-                format_timestamp(session.expires_at)[:16] if session.expires_at else "never",
+                shown_time(session.created_at, minutes=True),
+                shown_time(session.expires_at, minutes=True) if session.expires_at else "never",
                 str(len(service.get_messages(session.id))),
             )
         console.print(table)
