@@ -145,7 +145,7 @@ def unknown_session(service: SessionService, session_id: str, user: str | None =
         key = adk_key(ledger_id)
         if key is not None and key[2] == session_id and user in (None, key[1]):
             fail(f"unknown session {session_id!r}: an ADK session is named app/user/id, e.g. {ledger_id!r}")
-    fail(f"unknown session {session_id!r}" + (f" for user {user!r}" if user else ""))
+    fail(f"unknown session {session_id!r}")  # the same whoever asks: another user's is as unknown
 
 
 def shown_time(moment: datetime, *, minutes: bool = False) -> str:
