@@ -161,6 +161,10 @@ class Ledger(Protocol):
     def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
         """The user's live sessions, oldest first."""
 
+    def recent_sessions(self, app_name: str | None, limit: int, offset: int) -> list[Session]:
+        """Every user's live sessions, newest first (the reverse of `list_sessions`' order): at
+        most `limit` of them after skipping `offset`."""
+
     def delete_session(self, session_id: str, reason: str) -> bool:
         """Record an erasure and erase the session's payloads; False when there was nothing to delete."""
 

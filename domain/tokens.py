@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from sessionledger.domain.ports import TokenCounter
+if TYPE_CHECKING:
+    from sessionledger.domain.ports import TokenCounter
 
 _fallback: Callable[[], TokenCounter] | None = None
 

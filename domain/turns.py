@@ -7,9 +7,12 @@ A turn is a root-level, non-synthetic USER event plus everything after it up to 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message, MessageType
+
+if TYPE_CHECKING:
+    from sessionledger.domain.events import SessionEvent
 
 _ROLES = {
     MessageType.USER: "User",

@@ -187,6 +187,7 @@ class AsyncSessionService:
     create_session = _async_twin(SessionService.create_session)
     get_session = _async_twin(SessionService.get_session)
     list_sessions = _async_twin(SessionService.list_sessions)
+    recent_sessions = _async_twin(SessionService.recent_sessions)
     delete_session = _async_twin(SessionService.delete_session)
     delete_expired_sessions = _async_twin(SessionService.delete_expired_sessions)
 

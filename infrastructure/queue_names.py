@@ -10,8 +10,10 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from kombu import Exchange, Queue
+if TYPE_CHECKING:  # kombu is imported by the declarations, not with the names the settings need
+    from kombu import Exchange, Queue
 
 DEFAULT_PREFIX = "sessionledger"
 DEFAULT_PARTITIONS = 2
@@ -79,10 +81,14 @@ class QueueNames:
     # kombu declarations (routing key = queue name on a direct exchange)
     @cached_property
     def exchange(self) -> Exchange:
+        from kombu import Exchange
+
         return Exchange(self.prefix, type="direct", durable=True)
 
     @cached_property
     def dead_exchange(self) -> Exchange:
+        from kombu import Exchange
+
         return Exchange(self.dead, type="direct", durable=True)
 
     def _queue(self, name: str, **arguments: object) -> Queue:
@@ -90,6 +96,8 @@ class QueueNames:
 
         Other transports ignore the `x-` arguments; the workers dead-letter explicitly there.
         """
+        from kombu import Queue
+
         arguments = {
             "x-dead-letter-exchange": self.dead,
             "x-dead-letter-routing-key": self.dead,
@@ -115,6 +123,8 @@ class QueueNames:
 
     @cached_property
     def dead_queue(self) -> Queue:
+        from kombu import Queue
+
         return Queue(self.dead, self.dead_exchange, routing_key=self.dead, durable=True)
 
     def all_queues(self) -> list[Queue]:

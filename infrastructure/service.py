@@ -240,6 +240,19 @@ class SessionService:
             _require_id(app_name, "app_name")
         return self._ledger.list_sessions(_require_id(user_id, "user_id"), app_name)
 
+    def recent_sessions(
+        self, *, app_name: str | None = None, limit: int = 50, offset: int = 0
+    ) -> list[Session]:
+        """Every user's sessions, newest first: at most `limit` after skipping `offset` (an operator's
+        listing; a user's own is `list_sessions`). `app_name=None` means every app."""
+        if app_name is not None:
+            _require_id(app_name, "app_name")
+        if type(limit) is not int or limit <= 0:
+            raise ValueError(f"limit must be a positive integer, not {limit!r}")
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
+        return self._ledger.recent_sessions(app_name, limit, offset)
+
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
         """Erase the session's messages and record the deletion; a missing session is a no-op.
 

@@ -1,11 +1,12 @@
 """sessionledger: an event-sourced session ledger for LLM agents.
 
-The names users need most, in one place. The domain's are imported at once (pure and light); the
-adapters' (`open_service`, `open_async_service`, `EventPublisher`, `SessionService`,
-`AsyncSessionService`) on first use, so that importing the
-domain alone never loads SQLAlchemy, kombu or Celery. This package is imported before any of its
-subpackages, so it is where the domain's fallback token counter (for a `CompactionRequest` built by
-hand) is plugged in: tiktoken's for the default model, loaded on first use.
+The names users need most, in one place, each imported from its module on first use: the domain's
+(pure), and the adapters' (`open_service`, `open_async_service`, `EventPublisher`,
+`SessionService`, `AsyncSessionService`), so that importing the domain alone never loads
+SQLAlchemy, kombu or Celery, and a program that needs none of them (the command line's
+`--version`) pays for none. This package is imported before any of its subpackages, so it is where
+the domain's fallback token counter (for a `CompactionRequest` built by hand) is plugged in:
+tiktoken's for the default model, loaded on first use.
 """
 
 from __future__ import annotations
@@ -13,43 +14,43 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from sessionledger.domain import (
-    AssistantMessage,
-    ConcurrencyConflict,
-    EventFilter,
-    MatchMode,
-    Message,
-    MessageType,
-    Session,
-    SessionEvent,
-    SessionNotFound,
-    SystemMessage,
-    ToolCall,
-    ToolResponse,
-    ToolResponseMessage,
-    UserMessage,
-    format_event,
-    from_openai,
-    to_openai,
-    turns,
-)
-from sessionledger.domain.compaction import (
-    AnyOf,
-    CompactionRequest,
-    CompactionResult,
-    ContextWindowTrigger,
-    EventCountTrigger,
-    RecursiveSummarizationStrategy,
-    SlidingWindowStrategy,
-    TokenCountStrategy,
-    TokenCountTrigger,
-    TurnCountTrigger,
-    TurnWindowStrategy,
-)
-from sessionledger.domain.ports import TokenCounter
 from sessionledger.domain.tokens import use_fallback_counter
 
 if TYPE_CHECKING:
+    from sessionledger.domain import (
+        AssistantMessage,
+        ConcurrencyConflict,
+        EventFilter,
+        MatchMode,
+        Message,
+        MessageType,
+        Session,
+        SessionEvent,
+        SessionNotFound,
+        SystemMessage,
+        ToolCall,
+        ToolResponse,
+        ToolResponseMessage,
+        UserMessage,
+        format_event,
+        from_openai,
+        to_openai,
+        turns,
+    )
+    from sessionledger.domain.compaction import (
+        AnyOf,
+        CompactionRequest,
+        CompactionResult,
+        ContextWindowTrigger,
+        EventCountTrigger,
+        RecursiveSummarizationStrategy,
+        SlidingWindowStrategy,
+        TokenCountStrategy,
+        TokenCountTrigger,
+        TurnCountTrigger,
+        TurnWindowStrategy,
+    )
+    from sessionledger.domain.ports import TokenCounter
     from sessionledger.infrastructure import (
         AsyncSessionService,
         EventPublisher,
@@ -60,12 +61,21 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_ADAPTERS = {
-    "AsyncSessionService": "sessionledger.infrastructure",
-    "EventPublisher": "sessionledger.infrastructure",
-    "SessionService": "sessionledger.infrastructure",
-    "open_async_service": "sessionledger.infrastructure",
-    "open_service": "sessionledger.infrastructure",
+_DOMAIN = (
+    "AssistantMessage ConcurrencyConflict EventFilter MatchMode Message MessageType Session SessionEvent "
+    "SessionNotFound SystemMessage ToolCall ToolResponse ToolResponseMessage UserMessage format_event "
+    "from_openai to_openai turns"
+)
+_COMPACTION = (
+    "AnyOf CompactionRequest CompactionResult ContextWindowTrigger EventCountTrigger "
+    "RecursiveSummarizationStrategy SlidingWindowStrategy TokenCountStrategy TokenCountTrigger "
+    "TurnCountTrigger TurnWindowStrategy"
+)
+_ADAPTERS = "AsyncSessionService EventPublisher SessionService open_async_service open_service"
+_HOMES = {
+    **dict.fromkeys(_DOMAIN.split(), "sessionledger.domain"),
+    **dict.fromkeys(_COMPACTION.split(), "sessionledger.domain.compaction"),
+    **dict.fromkeys(_ADAPTERS.split(), "sessionledger.infrastructure"),
 }
 
 __all__ = [
@@ -118,10 +128,10 @@ use_fallback_counter(_tiktoken_counter)
 
 
 def __getattr__(name: str) -> Any:
-    """Import an adapter on first use and keep it, so later lookups are plain attribute reads."""
-    if name not in _ADAPTERS:
+    """Import a name on first use and keep it, so later lookups are plain attribute reads."""
+    if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_ADAPTERS[name]), name)
+    value = getattr(import_module(_HOMES[name]), name)
     globals()[name] = value
     return value
 

@@ -11,20 +11,23 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import pairwise
-from typing import Any
+from itertools import count, pairwise
+from typing import Any, TextIO
 
 from sessionledger.domain.codec import ensure_json, event_from_payload, format_timestamp, parse_timestamp
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.json_text import read_json
 from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, replay, sha256_hex
-from sessionledger.domain.restore import restored_session
+from sessionledger.domain.restore import RestoredSession, restored_session
 from sessionledger.infrastructure.audit.chain import ChainBreak, ChainHead, first_break
 from sessionledger.infrastructure.service import SessionService
 
 FORMAT = "sessionledger.export"
 FORMAT_VERSION = 1
 _HASH_FIELDS = ("content_hash", "prev_hash", "row_hash")
+LINE_ALLOWANCE = 64 * 1024
+"""Characters a record line may hold besides its payload: the record's own fields (ids of at most
+255 characters, three hashes, two times, kind, type, branch), with room to spare."""
 
 
 class TamperedExport(ValueError):
@@ -99,10 +102,50 @@ def import_lines(service: SessionService, lines: Iterable[str]) -> ImportedSessi
     the input (not an export, an unsupported version, malformed records, a deleted session, whose
     messages were erased, or a session id the ledger already has).
     """
+    return restore_export(service, checked_export(lines))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedExport:
+    """An export read and verified: all that is left to refuse it is the ledger's (an id it has)."""
+
+    session: RestoredSession
+    imported: ImportedSession
+
+
+def checked_export(lines: Iterable[str]) -> CheckedExport:
+    """Parse and verify an export without a ledger, so that bad input never opens (or creates) one."""
     header, records = read_export(lines)
     check_export(header, records)
-    service.ledger.restore(restored_session(records))
-    return ImportedSession(header["session_id"], len(records), records[-1].version, records[-1].row_hash)
+    last = records[-1]
+    imported = ImportedSession(header["session_id"], len(records), last.version, last.row_hash)
+    return CheckedExport(restored_session(records), imported)
+
+
+def restore_export(service: SessionService, checked: CheckedExport) -> ImportedSession:
+    """Write a checked export into the service's ledger, all of it or (`ValueError`) none."""
+    service.ledger.restore(checked.session)
+    return checked.imported
+
+
+def line_limit(max_payload_bytes: int) -> int:
+    """The longest record line (in characters) an export of a ledger with this payload limit holds."""
+    return max_payload_bytes + LINE_ALLOWANCE
+
+
+def bounded_lines(stream: TextIO, limit: int) -> Iterator[str]:
+    """The stream's lines, each read with at most `limit` characters held: `ValueError` at a longer
+    one, so that an endless line (`/dev/zero`) costs `limit` characters of memory, not all there is."""
+    for number in count(1):
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith("\n"):
+            raise ValueError(
+                f"line {number} is longer than {limit:,} characters, the most an export line holds "
+                f"(the payload limit, max_payload_bytes, plus {LINE_ALLOWANCE:,} for the record's fields)"
+            )
+        yield line
 
 
 def read_export(lines: Iterable[str]) -> tuple[dict[str, Any], list[LedgerRecord]]:

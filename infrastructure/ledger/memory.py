@@ -148,16 +148,32 @@ class MemoryLedger:
         return replace(s, state=merge_state(log.state, app, user))
 
     def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
+        return self._listed(user_id, app_name)
+
+    def recent_sessions(self, app_name: str | None, limit: int, offset: int) -> list[Session]:
+        return self._listed(None, app_name, newest_first=True, page=slice(offset, offset + limit))
+
+    def _listed(
+        self,
+        user_id: str | None,
+        app_name: str | None,
+        *,
+        newest_first: bool = False,
+        page: slice = slice(None),
+    ) -> list[Session]:
+        """Live sessions (of `user_id` when given) in creation order, or newest first; `page` of them."""
         with self._lock:
             found = [
                 log
                 for log in self._sessions.values()
                 if log.deleted_at is None
-                and log.session.user_id == user_id
+                and (user_id is None or log.session.user_id == user_id)
                 and (app_name is None or log.session.app_name == app_name)
             ]
-            found.sort(key=lambda log: (log.session.created_at, log.records[0].global_position))
-            return [self._view(log) for log in found]
+            found.sort(
+                key=lambda log: (log.session.created_at, log.records[0].global_position), reverse=newest_first
+            )
+            return [self._view(log) for log in found[page]]
 
     def delete_session(self, session_id: str, reason: str) -> bool:
         now = datetime.now(UTC)

@@ -2,29 +2,34 @@
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sessionledger.infrastructure.ledger.engine import WRITE
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 ADVISORY_LOCK_KEY = 0x5E551071ED6E
 """pg_advisory_lock key serializing schema upgrades across processes."""
+HEAD_REVISION = "0004"
+"""The newest migration's revision, written here so that opening a ledger that is up to date (every
+reading command, every writer after the first) needs no alembic, whose import costs more than all
+the rest of a command's; tests/integration/test_migrations.py holds it equal to alembic's head."""
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return config
 
 
-@cache
-def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_config()).get_current_head()
+def head_revision() -> str:
+    return HEAD_REVISION
 
 
 def current_revision(connection: sa.Connection) -> str | None:
@@ -61,6 +66,8 @@ def upgrade(engine: sa.Engine) -> None:
 
 
 def _upgrade_on(connection: sa.Connection) -> None:
+    from alembic import command
+
     config = _config()
     config.attributes["connection"] = connection
     command.upgrade(config, "head")

@@ -111,13 +111,26 @@ class Sessions:
             rows = self._session.rows(driver.cursor(), {"sid": session_id})
         return session_of(rows[0]) if rows else None
 
-    def of_user(self, user_id: str, app_name: str | None) -> list[Session]:
-        query = statements.SESSIONS.where(sessions.c.user_id == user_id)
+    def listed(
+        self,
+        user_id: str | None,
+        app_name: str | None,
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Session]:
+        """Live sessions (of `user_id` when given) in creation order, or newest first; a page of them."""
+        query = statements.SESSIONS
+        if user_id is not None:
+            query = query.where(sessions.c.user_id == user_id)
         if app_name is not None:
             query = query.where(sessions.c.app_name == app_name)
         created = ledger.alias("created")
         query = query.join(created, sa.and_(created.c.session_id == sessions.c.id, created.c.position == 1))
-        query = query.order_by(sessions.c.created_at, created.c.global_position)
+        order = (sessions.c.created_at, created.c.global_position)
+        query = query.order_by(*(column.desc() for column in order) if newest_first else order)
+        query = query.limit(limit).offset(offset or None)
         with self._engine.connect() as conn:
             return [session_of(row) for row in conn.execute(query)]
 

@@ -79,7 +79,10 @@ class SqlLedger:
         return self._sessions.get(session_id)
 
     def list_sessions(self, user_id: str, app_name: str | None) -> list[Session]:
-        return self._sessions.of_user(user_id, app_name)
+        return self._sessions.listed(user_id, app_name)
+
+    def recent_sessions(self, app_name: str | None, limit: int, offset: int) -> list[Session]:
+        return self._sessions.listed(None, app_name, newest_first=True, limit=limit, offset=offset)
 
     def delete_session(self, session_id: str, reason: str) -> bool:
         return self._sessions.delete(session_id, reason)

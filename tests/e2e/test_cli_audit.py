@@ -204,6 +204,29 @@ def test_export_import_round_trip_and_refusals(store: Store, tmp_path: Path) -> 
     assert "edited at position 3" in one_line_error(tampered)
 
 
+def test_a_failed_import_leaves_nothing_behind(store: Store, tmp_path: Path) -> None:
+    """An endless line is refused once it passes the line limit (memory stays bounded), and no
+    failure, whatever its cause, leaves a new ledger behind or changes an existing one."""
+    new = tmp_path / "new.db"
+    endless = store.run("import", "/dev/zero", url=f"sqlite:///{new}")
+    assert endless.returncode == 2 and "line 1 is longer than" in one_line_error(endless)
+    exported = store.run("export", store.session_id).stdout
+    lines = exported.splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join([*lines[:3], lines[3][:40], *lines[4:]]) + "\n", encoding="utf-8")
+    broken = store.run("import", str(cut), url=f"sqlite:///{new}")
+    assert broken.returncode == 2 and "line 4: not JSON" in one_line_error(broken)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("new.db")) == []
+
+    dump = tmp_path / "session.jsonl"
+    dump.write_text(exported, encoding="utf-8")
+    before = sqlite3.connect(store.path).iterdump()
+    kept = "\n".join(before)
+    again = store.run("import", str(dump))
+    assert again.returncode == 2 and "already exists" in one_line_error(again)
+    assert "\n".join(sqlite3.connect(store.path).iterdump()) == kept
+
+
 def test_timeline_shows_compactions_rewinds_and_erasure(store: Store) -> None:
     people = store.run("timeline", store.session_id)
     assert people.returncode == 0

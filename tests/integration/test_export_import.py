@@ -8,18 +8,26 @@ in-memory, SQLite and PostgreSQL ledgers.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from sessionledger.domain import EventFilter, MessageType, SessionEvent
+from sessionledger.domain import EventFilter, MessageType, SessionEvent, UserMessage
 from sessionledger.domain.codec import event_to_payload
 from sessionledger.domain.compaction import RecursiveSummarizationStrategy
 from sessionledger.domain.ledger import Kind
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import TamperedExport, export_lines, import_lines, replay, verify
-from sessionledger.infrastructure.audit.export import FORMAT, FORMAT_VERSION, record_to_dict
+from sessionledger.infrastructure.audit.export import (
+    FORMAT,
+    FORMAT_VERSION,
+    bounded_lines,
+    line_limit,
+    record_to_dict,
+)
 from sessionledger.infrastructure.sharegpt import conversations
 
 from tests.fakes.compaction import Always
@@ -215,3 +223,31 @@ def test_a_deleted_session_exports_no_content_and_is_not_imported(
     assert all(r["payload"] is None for r in records if r["kind"] in ("created", "event", "rewind"))
     with open_service("memory://") as target, pytest.raises(ValueError, match="was deleted"):
         import_lines(target, lines)
+
+
+def test_an_export_of_the_largest_payload_fits_the_line_limit_and_a_longer_line_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The limit is what the ledger can hold: an event at the payload limit exports to a line
+    within it (and imports back through the bounded reader); one character more than the limit
+    is refused, having read no more than the limit and one."""
+    limit = 4096
+    with open_service("memory://", max_payload_bytes=limit) as service:
+        session_id = service.create_session("alice").id
+        for size in range(limit, 0, -1):  # the longest text whose event is within the payload limit
+            try:
+                service.append_message(session_id, UserMessage("x" * size))
+                break
+            except ValueError:
+                continue
+        assert size > limit - 1000
+        dump = tmp_path / "export.jsonl"
+        dump.write_text("\n".join(export_lines(service, session_id)) + "\n", encoding="utf-8")
+    with dump.open(encoding="utf-8") as stream, open_service("memory://") as target:
+        assert import_lines(target, bounded_lines(stream, line_limit(limit))).records == 2
+    endless = io.StringIO("x" * (line_limit(limit) + 10))
+    with pytest.raises(ValueError, match="line 1 is longer than"):
+        list(bounded_lines(endless, line_limit(limit)))
+    assert endless.tell() == line_limit(limit) + 1
+    exact = "y" * line_limit(limit)
+    assert list(bounded_lines(io.StringIO(f"{exact}\n{exact}"), line_limit(limit))) == [f"{exact}\n", exact]

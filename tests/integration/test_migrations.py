@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit import verify
@@ -19,6 +20,12 @@ from sessionledger.infrastructure.ledger.schema import metadata
 @pytest.fixture(params=["sqlite", "postgres"])
 def fresh_url(request) -> str:
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+
+
+def test_the_written_head_revision_is_alembics_head() -> None:
+    """Opening a ledger compares its revision with `head_revision()` without loading alembic: a new
+    migration must move that constant too, or writers would skip it and readers refuse the result."""
+    assert head_revision() == ScriptDirectory.from_config(_config()).get_current_head()
 
 
 def test_migrated_schema_matches_the_declared_tables(fresh_url: str) -> None:

@@ -129,6 +129,32 @@ def test_list_sessions_oldest_first_and_by_app(service: SessionService) -> None:
     assert service.list_sessions(unique("nobody")) == []
 
 
+def test_recent_sessions_every_users_newest_first_a_page_at_a_time(service: SessionService) -> None:
+    app = unique("app")  # the PostgreSQL ledger is shared with other tests: only this app's sessions
+    with freeze_time(T0) as clock:
+        made = [service.create_session(unique("u"), app_name=app)]
+        clock.tick(timedelta(seconds=1))
+        made += [service.create_session(unique("u"), app_name=app) for _ in range(4)]  # one instant
+    service.create_session(made[0].user_id, app_name=unique("other-app"))
+    gone = service.create_session(unique("u"), app_name=app)
+    service.delete_session(gone.id)
+    newest_first = [s.id for s in reversed(made)]
+    listed = service.recent_sessions(app_name=app, limit=10)
+    assert [s.id for s in listed] == newest_first
+    assert {s.user_id for s in listed} == {s.user_id for s in made}, "every user's, each with its owner"
+    pages = [service.recent_sessions(app_name=app, limit=2, offset=offset) for offset in (0, 2, 4, 6)]
+    assert [[s.id for s in page] for page in pages] == [
+        newest_first[:2],
+        newest_first[2:4],
+        newest_first[4:],
+        [],
+    ]
+    assert made[1].id in {s.id for s in service.recent_sessions(limit=1_000_000)}
+    for bad in ({"limit": 0}, {"limit": -1}, {"offset": -1}, {"limit": 1.5}):
+        with pytest.raises(ValueError, match=r"^(limit|offset) must be"):
+            service.recent_sessions(app_name=app, **bad)
+
+
 def test_expiry_with_a_frozen_clock(service: SessionService) -> None:
     user = unique("u")
     with freeze_time(T0) as clock:

@@ -8,18 +8,19 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any, NoReturn
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from sessionledger.infrastructure import SessionService
-from sessionledger.infrastructure.bootstrap import open_storage
 from sessionledger.infrastructure.redaction import hide_passwords
-from sessionledger.infrastructure.settings import Settings
-from sessionledger.workers.failures import operator_message
 from typer.core import TyperGroup
 
 from sessionledger import __version__
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from sessionledger.infrastructure import SessionService
+    from sessionledger.infrastructure.settings import Settings
 
 _command_settings: ContextVar[Settings | None] = ContextVar("command_settings", default=None)
 """The running command's settings (`settings_for`), so that a failure names the database or broker."""
@@ -33,7 +34,11 @@ class _Commands(TyperGroup):
         started = _command_settings.set(None)
         try:
             return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # the command's own exit, or typer's usage error: nothing to translate
         except Exception as error:
+            from sessionledger.workers.failures import operator_message
+
             message = operator_message(error, _command_settings.get())
             if message is None:
                 raise
@@ -49,6 +54,7 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich's help formatter would double `--help`'s start-up
 )
 
 DatabaseUrl = Annotated[
@@ -71,13 +77,41 @@ OnBehalfOf = Annotated[
     typer.Option("--user", help="Act for this user: another user's session is as unknown as a missing one."),
 ]
 
-console = Console()
-errors = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich `Console` made on first use: rich costs as much to import as typer, and `--version`,
+    `--help` and every command that prints no table have no use for it."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def _made(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._made(), name)
+
+    # what rich itself does to a console it is given (a `Progress` enters it): special methods
+    # are looked up on the type, never through `__getattr__`
+    def __enter__(self) -> Console:
+        return self._made().__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._made().__exit__(*exc_info)
+
+
+console: Console = _LazyConsole()  # type: ignore[assignment]  # a Console to every caller
+errors: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
 def _print_version(asked: bool) -> None:
     if asked:
-        console.print(f"sessionledger {__version__}", markup=False, highlight=False)
+        sys.stdout.write(f"sessionledger {__version__}\n")
         raise typer.Exit()
 
 
@@ -101,12 +135,36 @@ def fail(message: str, status: int = 2) -> NoReturn:
     raise typer.Exit(status)
 
 
+def unknown_session(service: SessionService, session_id: str, user: str | None = None) -> NoReturn:
+    """Fail for a session the ledger does not have (for `user`): every command taking a session
+    says it here, pointing to the `app/user/id` name when `session_id` is the id of an ADK session
+    (google-adk's id is only the last part of the ledger's), with `user` only to one of theirs."""
+    from sessionledger.infrastructure.adk.ids import adk_key
+
+    for ledger_id in () if "/" in session_id else service.ledger.session_ids():
+        key = adk_key(ledger_id)
+        if key is not None and key[2] == session_id and user in (None, key[1]):
+            fail(f"unknown session {session_id!r}: an ADK session is named app/user/id, e.g. {ledger_id!r}")
+    fail(f"unknown session {session_id!r}")  # the same whoever asks: another user's is as unknown
+
+
+def shown_time(moment: datetime, *, minutes: bool = False) -> str:
+    """A time as the tables print it: ISO-8601 in UTC to the microsecond (or the minute), with its
+    zone (`Z`), so that what a table shows is what `--at` takes."""
+    from sessionledger.domain.codec import format_timestamp
+
+    text = format_timestamp(moment)
+    return (text[:16] if minutes else text.removesuffix("+00:00")) + "Z"
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
 def settings_for(database_url: str | None, broker_url: str | None = None) -> Settings:
     """The command's settings: its options over the environment (invalid ones are exit status 2)."""
+    from sessionledger.infrastructure.settings import Settings
+
     overrides: dict[str, Any] = {"database_url": database_url, "broker_url": broker_url}
     settings = Settings(**{name: value for name, value in overrides.items() if value is not None})
     _command_settings.set(settings)
@@ -125,6 +183,8 @@ def service_for(
     a 100,000-event `verify`), so it is paused while the command runs; reference counting still
     frees everything as it goes.
     """
+    from sessionledger.infrastructure.bootstrap import open_storage
+
     with open_storage(settings_for(database_url, broker_url), create=create) as storage, _collector_paused():
         yield storage.service
 

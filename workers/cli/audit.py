@@ -7,30 +7,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 from sessionledger.domain import format_event
-from sessionledger.domain.codec import format_timestamp, parse_timestamp
-from sessionledger.domain.ports import Ledger
-from sessionledger.infrastructure import audit
-from sessionledger.infrastructure.audit import (
-    ModelView,
-    TamperedExport,
-    TimelineEntry,
-    Verification,
-    WindowReplay,
-)
-from sessionledger.infrastructure.audit.anchored import verify_against
-from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, write_digest
-from sessionledger.infrastructure.audit.parallel import check_jobs, verify_parallel
-from sessionledger.infrastructure.audit.since import verify_since
-from sessionledger.infrastructure.service import SessionService
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -42,9 +26,18 @@ from sessionledger.workers.cli.app import (
     emit_json,
     fail,
     service_for,
+    settings_for,
+    shown_time,
+    unknown_session,
 )
 from sessionledger.workers.cli.browse import event_row
 from sessionledger.workers.cli.digests import PublicKey, read_digests
+
+if TYPE_CHECKING:
+    from sessionledger.domain.ports import Ledger
+    from sessionledger.infrastructure.audit import ModelView, TimelineEntry, Verification, WindowReplay
+    from sessionledger.infrastructure.audit.digest import Digest
+    from sessionledger.infrastructure.service import SessionService
 
 _TEXT_WIDTH = 160
 _KIND_STYLES = {"created": "cyan", "compaction": "magenta", "rewind": "yellow", "erasure": "red"}
@@ -55,10 +48,12 @@ def _short(text: str, width: int = _TEXT_WIDTH) -> str:
 
 
 def _parse_time(text: str) -> datetime:
+    from sessionledger.domain.codec import parse_timestamp
+
     try:
         moment = parse_timestamp(text.replace("Z", "+00:00"))
     except ValueError as error:
-        fail(f"--at must be an ISO-8601 time with a timezone, e.g. 2026-01-31T12:00:00Z ({error})")
+        fail(f"--at must be an ISO-8601 time with a timezone, e.g. 2026-01-31T12:00:00Z: {error}")
     return moment
 
 
@@ -79,6 +74,8 @@ def replay(
     if sum(option is not None for option in (version, at, event)) > 1:
         fail("give at most one of --version, --at and --event")
     moment = None if at is None else _parse_time(at)
+    from sessionledger.infrastructure import audit
+
     with service_for(database_url, broker_url) as service:
         try:
             if event is not None:
@@ -87,6 +84,8 @@ def replay(
                 found = audit.replay(service, session_id, version=version, at=moment, user_id=user)
                 _show_replay(found, as_json)
         except LookupError as error:
+            if not service.records(session_id, user_id=user):
+                unknown_session(service, session_id, user)
             fail(str(error).strip("'\""))
 
 
@@ -118,6 +117,8 @@ def _show_replay(found: WindowReplay, as_json: bool) -> None:
 
 
 def _window_table(found: WindowReplay, title: str) -> None:
+    from rich.table import Table
+
     summaries = {p: s for s in found.stand_ins for p in s.summaries}
     table = Table("position", "time", "event", "stands in for", title=title)
     for position, event in zip(found.positions, found.window, strict=False):
@@ -127,9 +128,7 @@ def _window_table(found: WindowReplay, title: str) -> None:
             if stand_in is None
             else f"{len(stand_in.covers)} archived events (compaction @{stand_in.compaction})"
         )
-        table.add_row(
-            str(position), format_timestamp(event.timestamp)[:19], _short(format_event(event)), covers
-        )
+        table.add_row(str(position), shown_time(event.timestamp), _short(format_event(event)), covers)
     console.print(table)
     console.print(
         f"archived: {len(found.archived)} events, rewound: {len(found.hidden)}, state: {dict(found.state)}",
@@ -187,6 +186,8 @@ def verify(
     as_json: AsJson = False,
 ) -> None:
     """Check the hash chains and that each stored window equals the one replayed from the ledger."""
+    from sessionledger.infrastructure.audit.parallel import check_jobs, verify_parallel
+
     check_jobs(jobs)
     if jobs > 1 and (digest or since):
         fail("--jobs goes with a plain verify (not --digest or --since)")
@@ -197,6 +198,8 @@ def verify(
     if next_digest is not None and since is None:
         fail("--next-digest goes with --since")
     digests = read_digests(digest or [], public_key)
+    from sessionledger.infrastructure.audit.anchored import verify_against
+
     with service_for(database_url, broker_url) as service:
         if since is not None:
             results = _since(service.ledger, read_digests([since], public_key)[0], next_digest)
@@ -220,6 +223,9 @@ def verify(
 
 
 def _one(service: SessionService, session_id: str, user: str | None, jobs: int) -> list[Verification]:
+    from sessionledger.infrastructure import audit
+    from sessionledger.infrastructure.audit.parallel import verify_parallel
+
     try:
         if jobs == 1:
             return [audit.verify(service, session_id, user_id=user)]
@@ -229,12 +235,15 @@ def _one(service: SessionService, session_id: str, user: str | None, jobs: int) 
         if results[0].records == 0:
             raise LookupError(session_id)
     except LookupError:
-        fail(f"unknown session {session_id!r}")
+        unknown_session(service, session_id, user)
     return results
 
 
 def _since(ledger: Ledger, trusted: Digest, next_digest: Path | None) -> list[Verification]:
     """`verify --since`: the sessions written to since the digest (or broken), the rest counted."""
+    from sessionledger.infrastructure.audit.digest import InvalidDigest, write_digest
+    from sessionledger.infrastructure.audit.since import verify_since
+
     try:
         checked = verify_since(ledger, trusted)
     except InvalidDigest as error:
@@ -261,6 +270,9 @@ def _problem(result: Verification) -> str:
 
 
 def _verification_table(results: Iterable[Verification]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table("session", "records", "version", "status", "detail", title="ledger verification")
     for result in results:
         status = "ok" if result.ok else f"[red]{_problem(result).split(':', 1)[0]}[/red]"
@@ -280,12 +292,14 @@ def export(
     as_json: AsJson = False,
 ) -> None:
     """Write the session's ledger as JSON lines (docs/export-format.md) to standard output."""
+    from sessionledger.infrastructure import audit
+
     with service_for(database_url, broker_url) as service:
         try:
             lines = audit.export_lines(service, session_id, user_id=user)
             first = next(lines)
         except LookupError:
-            fail(f"unknown session {session_id!r}")
+            unknown_session(service, session_id, user)
         write = sys.stdout.write
         write(first + "\n")
         for line in lines:
@@ -299,31 +313,67 @@ def import_(
     broker_url: BrokerUrl = None,
     as_json: AsJson = False,
 ) -> None:
-    """Rebuild a session from an export, after verifying its whole chain."""
+    """Rebuild a session from an export, after verifying its whole chain.
+
+    The export is read and verified before the ledger is opened, each line within the payload
+    limit plus the record's fields; an import that fails leaves the ledger as it was, and no new
+    SQLite file behind."""
+    from sessionledger.infrastructure.audit.export import (
+        TamperedExport,
+        bounded_lines,
+        checked_export,
+        line_limit,
+        restore_export,
+    )
+
+    settings = settings_for(database_url, broker_url)
     try:
         stream = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
     except OSError as error:
         fail(f"cannot read {path}: {error.strerror}")
-    with stream, service_for(database_url, broker_url, create=True) as service:
+    with stream:
         try:
-            imported = audit.import_lines(service, stream)
+            checked = checked_export(bounded_lines(stream, line_limit(settings.max_payload_bytes)))
         except TamperedExport as error:
             fail(str(error), status=1)
-        if as_json:
-            emit_json(
-                {
-                    "session_id": imported.session_id,
-                    "records": imported.records,
-                    "version": imported.version,
-                    "head_hash": imported.head_hash,
-                }
-            )
-            return
-        console.print(
-            f"imported session {imported.session_id}: {imported.records} records, version "
-            f"{imported.version}, head {imported.head_hash}",
-            markup=False,
+    with (
+        _removed_if_new(settings.database_url),
+        service_for(database_url, broker_url, create=True) as service,
+    ):
+        imported = restore_export(service, checked)
+    if as_json:
+        emit_json(
+            {
+                "session_id": imported.session_id,
+                "records": imported.records,
+                "version": imported.version,
+                "head_hash": imported.head_hash,
+            }
         )
+        return
+    console.print(
+        f"imported session {imported.session_id}: {imported.records} records, version "
+        f"{imported.version}, head {imported.head_hash}",
+        markup=False,
+    )
+
+
+@contextmanager
+def _removed_if_new(database_url: str) -> Iterator[None]:
+    """Remove the SQLite ledger the block creates if the block fails (with its WAL files), so that
+    a failed import does not leave an empty ledger where there was none; an existing one is kept."""
+    from sessionledger.infrastructure.ledger.engine import ledger_url
+
+    url = ledger_url(database_url) if database_url.startswith("sqlite") else None
+    path = Path(url.database) if url is not None and url.database else None
+    created = path is not None and not path.exists()
+    try:
+        yield
+    except BaseException:
+        if created and path is not None:
+            for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+        raise
 
 
 @command
@@ -335,11 +385,13 @@ def timeline(
     as_json: AsJson = False,
 ) -> None:
     """The session's whole history: versions, compactions and what they archived, rewinds, erasure."""
+    from sessionledger.infrastructure import audit
+
     with service_for(database_url, broker_url) as service:
         try:
             entries = audit.timeline(service, session_id, user_id=user)
         except LookupError:
-            fail(f"unknown session {session_id!r}")
+            unknown_session(service, session_id, user)
         if as_json:
             emit_json([entry.as_dict() for entry in entries])
             return
@@ -347,6 +399,8 @@ def timeline(
 
 
 def _timeline_table(session_id: str, entries: list[TimelineEntry]) -> None:
+    from rich.table import Table
+
     table = Table("pos", "version", "kind", "recorded", "what happened", title=f"timeline of {session_id}")
     for entry in entries:
         style = _KIND_STYLES.get(entry.kind)
@@ -357,9 +411,7 @@ def _timeline_table(session_id: str, entries: list[TimelineEntry]) -> None:
         elif entry.kind == "rewind" and "hidden" in entry.details:
             text += f"\n  hid positions {_positions(entry.details['hidden'])}"
         recorded = entry.recorded_at or entry.occurred_at
-        table.add_row(
-            str(entry.position), str(entry.version), kind, format_timestamp(recorded)[:19], _short(text)
-        )
+        table.add_row(str(entry.position), str(entry.version), kind, shown_time(recorded), _short(text))
     console.print(table)
 
 

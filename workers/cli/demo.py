@@ -15,26 +15,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
-from uuid import uuid4
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-from sessionledger.domain import EventFilter, SessionEvent, format_event
-from sessionledger.infrastructure import SessionService
-from sessionledger.infrastructure.bootstrap import open_storage
+from sessionledger.domain import format_event
 from sessionledger.infrastructure.redaction import hide_passwords
-from sessionledger.infrastructure.settings import MEMORY_URL
-from sessionledger.infrastructure.tokens import count_chat_tokens
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -46,7 +31,11 @@ from sessionledger.workers.cli.app import (
     fail,
     settings_for,
 )
-from sessionledger.workers.policy import load_policies
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+    from sessionledger.infrastructure import SessionService
 
 DEMO_APP = "sharegpt-demo"
 DEMO_USER = "demo-user"
@@ -87,9 +76,15 @@ def demo(
     """Publish real conversations, compact them in the background, and show the result."""
     # imported here, not with the module: every command registers this one, and the openai
     # client, Celery's worker and the data set would add a second to each command's start
+    from uuid import uuid4
+
+    from rich.markup import escape
+    from sessionledger.domain import SessionEvent
+    from sessionledger.infrastructure.bootstrap import open_storage
     from sessionledger.infrastructure.sharegpt import conversations
     from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
     from sessionledger.workers.embedded import EmbeddedPipeline
+    from sessionledger.workers.policy import load_policies
 
     if count <= 0:
         fail("--conversations must be greater than 0")
@@ -137,6 +132,15 @@ def demo(
 
 
 def _progress(quiet: bool) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -150,6 +154,9 @@ def _progress(quiet: bool) -> Progress:
 
 
 def _report(service: SessionService, session_id: str, model: str) -> SessionReport:
+    from sessionledger.domain import EventFilter
+    from sessionledger.infrastructure.tokens import count_chat_tokens
+
     real = service.get_events(session_id, EventFilter.real_only())
     window = service.get_events(session_id, EventFilter.active())
     summaries = sum(1 for e in service.get_events(session_id) if e.is_synthetic and e.message.text)
@@ -171,6 +178,10 @@ def _show(
     elapsed: float,
     url: str,
 ) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+    from sessionledger.domain import EventFilter
+
     console.print(_sessions_table(reports, console.width))
     compacted = max(reports, key=lambda r: (r.summaries, r.tokens_before))
     window = Table(
@@ -196,6 +207,8 @@ def _sessions_table(reports: list[SessionReport], width: int) -> Table:
     """The largest sessions, each column exactly as wide as its widest value and header (or, when
     that is wider than `width`, its widest value and header word), so rich never has to shorten
     a session id to make the table fit."""
+    from rich.table import Table
+
     before = sum(r.tokens_before for r in reports)
     after = sum(r.tokens_after for r in reports)
     largest = sorted(reports, key=lambda r: r.tokens_before, reverse=True)[:15]
@@ -230,6 +243,8 @@ def _sessions_table(reports: list[SessionReport], width: int) -> Table:
 
 def _show_next_steps(url: str, session_id: str) -> None:
     """The commands that look at what the demo stored, ready to paste (no activated environment needed)."""
+    from sessionledger.infrastructure.settings import MEMORY_URL
+
     if url == MEMORY_URL:
         console.print("The ledger was in memory: nothing of it is left to look at.")
         return

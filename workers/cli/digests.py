@@ -12,18 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sessionledger.infrastructure.audit.anchored import anchor_findings
-from sessionledger.infrastructure.audit.digest import (
-    Digest,
-    InvalidDigest,
-    load_private_key,
-    load_public_key,
-    read_digest,
-    take_digest,
-    trusted_public_key,
-    write_digest,
-)
-from sessionledger.infrastructure.audit.proof import InvalidProof, check_proof, make_proof
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -36,10 +24,12 @@ from sessionledger.workers.cli.app import (
     errors,
     fail,
     service_for,
+    unknown_session,
 )
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from sessionledger.infrastructure.audit.digest import Digest
 
 PublicKey = Annotated[
     Path | None,
@@ -62,6 +52,12 @@ def read_digests(paths: list[Path], public_key: Path | None) -> list[Digest]:
     key would pass as well as the operator's: a signed digest is refused (exit 1, saying that its
     signature was not checked), and an unsigned one is read with a note on stderr saying so.
     """
+    from sessionledger.infrastructure.audit.digest import (
+        InvalidDigest,
+        load_public_key,
+        read_digest,
+        trusted_public_key,
+    )
     from sessionledger.infrastructure.settings import Settings
 
     key: Ed25519PublicKey | None
@@ -90,6 +86,8 @@ def read_digests(paths: list[Path], public_key: Path | None) -> list[Digest]:
 def _read_anchor(path: Path) -> Digest:
     """The digest `prove` makes its proof against: the prover's own, its signature left to the
     proof's checker (exit 1 when it cannot be read)."""
+    from sessionledger.infrastructure.audit.digest import InvalidDigest, read_digest
+
     try:
         return read_digest(path)
     except InvalidDigest as error:
@@ -109,6 +107,13 @@ def digest(
     as_json: AsJson = False,
 ) -> None:
     """Commit to the whole ledger as it stands: every session's head and Merkle root (keep it elsewhere)."""
+    from sessionledger.infrastructure.audit.digest import (
+        InvalidDigest,
+        load_private_key,
+        take_digest,
+        write_digest,
+    )
+
     try:
         key = None if sign_key is None else load_private_key(sign_key)
     except InvalidDigest as error:
@@ -150,11 +155,14 @@ def prove(
     broker_url: BrokerUrl = None,
 ) -> None:
     """A self-contained proof that the event, and the window the model saw for it, are in the ledger."""
+    from sessionledger.infrastructure.audit.anchored import anchor_findings
+    from sessionledger.infrastructure.audit.proof import make_proof
+
     anchor = None if digest is None else _read_anchor(digest)
     with service_for(database_url, broker_url) as service:
         records = service.records(session_id, user_id=user)
         if not records:
-            fail(f"unknown session {session_id!r}")
+            unknown_session(service, session_id)
         size = None
         if anchor is not None:
             head = anchor.sessions.get(session_id)
@@ -214,6 +222,8 @@ def check_proof_command(
     as_json: AsJson = False,
 ) -> None:
     """Check a proof against a digest, with no database: exit 1 with the reason when it fails."""
+    from sessionledger.infrastructure.audit.proof import InvalidProof, check_proof
+
     anchor = read_digests([digest], public_key)[0]
     try:
         text = proof.read_text(encoding="utf-8")

@@ -6,8 +6,6 @@ commands never change a database, so an older ledger is upgraded here, on purpos
 
 from __future__ import annotations
 
-from sessionledger.infrastructure.bootstrap import open_storage
-from sessionledger.infrastructure.ledger.migrate import head_revision
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.workers.cli.app import (
     AsJson,
@@ -23,6 +21,9 @@ from sessionledger.workers.cli.app import (
 @command
 def migrate(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
     """Create the ledger's schema, or upgrade it to this version's revision."""
+    from sessionledger.infrastructure.bootstrap import open_storage
+    from sessionledger.infrastructure.ledger.migrate import head_revision
+
     settings = settings_for(database_url, broker_url)
     with open_storage(settings, create=True):
         pass

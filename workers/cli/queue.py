@@ -7,12 +7,9 @@ worker quietly connecting to some local broker would hide a missing `--broker-ur
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
-from sessionledger.infrastructure.settings import Settings
-from sessionledger.workers.app import check_broker, required_broker
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -26,7 +23,12 @@ from sessionledger.workers.cli.app import (
     settings_for,
 )
 
-dlq = typer.Typer(help="Inspect and replay the dead-letter queue.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from sessionledger.infrastructure.settings import Settings
+
+dlq = typer.Typer(
+    help="Inspect and replay the dead-letter queue.", no_args_is_help=True, rich_markup_mode=None
+)
 cli.add_typer(dlq, name="dlq")
 
 
@@ -41,6 +43,8 @@ def _queue_settings(database_url: str | None, broker_url: str | None) -> Setting
 def _answering_broker(settings: Settings) -> str:
     """The settings' broker URL, once that broker took a connection (an operator asking about a
     broker that does not answer or refuses the login is told so, exit status 2)."""
+    from sessionledger.workers.app import check_broker, required_broker
+
     broker_url = required_broker(settings)
     check_broker(broker_url)
     return broker_url
@@ -136,6 +140,8 @@ def dlq_list(
     if as_json:
         emit_json(letters)
         return
+    from rich.table import Table
+
     table = Table("dead at", "queue", "task", "events", "sessions", "reason", title="dead letters")
     for letter in letters:
         table.add_row(
@@ -205,6 +211,8 @@ def stats(
     if as_json:
         emit_json(collected.as_dict())
         return
+    from rich.table import Table
+
     table = Table("metric", "value", title="sessionledger")
     for name, value in sorted(collected.counters.items()):
         table.add_row(name, f"{value:,}")

@@ -1,0 +1,97 @@
+"""Each command imports only what it runs on (issue 24): `--version` and `--help` none of the
+database, queue or model stacks, a reading command no queue stack and no schema migrations."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+
+STACKS = (
+    "sqlalchemy",
+    "psycopg",
+    "alembic",
+    "kombu",
+    "celery",
+    "pydantic",
+    "openai",
+    "tiktoken",
+    "rich",
+    "regex",
+)
+"""What `--version` and `--help` must not load (rich too: plain help, and no table to print; nor the
+domain's filters, which need `regex`)."""
+WRITERS = ("celery", "kombu", "alembic")
+"""What a reading command must not load: the queue stack and the schema migrations."""
+
+_RUN = """
+import json, sys
+from sessionledger.workers.cli import main
+out, sys.argv = sys.argv[1], ["sessionledger", *sys.argv[2:]]
+try:
+    main()
+except SystemExit as exit:
+    status = exit.code
+with open(out, "w") as file:
+    json.dump({"status": status, "modules": sorted({name.split(".")[0] for name in sys.modules})}, file)
+"""
+
+
+def loaded(tmp_path: Path, *args: str) -> set[str]:
+    """The top-level packages imported by one run of the command, which must succeed."""
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, str(out), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["status"] in (0, None), done.stdout + done.stderr
+    return set(report["modules"])
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"]], ids=" ".join)
+def test_version_and_help_load_no_database_queue_or_model_stack(tmp_path: Path, args: list[str]) -> None:
+    assert loaded(tmp_path, *args) & set(STACKS) == set()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> tuple[str, str]:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_service(url) as service:
+        session = service.create_session("alice", app_name="app")
+        service.append_message(session.id, UserMessage("hello"))
+    return url, session.id
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_load_no_queue_stack_and_no_migrations(
+    tmp_path: Path, ledger: tuple[str, str], command: str
+) -> None:
+    url, session_id = ledger
+    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    found = loaded(tmp_path, *args, "--database-url", url)
+    assert "sqlalchemy" in found, "the command did read the ledger"
+    assert found & set(WRITERS) == set()
+
+
+def test_the_domains_names_load_on_first_use_and_turns_stays_the_function() -> None:
+    """The packages import their names lazily; `turns`, also a submodule's name, is the function
+    however the submodule was imported before."""
+    code = (
+        "import importlib, sys\n"
+        "module = importlib.import_module('sessionledger.domain.turns')\n"
+        "assert 'sessionledger.domain.compaction' not in sys.modules and 'regex' not in sys.modules\n"
+        "from sessionledger.domain import turns, EventFilter\n"
+        "from sessionledger import CompactionRequest, UserMessage, turns as same\n"
+        "assert turns is module.turns is same and callable(turns), turns\n"
+        "assert EventFilter.__module__ == 'sessionledger.domain.filters'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
