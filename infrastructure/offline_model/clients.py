@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Iterable
 from types import ModuleType
@@ -78,29 +77,28 @@ def add_offline_option(parser: argparse.ArgumentParser) -> None:
 
 
 def client_from_args(options: argparse.Namespace, script: Iterable[Reply] = ()) -> openai.OpenAI:
-    """With `--offline`, `offline_client(script)`; else `openai.OpenAI()` from the environment
-    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`). With neither, one line on stderr and exit status 2."""
+    """With `--offline`, `offline_client(script)`; else an `openai.OpenAI` for the endpoint the
+    settings name (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, or their `SESSIONLEDGER_` names). With
+    neither, one line on stderr and exit status 2."""
     if options.offline:
         return offline_client(script)
-    _require_endpoint()
-    return openai.OpenAI(api_key=_key())
+    return openai.OpenAI(**_endpoint())
 
 
 def async_client_from_args(options: argparse.Namespace, script: Iterable[Reply] = ()) -> openai.AsyncOpenAI:
     """`client_from_args` for an `openai.AsyncOpenAI`."""
     if options.offline:
         return offline_async_client(script)
-    _require_endpoint()
-    return openai.AsyncOpenAI(api_key=_key())
+    return openai.AsyncOpenAI(**_endpoint())
 
 
-def _require_endpoint() -> None:
-    if not os.environ.get("OPENAI_API_KEY") and not os.environ.get("OPENAI_BASE_URL"):
+def _endpoint() -> dict[str, str | None]:
+    """The configured endpoint's key and base URL; a server at a base URL without a key gets a
+    placeholder (local OpenAI-compatible servers ignore it, the client insists on one)."""
+    from sessionledger.infrastructure.settings import Settings
+
+    settings = Settings()
+    if not settings.openai_api_key and not settings.openai_base_url:
         print(NO_KEY_MESSAGE, file=sys.stderr)
         raise SystemExit(2)
-
-
-def _key() -> str:
-    """The environment's key; a server at OPENAI_BASE_URL without one gets a placeholder (local
-    OpenAI-compatible servers ignore it, the client insists on one)."""
-    return os.environ.get("OPENAI_API_KEY") or OFFLINE_API_KEY
+    return {"api_key": settings.openai_api_key or OFFLINE_API_KEY, "base_url": settings.openai_base_url}
