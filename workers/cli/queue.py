@@ -145,7 +145,7 @@ def dlq_list(
     table = Table("dead at", "queue", "task", "events", "sessions", "reason", title="dead letters")
     for letter in letters:
         table.add_row(
-            str(letter["dead_at"])[:19],
+            str(letter["dead_at"]),  # with its zone, as every time the CLI prints
             str(letter["queue"]),
             str(letter["task"] or "-"),
             "-" if letter["events"] is None else str(letter["events"]),
