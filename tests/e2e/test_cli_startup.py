@@ -29,6 +29,9 @@ STACKS = (
 domain's filters, which need `regex`)."""
 WRITERS = ("celery", "kombu", "alembic")
 """What a reading command must not load: the queue stack and the schema migrations."""
+POSTGRES = ("psycopg", "psycopg_binary", "psycopg_c", "asyncpg", "sqlalchemy.dialects.postgresql")
+"""What a command on a SQLite ledger must not load: PostgreSQL's driver and SQLAlchemy's dialect for it
+(whose package imports its asyncpg dialect too)."""
 
 _RUN = """
 import json, sys
@@ -39,12 +42,17 @@ try:
 except SystemExit as exit:
     status = exit.code
 with open(out, "w") as file:
-    json.dump({"status": status, "modules": sorted({name.split(".")[0] for name in sys.modules})}, file)
+    json.dump({"status": status, "modules": sorted(sys.modules)}, file)
 """
 
 
 def loaded(tmp_path: Path, *args: str) -> set[str]:
     """The top-level packages imported by one run of the command, which must succeed."""
+    return {name.split(".")[0] for name in loaded_modules(tmp_path, *args)}
+
+
+def loaded_modules(tmp_path: Path, *args: str) -> set[str]:
+    """Every module imported by one run of the command, which must succeed."""
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
     done = subprocess.run(
@@ -95,3 +103,15 @@ def test_the_domains_names_load_on_first_use_and_turns_stays_the_function() -> N
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_on_sqlite_load_no_postgresql_driver_or_dialect(
+    tmp_path: Path, ledger: tuple[str, str], command: str
+) -> None:
+    """psycopg and the PostgreSQL dialect are imported when a PostgreSQL URL is opened, not before."""
+    url, session_id = ledger
+    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    found = loaded_modules(tmp_path, *args, "--database-url", url)
+    assert "sqlalchemy.dialects.sqlite" in found, "the command did open the SQLite ledger"
+    assert {name for name in found if name.startswith(POSTGRES)} == set()
