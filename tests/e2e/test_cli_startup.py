@@ -29,6 +29,9 @@ STACKS = (
 domain's filters, which need `regex`)."""
 WRITERS = ("celery", "kombu", "alembic")
 """What a reading command must not load: the queue stack and the schema migrations."""
+UNUSED_BY_READERS = ("regex", "tiktoken")
+"""What a reading command that searches no pattern and counts no tokens must not load: the `regex`
+package (imported by the first pattern searched) and the tokenizer (by the first count)."""
 POSTGRES = ("psycopg", "psycopg_binary", "psycopg_c", "asyncpg", "sqlalchemy.dialects.postgresql")
 """What a command on a SQLite ledger must not load: PostgreSQL's driver and SQLAlchemy's dialect for it
 (whose package imports its asyncpg dialect too)."""
@@ -115,3 +118,13 @@ def test_reading_commands_on_sqlite_load_no_postgresql_driver_or_dialect(
     found = loaded_modules(tmp_path, *args, "--database-url", url)
     assert "sqlalchemy.dialects.sqlite" in found, "the command did open the SQLite ledger"
     assert {name for name in found if name.startswith(POSTGRES)} == set()
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_load_no_pattern_search_and_no_tokenizer(
+    tmp_path: Path, ledger: tuple[str, str], command: str
+) -> None:
+    url, session_id = ledger
+    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    found = loaded(tmp_path, *args, "--database-url", url)
+    assert found & set(UNUSED_BY_READERS) == set()
