@@ -32,6 +32,9 @@ WRITERS = ("celery", "kombu", "alembic")
 UNUSED_BY_READERS = ("regex", "tiktoken")
 """What a reading command that searches no pattern and counts no tokens must not load: the `regex`
 package (imported by the first pattern searched) and the tokenizer (by the first count)."""
+NOT_FOR_SQL_READERS = ("sessionledger.domain.compaction", "sessionledger.infrastructure.ledger.memory")
+"""What a reading command on a SQL ledger must not load: the compaction machinery (imported by
+`compact`) and the in-memory backend (by a memory:// ledger)."""
 POSTGRES = ("psycopg", "psycopg_binary", "psycopg_c", "asyncpg", "sqlalchemy.dialects.postgresql")
 """What a command on a SQLite ledger must not load: PostgreSQL's driver and SQLAlchemy's dialect for it
 (whose package imports its asyncpg dialect too)."""
@@ -128,3 +131,14 @@ def test_reading_commands_load_no_pattern_search_and_no_tokenizer(
     args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
     found = loaded(tmp_path, *args, "--database-url", url)
     assert found & set(UNUSED_BY_READERS) == set()
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_on_sqlite_load_no_compaction_and_no_memory_backend(
+    tmp_path: Path, ledger: tuple[str, str], command: str
+) -> None:
+    url, session_id = ledger
+    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    found = loaded_modules(tmp_path, *args, "--database-url", url)
+    assert "sessionledger.infrastructure.ledger.sql" in found, "the command did open the SQL ledger"
+    assert {name for name in found if name.startswith(NOT_FOR_SQL_READERS)} == set()
