@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
+from sessionledger.workers import cli as package
 
 STACKS = (
     "sqlalchemy",
@@ -142,3 +143,29 @@ def test_reading_commands_on_sqlite_load_no_compaction_and_no_memory_backend(
     found = loaded_modules(tmp_path, *args, "--database-url", url)
     assert "sessionledger.infrastructure.ledger.sql" in found, "the command did open the SQL ledger"
     assert {name for name in found if name.startswith(NOT_FOR_SQL_READERS)} == set()
+
+
+def test_each_command_is_found_in_the_module_it_imports_alone() -> None:
+    """`main` imports only the module `HOMES` names for the command run: every command the
+    application has must be there, in the module that registers it."""
+    from importlib import import_module
+
+    from typer.main import get_command_name
+
+    for module in package.MODULES:
+        import_module(f"{package.__name__}.{module}")
+    found: dict[str, str] = {}
+    for info in package.cli.registered_commands:
+        assert info.callback is not None
+        found[info.name or get_command_name(info.callback.__name__)] = info.callback.__module__
+    for group in package.cli.registered_groups:
+        assert group.name and group.typer_instance and group.typer_instance.registered_commands[0].callback
+        found[group.name] = group.typer_instance.registered_commands[0].callback.__module__
+    assert found == {name: f"{package.__name__}.{home}" for name, home in package.HOMES.items()}
+
+
+def test_a_reading_command_imports_no_other_commands_module(tmp_path: Path, ledger: tuple[str, str]) -> None:
+    url, session_id = ledger
+    found = loaded_modules(tmp_path, "events", session_id, "--database-url", url)
+    others = {f"{package.__name__}.{name}" for name in ("demo", "queue", "migrate", "fake_llm")}
+    assert "sessionledger.workers.cli.browse" in found and found & others == set()
