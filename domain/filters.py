@@ -15,13 +15,15 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import regex
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ids import check_id
 from sessionledger.domain.messages import MessageType
 from sessionledger.domain.times import in_utc
+
+if TYPE_CHECKING:
+    import regex
 
 MAX_KEYWORDS = 20
 """The most terms one `keywords` filter takes: plenty for a search, few enough to bound its cost."""
@@ -298,21 +300,20 @@ def _compiled(value: str | re.Pattern[str]) -> re.Pattern[str]:
     return value
 
 
-_REGEX_FLAGS = {
-    re.IGNORECASE: regex.IGNORECASE,
-    re.MULTILINE: regex.MULTILINE,
-    re.DOTALL: regex.DOTALL,
-    re.VERBOSE: regex.VERBOSE,
-    re.ASCII: regex.ASCII,
-}
-"""The `re` flags a pattern can carry, as the `regex` package spells them (two differ in value)."""
+_REGEX_FLAGS = ("IGNORECASE", "MULTILINE", "DOTALL", "VERBOSE", "ASCII")
+"""The `re` flags a pattern can carry, which the `regex` package names alike (two differ in value)."""
 
 
 @lru_cache(maxsize=64)
 def _timed(source: str, flags: int) -> regex.Pattern[str]:
-    """The `re` pattern compiled by the `regex` package, the same syntax, which can stop a search."""
+    """The `re` pattern compiled by the `regex` package, the same syntax, which can stop a search.
+    `regex` is imported here, by the first pattern searched: a read without one (the command
+    line's `events`, say) does without its imports, a few hundredths of a second."""
+    import regex
+
+    ours = sum(getattr(regex, name) for name in _REGEX_FLAGS if flags & getattr(re, name))
     try:
-        return regex.compile(source, sum(ours for theirs, ours in _REGEX_FLAGS.items() if flags & theirs))
+        return regex.compile(source, ours)
     except regex.error as error:
         raise ValueError(f"pattern {source!r} is not a valid regular expression: {error}") from None
 

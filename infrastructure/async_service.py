@@ -38,18 +38,20 @@ import asyncio
 import functools
 import threading
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.ledger import Draft
 from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure.bootstrap import check_database_url, open_storage
-from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import SessionService, append_event_result, append_message_result
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.thread_pool import ThreadPool
+
+if TYPE_CHECKING:
+    from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 
 P = ParamSpec("P")
 R = TypeVar("R")

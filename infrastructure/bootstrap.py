@@ -11,7 +11,6 @@ from sessionledger.domain.ports import CounterStore, LeaseStore, RedeliveryCount
 from sessionledger.infrastructure.ledger.counters import SqlCounterStore
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
-from sessionledger.infrastructure.ledger.memory import MemoryLedger
 from sessionledger.infrastructure.ledger.migrate import current_revision, head_revision, upgrade
 from sessionledger.infrastructure.ledger.redeliveries import MemoryRedeliveryCounts, SqlRedeliveryCounts
 from sessionledger.infrastructure.ledger.relay_positions import MemoryRelayPositions, SqlRelayPositions
@@ -75,6 +74,8 @@ def open_storage(settings: Settings, *, create: bool = True) -> Storage:
     """
     counter = counter_for(settings.model)
     if settings.database_url == MEMORY_URL:
+        from sessionledger.infrastructure.ledger.memory import MemoryLedger  # not for a SQL ledger
+
         memory = MemoryLedger()
         return Storage(
             SessionService(memory, settings, counter),

@@ -5,31 +5,42 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+import sys
 from typing import Literal
 
-import psycopg
 import sqlalchemy as sa
 
-DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
+_UNAVAILABLE: tuple[type[Exception], ...] = (
     sa.exc.OperationalError,
     sa.exc.InterfaceError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
     sqlite3.OperationalError,
 )
-"""Errors that mean "not now" (connection refused or lost, server restarting or failing over,
-database locked), not "never": raised by SQLAlchemy or, for statements run on the driver, by the driver."""
-
-DATABASE_ERRORS: tuple[type[Exception], ...] = (
-    *DATABASE_UNAVAILABLE,
+_UNUSABLE: tuple[type[Exception], ...] = (
     sa.exc.DBAPIError,
     sa.exc.ArgumentError,
     sa.exc.TimeoutError,
-    psycopg.Error,
     sqlite3.Error,
 )
-"""Every error that says the database (or its URL) cannot be used: the unavailable ones above, and
-those a retry does not cure (a malformed URL, a refused login, a constraint, no free pooled connection)."""
+
+
+def database_unavailable() -> tuple[type[Exception], ...]:
+    """Errors that mean "not now" (connection refused or lost, server restarting or failing over,
+    database locked), not "never": raised by SQLAlchemy or, for statements run on the driver, by the
+    driver. psycopg's are among them once psycopg is imported: none of its errors can exist before,
+    and importing it would cost every command on a SQLite ledger a tenth of a second."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return _UNAVAILABLE
+    return (*_UNAVAILABLE, psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """Every error that says the database (or its URL) cannot be used: the unavailable ones, and
+    those a retry does not cure (a malformed URL, a refused login, a constraint, no free pooled
+    connection); psycopg's once it is imported (`database_unavailable`)."""
+    psycopg = sys.modules.get("psycopg")
+    unusable = _UNUSABLE if psycopg is None else (*_UNUSABLE, psycopg.Error)
+    return (*database_unavailable(), *unusable)
 
 
 def broker_errors() -> tuple[type[BaseException], ...]:
@@ -45,7 +56,7 @@ def broker_errors() -> tuple[type[BaseException], ...]:
 
 def failed_system(error: BaseException) -> Literal["database", "broker"] | None:
     """Which system `error` says cannot be used, or `None` when it is neither's failure."""
-    if isinstance(error, DATABASE_ERRORS):
+    if isinstance(error, database_errors()):
         return "database"
     if isinstance(error, broker_errors()):
         return "broker"

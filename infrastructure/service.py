@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from sessionledger.domain.codec import ensure_json
-from sessionledger.domain.compaction import CompactionRequest, CompactionResult
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
@@ -34,6 +33,9 @@ from sessionledger.domain.sessions import DEFAULT_TTL, DefaultTtl, Session, expi
 from sessionledger.domain.times import in_utc
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure.settings import Settings
+
+if TYPE_CHECKING:
+    from sessionledger.domain.compaction import CompactionResult
 
 
 def _require_id(value: Any, name: str) -> str:
@@ -453,6 +455,8 @@ class SessionService:
         the session must belong to that user (`ValueError` otherwise). A written compaction is
         added to `tally`'s counters in its transaction.
         """
+        from sessionledger.domain.compaction import CompactionRequest, CompactionResult  # not for readers
+
         _require_id(session_id, "session_id")
         if trigger is None or strategy is None:
             raise ValueError("trigger and strategy must not be None")

@@ -19,11 +19,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tiktoken
 from sessionledger.domain import Message, to_openai
 from sessionledger.infrastructure.settings import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    import tiktoken
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,10 @@ def mergeable_ranks(name: str, data: bytes) -> dict[bytes, int]:
 
 
 def build_encoding(name: str) -> tiktoken.Encoding:
-    """A fresh `tiktoken.Encoding` from the bundled vocabulary (uncached; use `get_encoding`)."""
+    """A fresh `tiktoken.Encoding` from the bundled vocabulary (uncached; use `get_encoding`).
+    tiktoken is imported here, by the first count: a command that counts nothing never loads it."""
+    import tiktoken
+
     spec = _spec(name)
     return tiktoken.Encoding(
         spec.name,

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sessionledger.domain.ports import CounterStore, Tally
-from sessionledger.infrastructure.failures import DATABASE_UNAVAILABLE
+from sessionledger.infrastructure.failures import database_unavailable
 from sessionledger.infrastructure.redaction import hide_passwords
 
 EVENTS_INGESTED = "events_ingested"
@@ -90,7 +90,7 @@ class Metrics:
             return
         try:
             self._store().add(deltas)
-        except DATABASE_UNAVAILABLE:
+        except database_unavailable():
             logging.getLogger(__name__).warning("could not store counters, keeping them", exc_info=True)
             with self._lock:
                 self._pending.update(deltas)

@@ -42,7 +42,7 @@ from sessionledger.domain.ledger import Draft
 from sessionledger.domain.ports import AppendOutcome
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure import SessionService
-from sessionledger.infrastructure.failures import DATABASE_UNAVAILABLE
+from sessionledger.infrastructure.failures import database_unavailable
 from sessionledger.infrastructure.publisher import (
     PublisherIdentity,
     UndecodableEvent,
@@ -98,7 +98,7 @@ class LedgerTask(Task):
     def retry_later(self, error: Exception) -> NoReturn:
         settings = settings_of(self.app)
         retries = self.request.retries or 0
-        outage = isinstance(error, DATABASE_UNAVAILABLE)
+        outage = isinstance(error, database_unavailable())
         outlasted = not outage or waited_at_least(settings, retries) >= settings.database_retry_window
         if retries >= settings.max_retries and outlasted:
             self.give_up(f"{type(error).__name__}: {error} (gave up after {retries} retries)")
@@ -245,7 +245,7 @@ def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     try:
         counter = runtime.storage.redeliveries
         deliveries = counter.count(task.request.id)
-    except DATABASE_UNAVAILABLE:
+    except database_unavailable():
         return  # the database is down: not the batch's fault (storing it waits for the database)
     limit = runtime.settings.max_retries
     if deliveries > limit:
@@ -311,7 +311,7 @@ def patiently(attempt: Callable[[], T], deadline: float) -> T:
     while True:
         try:
             return attempt()
-        except DATABASE_UNAVAILABLE as error:
+        except database_unavailable() as error:
             stopping = worker_state.should_stop is not None or worker_state.should_terminate is not None
             if stopping or time.monotonic() + pause > deadline:
                 log_event(log, "database unavailable, batch requeued", logging.WARNING, error=str(error))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sessionledger.domain.errors import ConcurrencyConflict
@@ -44,10 +44,12 @@ from sessionledger.infrastructure.ledger.driver import (
 )
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
-from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
 from sessionledger.infrastructure.ledger.schema import ledger, sessions
 from sessionledger.infrastructure.ledger.state import StateScopes
+
+if TYPE_CHECKING:
+    from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
 MAX_HEAD_RACES = 1000
 """How often a one-event append re-reads a head that moved before it gives up."""
@@ -90,6 +92,14 @@ def statement_values(
     }
 
 
+def _libpq(statement: DriverStatement) -> LibpqStatement:
+    """`statement` sent through libpq itself (`libpq_statement.py`): psycopg's, so imported only
+    when a PostgreSQL ledger is opened, once, by its `Appends`."""
+    from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
+
+    return LibpqStatement(statement)
+
+
 class Appends:
     """The append paths of one database, moving the heads in `heads`."""
 
@@ -108,7 +118,7 @@ class Appends:
         self._batch_heads = DriverStatement(statements.BATCH_HEADS, engine.dialect)
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
-        self._append_libpq = None if self._append_row is None else LibpqStatement(self._append_row)
+        self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:

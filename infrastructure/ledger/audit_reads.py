@@ -16,7 +16,6 @@ from sessionledger.domain.ports import TailRow
 from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.records import CHUNK, read_records, snapshot
 from sessionledger.infrastructure.ledger.schema import ledger, sessions
-from sqlalchemy.dialects import postgresql
 
 
 class AuditReads:
@@ -127,7 +126,7 @@ _WANTED_COLUMNS = (
 )
 _ARRAYS = (("sids", sa.Text), ("positions", sa.BigInteger), ("heads", sa.Text), ("globals", sa.BigInteger))
 _MOVED_POSTGRES = _moved_query(
-    sa.func.unnest(*(sa.cast(sa.bindparam(name), postgresql.ARRAY(type_)) for name, type_ in _ARRAYS))
+    sa.func.unnest(*(sa.cast(sa.bindparam(name), sa.ARRAY(type_)) for name, type_ in _ARRAYS))
     .table_valued(*_WANTED_COLUMNS)
     .render_derived(name="wanted")
 )
@@ -165,7 +164,7 @@ def _number_array(values: Sequence[int | None]) -> str:
 _SESSION_HEADS = sa.select(sessions.c.id, sessions.c.head_position, sessions.c.head_hash)
 _TOUCHED = _SESSION_HEADS.where(sessions.c.id.in_(sa.bindparam("sids", expanding=True)))
 _TOUCHED_POSTGRES = _SESSION_HEADS.where(
-    sessions.c.id == sa.func.any(sa.cast(sa.bindparam("sids"), postgresql.ARRAY(sa.Text)))
+    sessions.c.id == sa.func.any(sa.cast(sa.bindparam("sids"), sa.ARRAY(sa.Text)))
 )
 
 

@@ -24,7 +24,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 PING_AFTER_IDLE_SECONDS = 1.0
-"""A pooled connection unused for longer is pinged before it is used again (`engine.py`)."""
+"""A pooled connection unused for longer is pinged before it is used again (`postgres.py`)."""
 
 
 def integrity_errors(dialect: sa.Dialect) -> tuple[type[Exception], ...]:
@@ -210,7 +210,7 @@ class Autocommit:
     checks out a connection of its own, as every call did before. A caller reads its results to the
     end inside the block, as with any pooled connection. The kept connection goes back to the pool
     after an error and when unused for `PING_AFTER_IDLE_SECONDS`: the pool's idle check
-    (`engine.py`) then pings it before it is used again, so a connection that died while idle is
+    (`postgres.py`) then pings it before it is used again, so a connection that died while idle is
     still found and replaced. A forked process forgets it, as `engine.dispose(close=False)` forgets
     the pool's.
 

@@ -1,23 +1,21 @@
-"""Engines for the SQL ledger: PostgreSQL through psycopg 3, SQLite tuned for concurrent writers."""
+"""Engines for the SQL ledger: PostgreSQL through psycopg 3 (`postgres.py`, imported only when a
+PostgreSQL URL is opened), SQLite tuned for concurrent writers."""
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 import time
-from functools import partial
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from psycopg.adapt import Loader
-from psycopg.pq import ConnStatus
-from psycopg.types.json import set_json_loads
-from sessionledger.infrastructure.ledger.driver import PING_AFTER_IDLE_SECONDS, driver_of
-from sessionledger.infrastructure.ledger.schema import loads
+from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
 from sessionledger.infrastructure.redaction import hide_passwords
 from sqlalchemy import event
-from sqlalchemy.dialects import postgresql, sqlite
 
 WRITE = "ledger_write"
 """Execution option marking a connection that writes: on SQLite its transaction is BEGIN IMMEDIATE."""
@@ -26,8 +24,14 @@ WRITE = "ledger_write"
 def upsert_insert(engine: sa.Engine, table: sa.Table) -> Any:
     """An `INSERT` into `table` that takes `ON CONFLICT` clauses, in the engine's dialect (both
     PostgreSQL and SQLite have them, under the same SQLAlchemy API)."""
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
+    return _insert_of(engine.dialect.name)(table)
+
+
+@cache
+def _insert_of(dialect_name: str) -> Callable[[sa.Table], Any]:
+    """The dialect's own `insert`, looked up once: its module is the one the engine already loaded
+    (importing both dialects' would load PostgreSQL's, asyncpg's module with it, on every SQLite run)."""
+    return importlib.import_module(f"sqlalchemy.dialects.{dialect_name}").insert
 
 
 def normalize_url(url: str) -> str:
@@ -78,63 +82,15 @@ def create_ledger_engine(
     """
     parsed = ledger_url(url)
     if parsed.get_backend_name() == "postgresql":
-        engine = sa.create_engine(parsed, pool_size=pool_size, max_overflow=pool_size * 2)
-        _check_idle_connections(engine)
-        event.listen(engine, "connect", partial(_configure_postgres, statement_timeout, read_only))
-        return engine
+        from sessionledger.infrastructure.ledger.postgres import postgres_engine
+
+        return postgres_engine(parsed, pool_size, statement_timeout, read_only)
     return _sqlite_engine(parsed, busy_timeout_ms, statement_timeout, read_only)
-
-
-class _JsonText(Loader):
-    """`json` values (in text format: every read but the binary cursors') parsed by orjson straight
-    from the driver's buffer. psycopg's own JSON loader is a Python method that copies the buffer
-    to `bytes` before it calls its `loads`: 0.6-0.7 ms of the 3.2-3.3 ms psycopg took to fetch
-    1,000 payloads."""
-
-    load = staticmethod(loads)  # type: ignore[assignment]  # a function, not a method: no Python frame per value
-
-
-def _configure_postgres(statement_timeout: float, read_only: bool, connection: Any, _record: Any) -> None:
-    """orjson for `json` values, UTC as the session time zone (timestamps then arrive in the zone
-    the ledger keeps: no per-value conversion from the server's zone on big reads), and the
-    statement timeout (a session setting: a URL's own `options` stay as they are)."""
-    set_json_loads(loads, connection)  # jsonb, and the binary formats
-    connection.adapters.register_loader("json", _JsonText)
-    connection.execute(f"SET TIME ZONE 'UTC'; SET statement_timeout = {milliseconds(statement_timeout)}")
-    if read_only:
-        connection.execute("SET default_transaction_read_only = on")
-    connection.commit()
 
 
 def milliseconds(seconds: float) -> int:
     """PostgreSQL's unit for `statement_timeout`; at least 1 (0 would mean no timeout at all)."""
     return max(1, round(seconds * 1000))
-
-
-def _check_idle_connections(engine: sa.Engine) -> None:
-    """`pool_pre_ping`, but only for a connection idle for more than a second.
-
-    A dead pooled connection (server restart, idle timeout, failover) is found at checkout and
-    replaced, as with `pool_pre_ping`; a connection in steady use skips the ping, which would
-    otherwise add a network round trip to every append.
-    """
-
-    @event.listens_for(engine, "checkin")
-    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
-        record.info["idle_since"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        idle_since = record.info.get("idle_since")
-        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
-            return
-        pgconn = dbapi_connection.pgconn
-        try:
-            pgconn.exec_(b"")  # an empty query: one round trip, no transaction
-        except Exception as error:
-            raise sa.exc.DisconnectionError(str(error)) from error
-        if pgconn.status != ConnStatus.OK:
-            raise sa.exc.DisconnectionError("connection lost while idle in the pool")
 
 
 def _sqlite_engine(url: sa.URL, busy_timeout_ms: int, statement_timeout: float, read_only: bool) -> sa.Engine:

@@ -20,7 +20,6 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import sqlalchemy as sa
-from psycopg.types.string import ByteaBinaryLoader
 from sessionledger.domain.ledger import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
 from sessionledger.infrastructure.ledger.schema import ledger, loads
@@ -148,11 +147,9 @@ def _cursor(conn: sa.Connection) -> Any:
     driver = driver_of(conn.connection)
     if conn.dialect.name != "postgresql":
         return driver.cursor()
-    cursor = driver.cursor(binary=True)
-    # PostgreSQL `json` in binary format is its stored text: kept as bytes, parsed by nobody here,
-    # by psycopg's C loader for `bytea` (a Python loader costs a call per row)
-    cursor.adapters.register_loader("json", ByteaBinaryLoader)
-    return cursor
+    from sessionledger.infrastructure.ledger.postgres import binary_cursor  # loaded with the engine
+
+    return binary_cursor(driver)
 
 
 def _ahead(fetch: Callable[[int], tuple[list[Any], int | None]], start: int) -> Iterator[list[Any]]:

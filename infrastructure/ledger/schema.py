@@ -56,7 +56,7 @@ class Json(TypeDecorator):
         return canonical(value)
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
-        """None on PostgreSQL: psycopg's own `json` loader (orjson, set up in `engine.py`) has
+        """None on PostgreSQL: psycopg's own `json` loader (orjson, set up in `postgres.py`) has
         parsed the value already, and a call per value costs about half a microsecond per row on
         every read of a payload (0.5 ms of a 1,000-event window read)."""
         if dialect.name == "postgresql":
@@ -81,7 +81,7 @@ class UtcDateTime(TypeDecorator):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
-        """None on PostgreSQL: every connection's session time zone is UTC (`engine.py`), so psycopg
+        """None on PostgreSQL: every connection's session time zone is UTC (`postgres.py`), so psycopg
         hands out aware datetimes in `datetime.UTC` already, and a call per value costs about a
         microsecond per ledger row (two timestamps) on every read of records."""
         if dialect.name == "postgresql":

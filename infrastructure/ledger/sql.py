@@ -23,7 +23,6 @@ from sessionledger.domain.ports import AppendOutcome, TailRow, Tally, TokenCount
 from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure.ledger.appends import Appends
-from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 from sessionledger.infrastructure.ledger.audit_reads import AuditReads
 from sessionledger.infrastructure.ledger.driver import Autocommit
 from sessionledger.infrastructure.ledger.events import EventReads
@@ -35,6 +34,7 @@ from sessionledger.infrastructure.ledger.window_changes import WindowChanges, Wi
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
+    from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 
 T = TypeVar("T")
 
@@ -65,6 +65,8 @@ class SqlLedger:
         on up to `connections` connections of the loop's own."""
         if self._engine.dialect.name != "postgresql":
             return None
+        from sessionledger.infrastructure.ledger.async_append import AsyncAppend  # psycopg's
+
         return AsyncAppend(self._appends, self._engine, statement_timeout, connections)
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
+from sessionledger.workers import cli as package
 
 STACKS = (
     "sqlalchemy",
@@ -29,6 +30,15 @@ STACKS = (
 domain's filters, which need `regex`)."""
 WRITERS = ("celery", "kombu", "alembic")
 """What a reading command must not load: the queue stack and the schema migrations."""
+UNUSED_BY_READERS = ("regex", "tiktoken")
+"""What a reading command that searches no pattern and counts no tokens must not load: the `regex`
+package (imported by the first pattern searched) and the tokenizer (by the first count)."""
+NOT_FOR_SQL_READERS = ("sessionledger.domain.compaction", "sessionledger.infrastructure.ledger.memory")
+"""What a reading command on a SQL ledger must not load: the compaction machinery (imported by
+`compact`) and the in-memory backend (by a memory:// ledger)."""
+POSTGRES = ("psycopg", "psycopg_binary", "psycopg_c", "asyncpg", "sqlalchemy.dialects.postgresql")
+"""What a command on a SQLite ledger must not load: PostgreSQL's driver and SQLAlchemy's dialect for it
+(whose package imports its asyncpg dialect too)."""
 
 _RUN = """
 import json, sys
@@ -39,12 +49,17 @@ try:
 except SystemExit as exit:
     status = exit.code
 with open(out, "w") as file:
-    json.dump({"status": status, "modules": sorted({name.split(".")[0] for name in sys.modules})}, file)
+    json.dump({"status": status, "modules": sorted(sys.modules)}, file)
 """
 
 
 def loaded(tmp_path: Path, *args: str) -> set[str]:
     """The top-level packages imported by one run of the command, which must succeed."""
+    return {name.split(".")[0] for name in loaded_modules(tmp_path, *args)}
+
+
+def loaded_modules(tmp_path: Path, *args: str) -> set[str]:
+    """Every module imported by one run of the command, which must succeed."""
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
     done = subprocess.run(
@@ -95,3 +110,62 @@ def test_the_domains_names_load_on_first_use_and_turns_stays_the_function() -> N
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_on_sqlite_load_no_postgresql_driver_or_dialect(
+    tmp_path: Path, ledger: tuple[str, str], command: str
+) -> None:
+    """psycopg and the PostgreSQL dialect are imported when a PostgreSQL URL is opened, not before."""
+    url, session_id = ledger
+    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    found = loaded_modules(tmp_path, *args, "--database-url", url)
+    assert "sqlalchemy.dialects.sqlite" in found, "the command did open the SQLite ledger"
+    assert {name for name in found if name.startswith(POSTGRES)} == set()
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_load_no_pattern_search_and_no_tokenizer(
+    tmp_path: Path, ledger: tuple[str, str], command: str
+) -> None:
+    url, session_id = ledger
+    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    found = loaded(tmp_path, *args, "--database-url", url)
+    assert found & set(UNUSED_BY_READERS) == set()
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_on_sqlite_load_no_compaction_and_no_memory_backend(
+    tmp_path: Path, ledger: tuple[str, str], command: str
+) -> None:
+    url, session_id = ledger
+    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    found = loaded_modules(tmp_path, *args, "--database-url", url)
+    assert "sessionledger.infrastructure.ledger.sql" in found, "the command did open the SQL ledger"
+    assert {name for name in found if name.startswith(NOT_FOR_SQL_READERS)} == set()
+
+
+def test_each_command_is_found_in_the_module_it_imports_alone() -> None:
+    """`main` imports only the module `HOMES` names for the command run: every command the
+    application has must be there, in the module that registers it."""
+    from importlib import import_module
+
+    from typer.main import get_command_name
+
+    for module in package.MODULES:
+        import_module(f"{package.__name__}.{module}")
+    found: dict[str, str] = {}
+    for info in package.cli.registered_commands:
+        assert info.callback is not None
+        found[info.name or get_command_name(info.callback.__name__)] = info.callback.__module__
+    for group in package.cli.registered_groups:
+        assert group.name and group.typer_instance and group.typer_instance.registered_commands[0].callback
+        found[group.name] = group.typer_instance.registered_commands[0].callback.__module__
+    assert found == {name: f"{package.__name__}.{home}" for name, home in package.HOMES.items()}
+
+
+def test_a_reading_command_imports_no_other_commands_module(tmp_path: Path, ledger: tuple[str, str]) -> None:
+    url, session_id = ledger
+    found = loaded_modules(tmp_path, "events", session_id, "--database-url", url)
+    others = {f"{package.__name__}.{name}" for name in ("demo", "queue", "migrate", "fake_llm")}
+    assert "sessionledger.workers.cli.browse" in found and found & others == set()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import kombu
@@ -13,7 +15,7 @@ import psycopg
 import pytest
 import redis
 import sqlalchemy as sa
-from sessionledger.infrastructure.failures import DATABASE_ERRORS, DATABASE_UNAVAILABLE, failed_system
+from sessionledger.infrastructure.failures import database_errors, database_unavailable, failed_system
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.failures import operator_message
 
@@ -32,7 +34,7 @@ def imported_modules(path: Path) -> set[str]:
 def test_the_workers_operator_messages_import_no_driver_and_the_ledger_keeps_no_list_of_its_own():
     assert imported_modules(ROOT / "workers" / "failures.py") & DRIVERS == set()
     driver = (ROOT / "infrastructure" / "ledger" / "driver.py").read_text(encoding="utf-8")
-    assert "OperationalError" not in driver and "DATABASE_UNAVAILABLE" not in driver
+    assert "OperationalError" not in driver and "database_unavailable" not in driver
 
 
 def raised(action) -> BaseException:
@@ -71,7 +73,7 @@ def test_what_both_lists_covered_is_classified_once(tmp_path):
         "sqlalchemy refused": raised(lambda: sa.create_engine(settings.database_url).connect()),
     }
     for what, error in unavailable.items():
-        assert isinstance(error, DATABASE_UNAVAILABLE), what
+        assert isinstance(error, database_unavailable()), what
         assert failed_system(error) == "database", what
         assert operator_message(error, settings).startswith(
             f"cannot use the database at {settings.database_url}: "
@@ -80,15 +82,15 @@ def test_what_both_lists_covered_is_classified_once(tmp_path):
         "sqlite constraint": raised(sqlite_duplicate),
         "unknown dialect": raised(lambda: sa.create_engine("nosuchdb://x")),
     }.items():
-        assert failed_system(error) == "database" and not isinstance(error, DATABASE_UNAVAILABLE), what
-        assert isinstance(error, DATABASE_ERRORS), what
+        assert failed_system(error) == "database" and not isinstance(error, database_unavailable()), what
+        assert isinstance(error, database_errors()), what
     for what, error in {
         "redis refused": raised(lambda: redis.Redis.from_url(f"redis://{CLOSED}/0").ping()),
         "amqp refused": raised(
             lambda: kombu.Connection(f"amqp://guest:guest@{CLOSED}//").ensure_connection(max_retries=1)
         ),
     }.items():
-        assert failed_system(error) == "broker" and not isinstance(error, DATABASE_ERRORS), what
+        assert failed_system(error) == "broker" and not isinstance(error, database_errors()), what
         assert operator_message(error, settings).startswith(f"cannot use the broker at redis://{CLOSED}/0: ")
     for error in (ValueError("bad argument"), RuntimeError("a bug")):
         assert failed_system(error) is None
@@ -97,3 +99,19 @@ def test_what_both_lists_covered_is_classified_once(tmp_path):
 @pytest.mark.parametrize("error", [KeyError("k"), ZeroDivisionError()])
 def test_a_bug_is_neither_systems_failure_and_keeps_its_traceback(error):
     assert failed_system(error) is None and operator_message(error, None) is None
+
+
+def test_classifying_imports_no_psycopg_and_a_sqlite_failure_is_still_the_databases():
+    """An error of psycopg's can only exist once psycopg is imported: until then the classification
+    does without its classes (a command on a SQLite ledger never imports it)."""
+    code = (
+        "import sqlite3, sys\n"
+        "from sessionledger.infrastructure.failures import database_unavailable, failed_system\n"
+        "assert failed_system(sqlite3.OperationalError('database is locked')) == 'database'\n"
+        "assert 'psycopg' not in sys.modules, 'classifying imported psycopg'\n"
+        "import psycopg\n"
+        "assert psycopg.OperationalError in database_unavailable()\n"
+        "assert failed_system(psycopg.errors.UniqueViolation()) == 'database'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
