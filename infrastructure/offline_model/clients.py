@@ -82,17 +82,19 @@ def client_from_args(options: argparse.Namespace, script: Iterable[Reply] = ()) 
     neither, one line on stderr and exit status 2."""
     if options.offline:
         return offline_client(script)
-    return openai.OpenAI(**_endpoint())
+    api_key, base_url = _endpoint()
+    return openai.OpenAI(api_key=api_key, base_url=base_url)
 
 
 def async_client_from_args(options: argparse.Namespace, script: Iterable[Reply] = ()) -> openai.AsyncOpenAI:
     """`client_from_args` for an `openai.AsyncOpenAI`."""
     if options.offline:
         return offline_async_client(script)
-    return openai.AsyncOpenAI(**_endpoint())
+    api_key, base_url = _endpoint()
+    return openai.AsyncOpenAI(api_key=api_key, base_url=base_url)
 
 
-def _endpoint() -> dict[str, str | None]:
+def _endpoint() -> tuple[str, str | None]:
     """The configured endpoint's key and base URL; a server at a base URL without a key gets a
     placeholder (local OpenAI-compatible servers ignore it, the client insists on one)."""
     from sessionledger.infrastructure.settings import Settings
@@ -101,4 +103,4 @@ def _endpoint() -> dict[str, str | None]:
     if not settings.openai_api_key and not settings.openai_base_url:
         print(NO_KEY_MESSAGE, file=sys.stderr)
         raise SystemExit(2)
-    return {"api_key": settings.openai_api_key or OFFLINE_API_KEY, "base_url": settings.openai_base_url}
+    return settings.openai_api_key or OFFLINE_API_KEY, settings.openai_base_url

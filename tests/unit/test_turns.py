@@ -146,7 +146,8 @@ def test_turn_count(kinds, expected):
 
 # --- the rendering's size, counted without building it (`format_message_bytes`) ---------------------
 
-_TEXT = st.text(st.characters(exclude_characters="\x00"), max_size=40)
+# texts UTF-8 can encode: what a ledger stores
+_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 _CALLS = st.lists(st.builds(ToolCall, _TEXT, _TEXT, _TEXT), max_size=2)
 _RESPONSES = st.lists(st.builds(ToolResponse, _TEXT, _TEXT, _TEXT), min_size=1, max_size=2)
 _MESSAGES = st.one_of(
