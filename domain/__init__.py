@@ -8,9 +8,9 @@ import of it would otherwise put in the function's place.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sessionledger.domain.lazy_names import lazy_names
 from sessionledger.domain.turns import format_event, turns
 
 if TYPE_CHECKING:
@@ -76,14 +76,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name's module on first use and keep the name, so later lookups are plain reads."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(
+    __name__, {name: f"{__name__}.{module}" for name, module in _HOMES.items()}, __all__
+)

@@ -7,8 +7,9 @@ commands stay clear of the queue stack (kombu, Celery) and the schema migrations
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sessionledger.domain.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
@@ -36,14 +37,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name's module on first use and keep the name, so later lookups are plain reads."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

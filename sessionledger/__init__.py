@@ -11,9 +11,9 @@ tiktoken's for the default model, loaded on first use.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sessionledger.domain.lazy_names import lazy_names
 from sessionledger.domain.tokens import use_fallback_counter
 
 if TYPE_CHECKING:
@@ -127,14 +127,4 @@ def _tiktoken_counter() -> TokenCounter:
 use_fallback_counter(_tiktoken_counter)
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name on first use and keep it, so later lookups are plain attribute reads."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

@@ -6,7 +6,9 @@ reads to name an ADK session) needs neither google-adk nor the service.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sessionledger.domain.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from sessionledger.infrastructure.adk.service import LedgerSessionService
@@ -14,10 +16,6 @@ if TYPE_CHECKING:
 __all__ = ["LedgerSessionService"]
 
 
-def __getattr__(name: str) -> Any:
-    if name != "LedgerSessionService":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from sessionledger.infrastructure.adk.service import LedgerSessionService
-
-    globals()[name] = LedgerSessionService
-    return LedgerSessionService
+__getattr__, __dir__ = lazy_names(
+    __name__, {"LedgerSessionService": "sessionledger.infrastructure.adk.service"}, __all__
+)

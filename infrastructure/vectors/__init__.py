@@ -6,8 +6,9 @@ they are imported on first use, so this package loads without it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sessionledger.domain.lazy_names import lazy_names
 from sessionledger.infrastructure.vectors.embeddings import EmbeddingsUnavailable, OpenAIEmbeddings
 from sessionledger.infrastructure.vectors.entries import Embeddings
 from sessionledger.infrastructure.vectors.memory import InMemoryVectorStore
@@ -31,9 +32,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, __all__)
