@@ -340,7 +340,7 @@ class EventPublisher:
     `user_id` / `app_name` bind the publisher to an identity, stamped on every event it sends:
     the ingest workers then store its events only in sessions of that user (and/or app) and
     dead-letter the others with the reason. The identity is the publisher's word, not a proof:
-    whoever can publish to the broker can write events (README.md, "Isolation and the broker").
+    whoever can publish to the broker can write events (docs/production.md, "Isolation and the broker").
     """
 
     def __init__(
