@@ -22,9 +22,9 @@ CLI = str(Path(sys.executable).with_name("sessionledger"))
 ADK_ID = "c17de25a-4b8e-4f0e-9a8b-2f8e0c1d9e11"
 
 
-def run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def run(url: str, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
-    env["COLUMNS"] = "200"
+    env["COLUMNS"] = str(columns)
     return subprocess.run(
         [CLI, *args, "--database-url", url], env=env, capture_output=True, text=True, timeout=120
     )
@@ -74,9 +74,12 @@ def test_events_shows_each_events_id_whole(ledger: tuple[str, list[str]]) -> Non
     assert len(listed) == 6 and all(event["id"] in shown.stdout for event in listed)
 
 
-def test_timeline_prints_times_with_their_zone_that_replay_at_takes(ledger: tuple[str, list[str]]) -> None:
+@pytest.mark.parametrize("columns", [200, 80])  # a wide terminal, and the 80 columns of a plain one
+def test_timeline_prints_times_with_their_zone_that_replay_at_takes(
+    ledger: tuple[str, list[str]], columns: int
+) -> None:
     url, ids = ledger
-    shown = run(url, "timeline", ids[0])
+    shown = run(url, "timeline", ids[0], columns=columns)
     assert shown.returncode == 0, shown.stderr
     rows = re.findall(r"│\s*(\d+)\s*│\s*(\d+)\s*│\s*\S+\s*│\s*(\S+)\s*│", shown.stdout)
     entries = json.loads(run(url, "timeline", ids[0], "--json").stdout)

@@ -157,6 +157,17 @@ def shown_time(moment: datetime, *, minutes: bool = False) -> str:
     return (text[:16] if minutes else text.removesuffix("+00:00")) + "Z"
 
 
+TIME_WIDTH = len("2026-01-31T12:00:00.123456Z")
+
+
+def time_column(header: str) -> Any:
+    """A table column for `shown_time`s: never cut short or folded, whatever the terminal's width
+    (an 80-column one cut the zone off), since `--at` takes a printed time back whole."""
+    from rich.table import Column
+
+    return Column(header, no_wrap=True, min_width=TIME_WIDTH)
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 

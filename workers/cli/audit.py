@@ -28,6 +28,7 @@ from sessionledger.workers.cli.app import (
     service_for,
     settings_for,
     shown_time,
+    time_column,
     unknown_session,
 )
 from sessionledger.workers.cli.browse import event_row
@@ -120,7 +121,7 @@ def _window_table(found: WindowReplay, title: str) -> None:
     from rich.table import Table
 
     summaries = {p: s for s in found.stand_ins for p in s.summaries}
-    table = Table("position", "time", "event", "stands in for", title=title)
+    table = Table("position", time_column("time"), "event", "stands in for", title=title)
     for position, event in zip(found.positions, found.window, strict=False):
         stand_in = summaries.get(position)
         covers = (
@@ -401,7 +402,9 @@ def timeline(
 def _timeline_table(session_id: str, entries: list[TimelineEntry]) -> None:
     from rich.table import Table
 
-    table = Table("pos", "version", "kind", "recorded", "what happened", title=f"timeline of {session_id}")
+    table = Table(
+        "pos", "version", "kind", time_column("recorded"), "what happened", title=f"timeline of {session_id}"
+    )
     for entry in entries:
         style = _KIND_STYLES.get(entry.kind)
         kind = entry.kind if style is None else f"[{style}]{entry.kind}[/{style}]"

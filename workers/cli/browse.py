@@ -17,6 +17,7 @@ from sessionledger.workers.cli.app import (
     fail,
     service_for,
     shown_time,
+    time_column,
     unknown_session,
 )
 
@@ -125,14 +126,13 @@ def events(
         if as_json:
             emit_json([event_row(e) for e in found])
             return
-        from rich.table import Table
+        from rich.table import Column, Table
 
         title = f"{'ledger' if all_events else 'active window'} of {session_id}"
-        table = Table("#", title=title, show_lines=False)
         # the id is what `replay --event` and `prove` take: folded onto more lines, never cut short
-        table.add_column("id", overflow="fold")
-        for heading in ("time", "branch", "flags", "event"):
-            table.add_column(heading)
+        table = Table(
+            "#", Column("id", overflow="fold"), time_column("time"), "branch", "flags", "event", title=title
+        )
         for index, event in enumerate(found, start=1):
             flags = " ".join(
                 f for f, on in (("synthetic", event.is_synthetic), ("archived", event.archived)) if on
