@@ -1,7 +1,15 @@
-"""Creates or upgrades the ledger schema on open, safely when several processes open at once."""
+"""Creates or upgrades a schema on open, safely when several processes open at once.
+
+Two schemas share this runner, each an Alembic history with its own version table: the ledger's
+(`migrations/`, run whenever a ledger is opened to write) and the vector stores' (`migrations/vectors/`,
+run when a vector store is opened, and by `sessionledger migrate`). They are apart so that the
+ledger never waits for, or fails on, an extension that only the vectors need, and a vector store
+in a file of its own gets no ledger tables.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,43 +18,78 @@ from sessionledger.infrastructure.ledger.engine import WRITE
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy import MetaData
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 ADVISORY_LOCK_KEY = 0x5E551071ED6E
-"""pg_advisory_lock key serializing schema upgrades across processes."""
+"""pg_advisory_lock key serializing schema upgrades (of either schema) across processes."""
 HEAD_REVISION = "0004"
-"""The newest migration's revision, written here so that opening a ledger that is up to date (every
-reading command, every writer after the first) needs no alembic, whose import costs more than all
-the rest of a command's; tests/integration/test_migrations.py holds it equal to alembic's head."""
+"""The newest ledger migration's revision, written here so that opening a ledger that is up to date
+(every reading command, every writer after the first) needs no alembic, whose import costs more
+than all the rest of a command's; tests/integration/test_migrations.py holds it equal to alembic's
+head (and VECTORS_HEAD_REVISION to the vectors' head)."""
+VECTORS_HEAD_REVISION = "vectors_0001"
+"""The vector table's newest revision (its own history, `migrations/vectors/versions/`); the ledger's
+revision does not move with it, so a reader of a ledger never depends on the vectors."""
 
 
-def _config() -> Config:
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """One migration history: its Alembic directory (env.py, versions/), the table that records
+    its revision, and its head."""
+
+    location: Path
+    version_table: str
+    head: str
+
+
+LEDGER = Schema(MIGRATIONS, "alembic_version", HEAD_REVISION)
+VECTORS = Schema(MIGRATIONS / "vectors", "vectors_alembic_version", VECTORS_HEAD_REVISION)
+
+
+def _config(schema: Schema = LEDGER) -> Config:
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("script_location", str(schema.location))
+    config.attributes["version_table"] = schema.version_table
     return config
 
 
-def head_revision() -> str:
-    return HEAD_REVISION
+def run_environment(metadata: MetaData | None) -> None:
+    """Both histories' env.py: run on the connection the runner holds (and locked), recording the
+    revision in the history's own table; never from the alembic command line with a URL."""
+    from alembic import context
+
+    context.configure(
+        connection=context.config.attributes["connection"],
+        target_metadata=metadata,
+        render_as_batch=True,
+        version_table=context.config.attributes["version_table"],
+    )
+    with context.begin_transaction():
+        context.run_migrations()
 
 
-def current_revision(connection: sa.Connection) -> str | None:
-    if not sa.inspect(connection).has_table("alembic_version"):
+def head_revision(schema: Schema = LEDGER) -> str:
+    return schema.head
+
+
+def current_revision(connection: sa.Connection, schema: Schema = LEDGER) -> str | None:
+    if not sa.inspect(connection).has_table(schema.version_table):
         return None
-    return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    return connection.execute(sa.text(f"SELECT version_num FROM {schema.version_table}")).scalar()
 
 
-def upgrade(engine: sa.Engine) -> None:
-    """Bring the schema to the head revision; a no-op (one query) when it is there already.
+def upgrade(engine: sa.Engine, schema: Schema = LEDGER) -> None:
+    """Bring `schema` to its head revision; a no-op (one query) when it is there already.
 
     PostgreSQL: the upgrade runs in one transaction under a session advisory lock. SQLite: in one
     BEGIN IMMEDIATE transaction, which is the database's write lock. Either way a second opener
-    waits, then finds the schema current.
+    waits, then finds the schema current. A revision that raises leaves the schema as it was.
     """
     with engine.connect() as connection:
-        if current_revision(connection) == head_revision():
+        if current_revision(connection, schema) == schema.head:
             return
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
@@ -54,7 +97,7 @@ def upgrade(engine: sa.Engine) -> None:
             connection.execute(sa.text("SET LOCAL statement_timeout = 0"))
             connection.execute(sa.select(sa.func.pg_advisory_lock(ADVISORY_LOCK_KEY)))
             try:
-                _upgrade_on(connection)
+                _upgrade_on(connection, schema)
                 connection.commit()
             finally:
                 connection.rollback()
@@ -62,12 +105,12 @@ def upgrade(engine: sa.Engine) -> None:
                 connection.commit()
     else:
         with engine.execution_options(**{WRITE: True}).begin() as connection:
-            _upgrade_on(connection)
+            _upgrade_on(connection, schema)
 
 
-def _upgrade_on(connection: sa.Connection) -> None:
+def _upgrade_on(connection: sa.Connection, schema: Schema) -> None:
     from alembic import command
 
-    config = _config()
+    config = _config(schema)
     config.attributes["connection"] = connection
     command.upgrade(config, "head")

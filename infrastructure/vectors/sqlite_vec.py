@@ -9,20 +9,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.vectors.entries import Embeddings, Query
+from sessionledger.infrastructure.vectors.schema import migrate_vectors
 from sessionledger.infrastructure.vectors.sql_store import Row, SqlVectorStore
+from sqlalchemy.pool import StaticPool
 
-_TABLE = """CREATE TABLE IF NOT EXISTS chat_memory_vectors (
-    id INTEGER PRIMARY KEY,
-    user_id TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    message_type TEXT NOT NULL,
-    text TEXT NOT NULL,
-    embedding BLOB NOT NULL
-)"""
-_INDEX = (
-    "CREATE INDEX IF NOT EXISTS chat_memory_vectors_owner ON chat_memory_vectors (user_id, conversation_id)"
-)
 _SEARCH = """SELECT message_type, text FROM chat_memory_vectors
 WHERE user_id = ? AND (? IS NULL OR conversation_id = ?) AND vec_length(embedding) = ?
 ORDER BY vec_distance_cosine(embedding, ?), id LIMIT ?"""
@@ -43,7 +36,9 @@ def _driver() -> ModuleType:
 
 
 class SqliteVecStore(SqlVectorStore[Any]):
-    """Messages and embeddings in a SQLite file (`sqlite:///path`, a path, or `:memory:`).
+    """Messages and embeddings in a SQLite file (`sqlite:///path`, a path, or `:memory:`), in the
+    `chat_memory_vectors` table that opening creates or upgrades (`schema.py`, the ledger's
+    migration runner; the file is then in WAL mode, as a ledger is).
 
     A search reads that user's rows (and conversation's, when given) through an index and orders
     them by `vec_distance_cosine`: exact nearest neighbours, as sqlite-vec computes them, in SQL.
@@ -61,14 +56,20 @@ class SqliteVecStore(SqlVectorStore[Any]):
         import sqlite_vec
 
         driver = _driver()
+        if path != ":memory:":
+            engine = create_ledger_engine(f"sqlite:///{path}")
+            try:
+                migrate_vectors(engine)
+            finally:
+                engine.dispose()
         self._serialize = sqlite_vec.serialize_float32
         self._connection: Any = driver.connect(path, check_same_thread=False, isolation_level=None)
         self._connection.enable_load_extension(True)
         sqlite_vec.load(self._connection)
         self._connection.enable_load_extension(False)
-        with self._lock:
-            self._connection.execute(_TABLE)
-            self._connection.execute(_INDEX)
+        if path == ":memory:":  # a database of this connection's own, migrated through it
+            own = sa.create_engine("sqlite://", creator=lambda: self._connection, poolclass=StaticPool)
+            migrate_vectors(own)  # not disposed: that would close the connection
 
     def _held_dimension(self) -> int | None:
         row = self._connection.execute(_FIRST_DIMENSION).fetchone()

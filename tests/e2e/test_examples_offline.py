@@ -103,7 +103,7 @@ def test_chatbot_on_a_postgresql_without_pgvector_says_what_is_missing_in_one_li
     assert done.stdout == ""
     assert re.fullmatch(
         rf"error: PostgreSQL at {re.escape(host)} has no pgvector extension: install it \(Debian: "
-        r"postgresql-\d+-pgvector, or https://github.com/pgvector/pgvector\) and run CREATE EXTENSION "
-        r"vector, or use SQLite \(sqlite-vec\)\n",
+        r"postgresql-\d+-pgvector, or https://github.com/pgvector/pgvector\) and run `sessionledger "
+        r"migrate`, or use SQLite \(sqlite-vec\)\n",
         done.stderr,
     )

@@ -2,18 +2,22 @@
 and pgvector 0.8, both built from their official sources), for tests and benchmarks: the machine's
 own PostgreSQL has no pgvector. It starts in a temporary directory, listens only on a Unix socket
 there, and is stopped and removed when the block ends, however it ends. Registered as a pytest
-plugin: the `pgvector_url` fixture (one server per test session, started on first use)."""
+plugin: the `pgvector_url` fixture (one server per test session, started on first use) and
+`pgvector_database` (a fresh, empty database on that server for one test)."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
+import sqlalchemy as sa
 
 
 @contextmanager
@@ -38,3 +42,17 @@ def embedded_pgvector() -> Iterator[str]:
 def pgvector_url() -> Iterator[str]:
     with embedded_pgvector() as url:
         yield url
+
+
+@pytest.fixture
+def pgvector_database(pgvector_url: str) -> Iterator[str]:
+    """The URL of a new database on the pgvector server (nothing in it: no extension, no table),
+    dropped when the test ends."""
+    name = f"sl_vec_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pgvector_url, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield sa.make_url(pgvector_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(pgvector_url, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

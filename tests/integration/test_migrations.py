@@ -1,8 +1,15 @@
 """The Alembic migrations build exactly the schema `infrastructure.ledger.schema` declares, and an
-older database upgrades in place without losing what it holds."""
+older database upgrades in place without losing what it holds; the vector stores' table is
+migrated by the same runner, in a history of its own (SQLite, and PostgreSQL with pgvector)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import psycopg
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -13,8 +20,20 @@ from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
-from sessionledger.infrastructure.ledger.migrate import _config, current_revision, head_revision, upgrade
+from sessionledger.infrastructure.ledger.migrate import (
+    VECTORS,
+    _config,
+    current_revision,
+    head_revision,
+    upgrade,
+)
 from sessionledger.infrastructure.ledger.schema import metadata
+from sessionledger.infrastructure.vectors import PgVectorStore, SqliteVecStore
+from sessionledger.infrastructure.vectors.schema import ExtensionMissing, migrate_vectors
+
+from tests.fakes.fake_openai import fake_embedding
+
+CLI = str(Path(sys.executable).with_name("sessionledger"))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -24,8 +43,15 @@ def fresh_url(request) -> str:
 
 def test_the_written_head_revision_is_alembics_head() -> None:
     """Opening a ledger compares its revision with `head_revision()` without loading alembic: a new
-    migration must move that constant too, or writers would skip it and readers refuse the result."""
+    migration must move that constant too, or writers would skip it and readers refuse the result.
+    The same holds for the vectors' history, which shares none of the ledger's revisions."""
     assert head_revision() == ScriptDirectory.from_config(_config()).get_current_head()
+    vectors = ScriptDirectory.from_config(_config(VECTORS))
+    assert head_revision(VECTORS) == vectors.get_current_head()
+    ledger = ScriptDirectory.from_config(_config())
+    assert {r.revision for r in vectors.walk_revisions()}.isdisjoint(
+        r.revision for r in ledger.walk_revisions()
+    )
 
 
 def test_migrated_schema_matches_the_declared_tables(fresh_url: str) -> None:
@@ -99,3 +125,197 @@ def _migrate(engine: sa.Engine, revision: str) -> None:
             command.downgrade(config, revision)
         else:
             command.upgrade(config, revision)
+
+
+# --- the vector stores' table, through the same runner (issue 26) -------------------------------
+
+
+class Fixed:
+    """An embedder giving the fake endpoint's vectors (64 numbers), or `dimension` numbers."""
+
+    def __init__(self, dimension: int | None = None) -> None:
+        self.dimension = dimension
+
+    def embed(self, texts):
+        if self.dimension is not None:
+            return [[1.0] * self.dimension for _ in texts]
+        return [fake_embedding(text) for text in texts]
+
+
+@pytest.fixture(params=["sqlite", "pgvector"])
+def vector_url(request, tmp_path) -> str:
+    """A new, empty database for a vector store: a SQLite file, or one on the pgvector server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'vectors.db'}"
+    return request.getfixturevalue("pgvector_database")
+
+
+def _store(url: str, embeddings=None):
+    embeddings = embeddings or Fixed()
+    return SqliteVecStore(url, embeddings) if url.startswith("sqlite") else PgVectorStore(url, embeddings)
+
+
+def _vector_schema(url: str) -> tuple[str | None, str | None, set[str], set[str]]:
+    """The ledger's and the vectors' revisions, the vector table's columns and its indexes."""
+    engine = create_ledger_engine(url)
+    try:
+        with engine.connect() as connection, warnings.catch_warnings():
+            warnings.simplefilter("ignore", sa.exc.SAWarning)  # SQLAlchemy knows no `vector` type
+            inspector = sa.inspect(connection)
+            has_table = inspector.has_table("chat_memory_vectors")
+            columns = (
+                {c["name"] for c in inspector.get_columns("chat_memory_vectors")} if has_table else set()
+            )
+            indexes = (
+                {i["name"] or "" for i in inspector.get_indexes("chat_memory_vectors")}
+                if has_table
+                else set()
+            )
+            return current_revision(connection), current_revision(connection, VECTORS), columns, indexes
+    finally:
+        engine.dispose()
+
+
+def _migrate_all(url: str) -> str:
+    """What `sessionledger migrate` does: the ledger's schema, then the vector table."""
+    engine = create_ledger_engine(url)
+    try:
+        upgrade(engine)
+        return migrate_vectors(engine)
+    finally:
+        engine.dispose()
+
+
+def _count(url: str, sql: str) -> int:
+    engine = create_ledger_engine(url)
+    try:
+        with engine.connect() as connection:
+            return int(connection.execute(sa.text(sql)).scalar_one())
+    finally:
+        engine.dispose()
+
+
+COLUMNS = {"id", "user_id", "conversation_id", "message_type", "text", "embedding"}
+
+
+def test_migrate_creates_the_vector_table_beside_the_ledger(vector_url: str) -> None:
+    assert _migrate_all(vector_url) == head_revision(VECTORS) == "vectors_0001"
+    ledger, vectors, columns, indexes = _vector_schema(vector_url)
+    assert (ledger, vectors) == (head_revision(), head_revision(VECTORS))
+    assert columns == COLUMNS and "chat_memory_vectors_owner" in indexes
+    with _store(vector_url) as store:
+        store.add("c", [UserMessage("bees on the roof")], user_id="ada")
+        assert [m.text for m in store.search("bees", user_id="ada")] == ["bees on the roof"]
+
+
+def test_the_sessionledger_migrate_command_migrates_the_vector_table_too(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    done = subprocess.run([CLI, "migrate", "--database-url", url], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "its vector table is at revision vectors_0001" in done.stdout
+    assert _vector_schema(url)[:3] == (head_revision(), head_revision(VECTORS), COLUMNS)
+
+
+def test_a_store_on_an_unmigrated_database_migrates_its_table_and_not_the_ledger(vector_url: str) -> None:
+    assert _vector_schema(vector_url) == (None, None, set(), set())
+    with _store(vector_url) as store:
+        store.add("c", [UserMessage("a first note")], user_id="ada")
+    assert _vector_schema(vector_url)[:3] == (None, head_revision(VECTORS), COLUMNS)
+    with open_service(vector_url):  # the ledger's history, in the same database, is its own
+        pass
+    assert _vector_schema(vector_url)[:2] == (head_revision(), head_revision(VECTORS))
+
+
+def test_migrating_twice_changes_nothing(vector_url: str) -> None:
+    _migrate_all(vector_url)
+    with _store(vector_url) as store:
+        store.add("c", [UserMessage("kept note")], user_id="ada")
+    assert _migrate_all(vector_url) == head_revision(VECTORS)
+    with _store(vector_url) as store:
+        assert [m.text for m in store.search("note", user_id="ada")] == ["kept note"]
+    assert _count(vector_url, "SELECT count(*) FROM vectors_alembic_version") == 1
+    assert _count(vector_url, "SELECT count(*) FROM chat_memory_vectors") == 1
+
+
+# The vector table as the stores made it for themselves before the migrations (git: the DDL of
+# infrastructure/vectors/sqlite_vec.py and pgvector.py before issue 26), a row in it.
+OLD_SQLITE = [
+    """CREATE TABLE IF NOT EXISTS chat_memory_vectors (
+    id INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_type TEXT NOT NULL,
+    text TEXT NOT NULL,
+    embedding BLOB NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS chat_memory_vectors_owner ON chat_memory_vectors (user_id, conversation_id)",
+    "INSERT INTO chat_memory_vectors (user_id, conversation_id, message_type, text, embedding)"
+    " VALUES ('ada', 'old', 'user', 'an old note', :vector)",
+]
+OLD_POSTGRES = [
+    "CREATE EXTENSION IF NOT EXISTS vector",
+    "CREATE TABLE IF NOT EXISTS chat_memory_vectors (id bigserial PRIMARY KEY,"
+    " user_id text NOT NULL, conversation_id text NOT NULL,"
+    " message_type text NOT NULL, text text NOT NULL,"
+    " embedding vector(64) NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS chat_memory_vectors_owner ON chat_memory_vectors (user_id, conversation_id)",
+    "INSERT INTO chat_memory_vectors (user_id, conversation_id, message_type, text, embedding)"
+    " VALUES ('ada', 'old', 'user', 'an old note', CAST(:vector AS vector))",
+]
+
+
+def test_a_vector_table_the_previous_release_made_upgrades_in_place(vector_url: str) -> None:
+    import sqlite_vec
+
+    sqlite = vector_url.startswith("sqlite")
+    vector = fake_embedding("an old note")
+    encoded = sqlite_vec.serialize_float32(vector) if sqlite else str(vector)
+    with open_service(vector_url):  # the ledger as the previous release left it (at 0004)
+        pass
+    engine = create_ledger_engine(vector_url)
+    try:
+        with engine.begin() as connection:
+            for statement in OLD_SQLITE if sqlite else OLD_POSTGRES:
+                connection.execute(sa.text(statement), {"vector": encoded})
+    finally:
+        engine.dispose()
+    assert _migrate_all(vector_url) == head_revision(VECTORS)
+    assert _vector_schema(vector_url)[:3] == (head_revision(), head_revision(VECTORS), COLUMNS)
+    with _store(vector_url) as store:
+        store.add("new", [UserMessage("a new note")], user_id="ada")
+        assert sorted(m.text for m in store.search("note", user_id="ada", top_k=4)) == [
+            "a new note",
+            "an old note",
+        ]
+    with _store(vector_url, Fixed(3)) as store, pytest.raises(ValueError, match="dimension 64"):
+        store.add("c", [UserMessage("three numbers")], user_id="ada")
+
+
+@pytest.mark.postgres
+def test_without_pgvector_the_ledger_migrates_and_the_vectors_say_what_is_missing(pg_url: str) -> None:
+    """This machine's PostgreSQL has no pgvector: the ledger is migrated all the same, the vector
+    table is neither made nor recorded (so a migrate after installing it makes it), and the store
+    and `sessionledger migrate` say in one line what is missing."""
+    with psycopg.connect(pg_url.replace("+psycopg", "")) as connection:
+        if connection.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+            pytest.skip("this PostgreSQL has pgvector")
+        host, port, major = (
+            connection.info.host,
+            connection.info.port,
+            connection.info.server_version // 10000,
+        )
+    line = (
+        f"PostgreSQL at {host}:{port} has no pgvector extension: install it (Debian: "
+        f"postgresql-{major}-pgvector, or https://github.com/pgvector/pgvector) and run `sessionledger "
+        "migrate`, or use SQLite (sqlite-vec)"
+    )
+    with pytest.raises(ExtensionMissing) as raised:
+        _migrate_all(pg_url)
+    assert str(raised.value) == line
+    with pytest.raises(ValueError) as refused:
+        PgVectorStore(pg_url, Fixed())
+    assert str(refused.value) == line
+    done = subprocess.run([CLI, "migrate", "--database-url", pg_url], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"no vector table: {line}"
+    assert _vector_schema(pg_url) == (head_revision(), None, set(), set())

@@ -179,7 +179,7 @@ class Scripted:
 
 @pytest.fixture(params=["memory", "sqlite-vec", "pgvector"])
 def scripted(request, tmp_path):
-    """A store of each kind (pgvector in a table of its own) over a `Scripted` embedder."""
+    """A store of each kind (pgvector in a database of its own) over a `Scripted` embedder."""
     embedder = Scripted()
     if request.param == "memory":
         yield InMemoryVectorStore(embedder), embedder
@@ -187,8 +187,7 @@ def scripted(request, tmp_path):
         with SqliteVecStore(f"sqlite:///{tmp_path / 'vectors.db'}", embedder) as opened:
             yield opened, embedder
     else:
-        table = f"vectors_{uuid.uuid4().hex[:10]}"
-        with PgVectorStore(request.getfixturevalue("pgvector_url"), embedder, table=table) as opened:
+        with PgVectorStore(request.getfixturevalue("pgvector_database"), embedder) as opened:
             yield opened, embedder
 
 
@@ -267,6 +266,6 @@ def test_pgvector_on_a_server_without_the_extension_says_what_is_missing_in_one_
         PgVectorStore(pg_url, embeddings)
     assert str(raised.value) == (
         f"PostgreSQL at {host}:{port} has no pgvector extension: install it (Debian: "
-        f"postgresql-{major}-pgvector, or https://github.com/pgvector/pgvector) and run CREATE EXTENSION "
-        "vector, or use SQLite (sqlite-vec)"
+        f"postgresql-{major}-pgvector, or https://github.com/pgvector/pgvector) and run `sessionledger "
+        "migrate`, or use SQLite (sqlite-vec)"
     )

@@ -42,7 +42,7 @@ def package_modules() -> set[str]:
         if name.endswith(".py")
         and (ROOT / name).exists()
         and not (name.endswith("/__init__.py") and not name.startswith("sessionledger/"))
-        and "/migrations/versions/" not in name
+        and "/versions/" not in name  # the migrations' revisions (ledger/migrations/, and its vectors/)
     }
 
 

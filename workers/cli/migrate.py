@@ -1,7 +1,9 @@
 """`sessionledger migrate`: the schema step that reading commands leave to the operator.
 
-Writing commands and workers create or upgrade the schema when they open a ledger; reading
-commands never change a database, so an older ledger is upgraded here, on purpose.
+Writing commands and workers create or upgrade the schema when they open a ledger (and a vector
+store its table when it opens); reading commands never change a database, so an older ledger is
+upgraded here, on purpose, and the vector table with it. A PostgreSQL without pgvector gets the
+ledger and a line saying why it has no vector table.
 """
 
 from __future__ import annotations
@@ -20,15 +22,33 @@ from sessionledger.workers.cli.app import (
 
 @command
 def migrate(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
-    """Create the ledger's schema, or upgrade it to this version's revision."""
-    from sessionledger.infrastructure.bootstrap import open_storage
+    """Create the ledger's schema and the vector table, or upgrade them to this version's revisions."""
+    from sessionledger.infrastructure.bootstrap import open_engine
     from sessionledger.infrastructure.ledger.migrate import head_revision
+    from sessionledger.infrastructure.settings import MEMORY_URL
+    from sessionledger.infrastructure.vectors.schema import ExtensionMissing, migrate_vectors
 
     settings = settings_for(database_url, broker_url)
-    with open_storage(settings, create=True):
-        pass
+    vectors: str | None = None
+    missing = ""
+    if settings.database_url != MEMORY_URL:
+        engine = open_engine(settings, create=True)
+        try:
+            vectors = migrate_vectors(engine)
+        except ExtensionMissing as error:
+            missing = str(error)
+        finally:
+            engine.dispose()
     url, revision = hide_passwords(settings.database_url), head_revision()
     if as_json:
-        emit_json({"database_url": url, "revision": revision})
+        emit_json({"database_url": url, "revision": revision, "vectors_revision": vectors})
         return
-    console.print(f"the ledger at {url} is at schema revision {revision}", markup=False, highlight=False)
+    console.print(
+        f"the ledger at {url} is at schema revision {revision}", markup=False, highlight=False, soft_wrap=True
+    )
+    if vectors is not None:
+        console.print(
+            f"its vector table is at revision {vectors}", markup=False, highlight=False, soft_wrap=True
+        )
+    elif missing:
+        console.print(f"no vector table: {missing}", markup=False, highlight=False, soft_wrap=True)
