@@ -209,10 +209,6 @@ class MemoryLedger:
         keys = batch_keys(drafts)
         with self._lock:
             logs = {sid: log for sid in {sid for sid, _ in keys} if (log := self._live(sid)) is not None}
-            if len(drafts) == 1 and (expected := drafts[0].expected_version) is not None:
-                log = logs.get(keys[0][0])
-                if log is not None and log.version != expected:
-                    return [AppendOutcome.CONFLICT]
             taken = {(sid, eid) for sid, eid in keys if sid in logs and eid in logs[sid].positions}
             plan = plan_batch(
                 drafts, {sid: log.batch_session() for sid, log in logs.items()}, taken, datetime.now(UTC)
