@@ -18,17 +18,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import (
-    Draft,
-    Kind,
-    LedgerRecord,
-    event_draft,
-    stats_after_appends,
-    window_compaction_draft,
-)
-from sessionledger.domain.ports import AppendOutcome, Window, WindowStats
+from sessionledger.domain.records import Draft, Kind, LedgerRecord, event_draft, window_compaction_draft
 from sessionledger.domain.sessions import split_state_delta
+from sessionledger.domain.window import Window, WindowStats
+from sessionledger.domain.window_stats import stats_after_appends
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult

@@ -19,12 +19,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import Draft, LedgerRecord, event_bytes
-from sessionledger.domain.ports import AppendOutcome, Tally
+from sessionledger.domain.records import Draft, LedgerRecord
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
+from sessionledger.domain.window_stats import event_bytes
 from sessionledger.domain.write_plans import (
     BatchPlan,
     BatchSession,

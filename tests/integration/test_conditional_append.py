@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 from sessionledger.domain import ConcurrencyConflict, SessionEvent, SessionNotFound, UserMessage
-from sessionledger.domain.ledger import Draft
-from sessionledger.domain.ports import AppendOutcome, Tally
+from sessionledger.domain.append_outcomes import AppendOutcome, Tally
+from sessionledger.domain.records import Draft
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.bootstrap import Storage
 from sessionledger.infrastructure.service import append_draft

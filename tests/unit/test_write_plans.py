@@ -6,9 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction import CompactionResult
-from sessionledger.domain.ledger import GENESIS_HASH, Kind, event_draft, stats_after_appends
-from sessionledger.domain.ports import AppendOutcome, Window, WindowHead, WindowStats
+from sessionledger.domain.hashing import GENESIS_HASH
+from sessionledger.domain.records import Kind, event_draft
+from sessionledger.domain.window import Window, WindowHead, WindowStats
+from sessionledger.domain.window_stats import stats_after_appends
 from sessionledger.domain.write_plans import BatchSession, LedgerHead, plan_batch, plan_compaction
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -71,7 +74,7 @@ def test_a_batch_takes_an_event_id_with_its_first_use() -> None:
 
 
 def test_only_event_drafts_are_appended() -> None:
-    from sessionledger.domain.ledger import erasure_draft
+    from sessionledger.domain.records import erasure_draft
 
     with pytest.raises(ValueError, match="only event drafts"):
         plan_batch([erasure_draft(at=T0, reason="x")], {}, taken=())
