@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from sessionledger.domain.codec import event_from_payload, event_to_payload, format_timestamp
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.fast_constructor import fast_constructor
 from sessionledger.domain.hashing import canonical, row_hash, sha256_hex
 from sessionledger.domain.sessions import Session, strip_temp
 from sessionledger.domain.turns import utf8_length
@@ -78,29 +79,26 @@ class LedgerRecord:
         token_count: int | None = None,
         global_position: int | None = None,
     ) -> LedgerRecord:
-        """The record, built as `SessionEvent._trusted` builds an event: its fields set on a
-        writable twin, which is then relabelled. A record is built for every appended event and
-        for every record read (a verify: millions), and the frozen dataclass's own constructor
-        costs five times as much (one `object.__setattr__` per field)."""
-        record: Any = _WritableRecord()  # `Any`: the twin declares its slots, not their types
-        record.session_id = session_id
-        record.position = position
-        record.version = version
-        record.kind = kind
-        record.event_id = event_id
-        record.occurred_at = occurred_at
-        record.payload = payload
-        record.content_hash = content_hash
-        record.prev_hash = prev_hash
-        record.row_hash = row_hash
-        record.event_type = event_type
-        record.branch = branch
-        record.synthetic = synthetic
-        record.recorded_at = recorded_at
-        record.token_count = token_count
-        record.global_position = global_position
-        record.__class__ = cls  # a relabel: both classes share one slot layout
-        return record  # type: ignore[no-any-return]  # now a LedgerRecord (the line above)
+        """The record, built by `fast_constructor` as `SessionEvent._trusted` builds an event:
+        one is built for every appended event and for every record read (a verify: millions)."""
+        return _build_record(
+            session_id,
+            position,
+            version,
+            kind,
+            event_id,
+            occurred_at,
+            payload,
+            content_hash,
+            prev_hash,
+            row_hash,
+            event_type,
+            branch,
+            synthetic,
+            recorded_at,
+            token_count,
+            global_position,
+        )
 
     def event(self, archived: bool = False) -> SessionEvent:
         """The session event an `event` record holds (`ValueError` when it was erased)."""
@@ -109,10 +107,7 @@ class LedgerRecord:
         return event_from_payload(self.session_id, self.event_id or "", self.payload, archived)
 
 
-class _WritableRecord:
-    """The slot layout of `LedgerRecord` without the frozen guard, for `LedgerRecord._trusted`."""
-
-    __slots__ = LedgerRecord.__slots__
+_build_record = fast_constructor(LedgerRecord, LedgerRecord.__slots__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,20 +147,19 @@ class Draft:
         synthetic: bool,
     ) -> Draft:
         """The draft, built as `LedgerRecord._trusted` builds a record (one per appended event)."""
-        draft: Any = _WritableDraft()  # as `record` in `LedgerRecord._trusted`
-        draft.kind = kind
-        draft.occurred_at = occurred_at
-        draft.payload = payload
-        draft.text = text
-        draft.content_hash = content_hash
-        draft.event = event
-        draft.event_id = event_id
-        draft.event_type = event_type
-        draft.branch = branch
-        draft.synthetic = synthetic
-        draft.expected_version = None
-        draft.__class__ = cls  # a relabel: both classes share one slot layout
-        return draft  # type: ignore[no-any-return]  # now a Draft (the line above)
+        return _build_draft(
+            kind,
+            occurred_at,
+            payload,
+            text,
+            content_hash,
+            event,
+            event_id,
+            event_type,
+            branch,
+            synthetic,
+            None,
+        )
 
     @property
     def size(self) -> int:
@@ -210,10 +204,7 @@ class Draft:
         )
 
 
-class _WritableDraft:
-    """The slot layout of `Draft` without the frozen guard, for `Draft._trusted`."""
-
-    __slots__ = Draft.__slots__
+_build_draft = fast_constructor(Draft, Draft.__slots__)
 
 
 def _draft(
