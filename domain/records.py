@@ -130,7 +130,7 @@ class Draft:
     synthetic: bool = False
     expected_version: int | None = None
     """A conditional append: stored only while the session is at this event_version (else the
-    CONFLICT outcome); `None` appends whatever the version."""
+    CONFLICT outcome: `write_plans.version_check`); `None` appends whatever the version."""
 
     @classmethod
     def _trusted(
