@@ -7,7 +7,7 @@ session against a raw sequential read of the same rows.
   decoded): what merely reading the rows costs here, a bound no verify that reads them can beat;
 - verify: the whole check of `infrastructure.audit.verify` (records and head in one snapshot,
   content and row hashes, links and positions, then the stored window, state, session row and
-  stats against `domain.ledger.replay`); the session was never compacted, so its stored window
+  stats against `domain.replay.replay`); the session was never compacted, so its stored window
   holds all 100,000 events and is read and compared too;
 - verify, chain only: the records read and the hash chain checked (no replay, no stored window);
 - replay: `infrastructure.audit.replay`, the window rebuilt from the ledger alone.

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 
 import psycopg
 from sessionledger.domain import Message, SessionEvent
-from sessionledger.domain.ledger import event_draft
+from sessionledger.domain.records import event_draft
 from sessionledger.infrastructure import SessionService, open_service
 
 from bench import payloads, report

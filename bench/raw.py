@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 from sessionledger.domain import Message, SessionEvent
-from sessionledger.domain.ledger import event_draft
+from sessionledger.domain.records import event_draft
 
 _COPY = "CREATE TABLE raw_ledger (LIKE ledger INCLUDING ALL)"
 """The ledger table's columns, defaults, identity, constraints and indexes (not its update guard)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from sessionledger.domain.fast_constructor import fast_constructor
 from sessionledger.domain.ids import check_new_id
 from sessionledger.domain.mappings import EMPTY, freeze
 from sessionledger.domain.messages import Message, MessageType
@@ -128,23 +129,19 @@ class SessionEvent:
         invocation_id: str | None,
         state_delta: Mapping[str, Any],
     ) -> SessionEvent:
-        """Build without validation: for the ledger's read path, whose values were validated on write.
-
-        Fills a writable twin with the same slot layout, then relabels it as a `SessionEvent`:
-        about twice as fast as the frozen dataclass's `object.__setattr__` route.
-        """
-        event = _WritableEvent()
-        event.id = id
-        event.session_id = session_id
-        event.timestamp = timestamp
-        event.message = message
-        event.metadata = freeze(metadata)
-        event.branch = branch
-        event.archived = archived
-        event.invocation_id = invocation_id
-        event.state_delta = freeze(state_delta)
-        event.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
-        return event  # type: ignore[return-value]  # now a SessionEvent (the line above)
+        """Build without validation: for the ledger's read path, whose values were validated on
+        write (`fast_constructor`: about twice as fast as the frozen dataclass's constructor)."""
+        return _build_event(
+            id,
+            session_id,
+            timestamp,
+            message,
+            freeze(metadata),
+            branch,
+            archived,
+            invocation_id,
+            freeze(state_delta),
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SessionEvent):
@@ -236,16 +233,17 @@ def _check_branch(value: object) -> None:
         check_new_id(value, "branch")
 
 
-class _WritableEvent:
-    """The slot layout of `SessionEvent` without the frozen guard, for `SessionEvent._trusted`."""
-
-    __slots__ = SessionEvent.__slots__
-    id: str
-    session_id: str
-    timestamp: datetime
-    message: Message
-    metadata: Mapping[str, Any]
-    branch: str | None
-    archived: bool
-    invocation_id: str | None
-    state_delta: Mapping[str, Any]
+_build_event = fast_constructor(
+    SessionEvent,
+    (
+        "id",
+        "session_id",
+        "timestamp",
+        "message",
+        "metadata",
+        "branch",
+        "archived",
+        "invocation_id",
+        "state_delta",
+    ),
+)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from sessionledger.domain.fast_constructor import fast_constructor
 from sessionledger.domain.mappings import EMPTY, freeze
 
 
@@ -138,14 +139,7 @@ class Message:
         metadata: Mapping[str, Any],
     ) -> Message:
         """Build without validation, for decoded ledger values (see `SessionEvent._trusted`)."""
-        message = _WritableMessage()
-        message.type = type
-        message.text = text
-        message.tool_calls = tool_calls
-        message.tool_responses = tool_responses
-        message.metadata = freeze(metadata)
-        message.__class__ = cls  # type: ignore[assignment]  # a relabel: both classes share one slot layout
-        return message  # type: ignore[return-value]  # now a Message (the line above)
+        return _build_message(type, text, tool_calls, tool_responses, freeze(metadata))
 
 
 def _checked_fields(
@@ -175,15 +169,7 @@ def _checked_fields(
     return kind, calls, responses  # type: ignore[return-value]  # each element checked above
 
 
-class _WritableMessage:
-    """The slot layout of `Message` without the frozen guard, for `Message._trusted`."""
-
-    __slots__ = Message.__slots__
-    type: MessageType
-    text: str | None
-    tool_calls: tuple[ToolCall, ...]
-    tool_responses: tuple[ToolResponse, ...]
-    metadata: Mapping[str, Any]
+_build_message = fast_constructor(Message, ("type", "text", "tool_calls", "tool_responses", "metadata"))
 
 
 def UserMessage(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:

@@ -1,33 +1,33 @@
 """The ports: what the domain needs from the outside world, as small protocols.
 
-Adapters in `infrastructure` implement them; unit tests implement them with fakes.
+Adapters in `infrastructure` implement them; unit tests implement them with fakes. The values
+they pass live in modules of their own (`window`, `window_stats`, `append_outcomes`, `records`),
+which import no port.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     import threading
     from contextlib import AbstractContextManager
 
+    from sessionledger.domain.append_outcomes import AppendOutcome, Tally
     from sessionledger.domain.compaction.request import CompactionRequest
     from sessionledger.domain.compaction.result import CompactionResult
     from sessionledger.domain.events import SessionEvent
     from sessionledger.domain.filters import EventFilter
-    from sessionledger.domain.ledger import Draft, LedgerRecord
     from sessionledger.domain.messages import Message
+    from sessionledger.domain.records import Draft, LedgerRecord, TailRow
     from sessionledger.domain.restore import RestoredSession
     from sessionledger.domain.sessions import Session
+    from sessionledger.domain.tokens import TokenCounter
+    from sessionledger.domain.window import Window, WindowStats
 
 T = TypeVar("T")
-
-TokenCounter = Callable[[str], int]
-"""Counts the tokens of one string; `len` is a valid (crude) counter."""
 
 
 @runtime_checkable
@@ -49,102 +49,12 @@ class Strategy(Protocol):
     def compact(self, request: CompactionRequest) -> CompactionResult: ...
 
 
-@dataclass(frozen=True, slots=True)
-class WindowStats:
-    """Running aggregates of a session's active window, kept by the ledger on every write.
-
-    They let triggers decide in O(1) instead of re-reading and re-tokenizing the history.
-    `tokens` counts only events whose count is known; `uncounted` says how many are not.
-    """
-
-    events: int = 0
-    turns: int = 0
-    bytes: int = 0
-    tokens: int = 0
-    uncounted: int = 0
-    events_since_summary: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class WindowHead:
-    """What a compaction read saw: the CAS version, the window epoch and the last position it read."""
-
-    version: int
-    epoch: int
-    head_position: int
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """A session's active window read in one consistent snapshot, with each event's ledger position.
-
-    `head.head_position` is the highest position read: a compaction written from this window
-    leaves every later event after the compacted window. `stats` are the running window stats
-    read in the same snapshot; `token_counts` the events' stored counts (None = not yet counted).
-    """
-
-    head: WindowHead
-    events: tuple[SessionEvent, ...]
-    positions: tuple[int, ...]
-    stats: WindowStats = WindowStats()
-    token_counts: tuple[int | None, ...] = ()
-
-
-class AppendOutcome(StrEnum):
-    """What happened to one event handed to `Ledger.append` (or `SessionService.ingest`)."""
-
-    STORED = "stored"
-    DUPLICATE = "duplicate"  # an event with that id is already in the session's ledger
-    NO_SESSION = "no_session"  # the session does not exist or was deleted
-    REFUSED = "refused"  # ingest on behalf of an identity: the session is another user's or app's
-    CONFLICT = "conflict"  # a conditional append: the session is not at the version it expected
-
-
-@dataclass(frozen=True, slots=True)
-class Tally:
-    """The counters (`CounterStore` names) a ledger write adds to, in the write's own transaction.
-
-    An operator's figures then move exactly when what they count commits: a worker killed just
-    after a commit has counted it, one killed just before has neither written nor counted it.
-    """
-
-    stored: str | None = None
-    """+1 per event an append stored."""
-    duplicate: str | None = None
-    """+1 per event an append found already stored (same session and event id)."""
-    compaction: str | None = None
-    """+1 per compaction written."""
-
-    def of_append(self, outcomes: Iterable[AppendOutcome]) -> dict[str, int]:
-        """What an append with these outcomes adds to each named counter (only the non-zero ones)."""
-        names = {AppendOutcome.STORED: self.stored, AppendOutcome.DUPLICATE: self.duplicate}
-        deltas: dict[str, int] = {}
-        for outcome in outcomes:
-            name = names.get(outcome)
-            if name:
-                deltas[name] = deltas.get(name, 0) + 1
-        return deltas
-
-    def of_compaction(self) -> dict[str, int]:
-        """What a written compaction adds."""
-        return {self.compaction: 1} if self.compaction else {}
-
-
-@dataclass(frozen=True, slots=True)
-class TailRow:
-    """One ledger row as the relay sees it (global order across sessions)."""
-
-    global_position: int
-    session_id: str
-    app_name: str
-    kind: str
-
-
 class Ledger(Protocol):
     """The append-only session ledger plus its window projection (one per backend).
 
-    Every backend keeps the same rules (`domain.ledger`): records and hashes, the window rule,
-    window stats. The service validates input; a ledger trusts what it is given.
+    Every backend keeps the same rules (`domain.records`, `domain.hashing`, `domain.window`,
+    `domain.window_stats`): records and hashes, the window rule, window stats. The service
+    validates input; a ledger trusts what it is given.
     """
 
     # sessions

@@ -15,9 +15,11 @@ from typing import Any
 
 from sessionledger.domain.codec import parse_timestamp
 from sessionledger.domain.ids import check_new_id
-from sessionledger.domain.ledger import Kind, LedgerRecord, Projection, replay, window_stats
-from sessionledger.domain.ports import WindowStats
+from sessionledger.domain.records import Kind, LedgerRecord
+from sessionledger.domain.replay import Projection, replay
 from sessionledger.domain.sessions import Session, StateDelta, split_state_delta
+from sessionledger.domain.window import WindowStats
+from sessionledger.domain.window_stats import window_stats
 
 
 @dataclass(frozen=True, slots=True)

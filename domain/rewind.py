@@ -13,7 +13,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sessionledger.domain.ledger import Draft, Kind, LedgerRecord, canonical, replay, rewind_draft
+from sessionledger.domain.hashing import canonical
+from sessionledger.domain.records import Draft, Kind, LedgerRecord, rewind_draft
+from sessionledger.domain.replay import replay
 from sessionledger.domain.sessions import split_state_delta
 
 

@@ -1,12 +1,12 @@
-"""The token counter of requests built by hand: plugged in from outside, so the domain imports no adapter."""
+"""Token counters, and the one of requests built by hand: plugged in from outside, so the domain
+imports no adapter."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sessionledger.domain.ports import TokenCounter
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of one string; `len` is a valid (crude) counter."""
 
 _fallback: Callable[[], TokenCounter] | None = None
 

@@ -6,6 +6,9 @@ Archived, summarized away, rewound or erased, that record stays in the ledger wi
 append of a taken id is a duplicate and writes nothing; inside one batch, the first use takes the
 id. A compaction's new events must carry ids that are neither taken nor repeated in its result,
 and its window names each event once (`ValueError`, and nothing is written).
+
+The conditional append rule (`version_check`): a draft with an `expected_version` is appended
+only while its session is at that version, else it is the `CONFLICT` outcome.
 """
 
 from __future__ import annotations
@@ -15,17 +18,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import (
-    Draft,
-    Kind,
-    LedgerRecord,
-    event_draft,
-    stats_after_appends,
-    window_compaction_draft,
-)
-from sessionledger.domain.ports import AppendOutcome, Window, WindowStats
+from sessionledger.domain.records import Draft, Kind, LedgerRecord, event_draft, window_compaction_draft
 from sessionledger.domain.sessions import split_state_delta
+from sessionledger.domain.window import Window, WindowStats
+from sessionledger.domain.window_stats import stats_after_appends
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
@@ -61,6 +59,17 @@ def appended_event(draft: Draft) -> SessionEvent:
     if draft.kind is not Kind.EVENT or draft.event is None:
         raise ValueError(f"only event drafts can be appended, got {draft.kind}")
     return draft.event
+
+
+def version_check(draft: Draft, version: int) -> AppendOutcome | None:
+    """`CONFLICT` when the draft is a conditional append (`expected_version`) and its session is
+    at another `version`, else `None` (the append goes on). A conflict stores nothing, and a
+    tally counts nothing of it (`Tally.of_append`). It comes before the event id rule (a stale
+    append of a stored id is a conflict too) and after the session's existence (`NO_SESSION`).
+    Every backend asks this, with a version read under its write's own lock or transaction; in
+    a batch, at the version the batch's earlier events left."""
+    expected = draft.expected_version
+    return None if expected is None or expected == version else AppendOutcome.CONFLICT
 
 
 # --- batch appends ------------------------------------------------------------------------------
@@ -102,7 +111,8 @@ def plan_batch(
     recorded_at: datetime | None = None,
 ) -> BatchPlan:
     """The drafts appended in order: dense positions, versions, hashes, window stats and state per
-    session. `sessions` holds the batch's live sessions (an event of any other is `NO_SESSION`);
+    session. `sessions` holds the batch's live sessions (an event of any other is `NO_SESSION`;
+    one whose `version_check` fails is `CONFLICT`);
     `taken` the `(session id, event id)` pairs of the batch its ledger already holds."""
     events = [appended_event(draft) for draft in drafts]
     live = {sid: replace(session, state=dict(session.state)) for sid, session in sessions.items()}
@@ -117,6 +127,10 @@ def plan_batch(
         session = live.get(sid)
         if session is None:
             outcomes.append(AppendOutcome.NO_SESSION)
+            continue
+        conflict = version_check(draft, session.head.version)
+        if conflict is not None:
+            outcomes.append(conflict)
             continue
         key = (sid, event.id)
         if key in taken or key in first_uses:

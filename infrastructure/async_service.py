@@ -40,10 +40,10 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import Draft
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import AppendOutcome
+from sessionledger.domain.records import Draft
 from sessionledger.infrastructure.bootstrap import check_database_url, open_storage
 from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import SessionService, append_event_result, append_message_result

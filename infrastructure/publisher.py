@@ -39,7 +39,7 @@ from kombu.utils import json as kombu_json
 from sessionledger.domain.codec import event_from_payload, validated_event
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.json_text import read_json
-from sessionledger.domain.ledger import Draft, event_draft
+from sessionledger.domain.records import Draft, event_draft
 from sessionledger.domain.sessions import holds_temp
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
 from sessionledger.infrastructure.redaction import hide_passwords

@@ -12,25 +12,21 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import ensure_json
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import check_id, check_new_id
-from sessionledger.domain.ledger import Draft, LedgerRecord, Projection, created_draft, event_draft, replay
 from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import (
-    AppendOutcome,
-    Ledger,
-    Strategy,
-    Tally,
-    TokenCounter,
-    Trigger,
-    WindowStats,
-)
+from sessionledger.domain.ports import Ledger, Strategy, Trigger
+from sessionledger.domain.records import Draft, LedgerRecord, created_draft, event_draft
+from sessionledger.domain.replay import Projection, replay
 from sessionledger.domain.sessions import DEFAULT_TTL, DefaultTtl, Session, expiry, holds_temp, strip_temp
 from sessionledger.domain.times import in_utc
+from sessionledger.domain.tokens import TokenCounter
+from sessionledger.domain.window import WindowStats
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure.settings import Settings
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         TurnCountTrigger,
         TurnWindowStrategy,
     )
-    from sessionledger.domain.ports import TokenCounter
+    from sessionledger.domain.tokens import TokenCounter
     from sessionledger.infrastructure import (
         AsyncSessionService,
         EventPublisher,

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sessionledger.domain.ports import CounterStore, Tally
+from sessionledger.domain.append_outcomes import Tally
+from sessionledger.domain.ports import CounterStore
 from sessionledger.infrastructure.failures import database_unavailable
 from sessionledger.infrastructure.redaction import hide_passwords
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from celery import Celery
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sessionledger.domain.ledger import Kind
 from sessionledger.domain.ports import Ledger, RelayPositions
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.audit.digest import load_private_key, take_digest, write_digest
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK

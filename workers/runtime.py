@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from celery import Celery
-from sessionledger.domain.ports import TokenCounter
+from sessionledger.domain.tokens import TokenCounter
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.settings import Settings

@@ -35,11 +35,11 @@ from typing import Any, NoReturn, TypeVar
 from celery import Task, shared_task, signals
 from celery.exceptions import Ignore, Reject
 from celery.worker import state as worker_state
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction import CompactionRequest
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.ledger import Draft
-from sessionledger.domain.ports import AppendOutcome
+from sessionledger.domain.records import Draft
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.failures import database_unavailable

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ports import TokenCounter, WindowStats
 from sessionledger.domain.sessions import Session
-from sessionledger.domain.tokens import fallback_counter
+from sessionledger.domain.tokens import TokenCounter, fallback_counter
 from sessionledger.domain.turns import format_event, turn_count
+from sessionledger.domain.window import WindowStats
 
 EventSource = Iterable[SessionEvent] | Callable[[], Iterable[SessionEvent]]
 

@@ -38,7 +38,8 @@ from sessionledger.domain.compaction.window import (
 )
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import AssistantMessage, MessageType, UserMessage
-from sessionledger.domain.ports import Summarizer, TokenCounter
+from sessionledger.domain.ports import Summarizer
+from sessionledger.domain.tokens import TokenCounter
 from sessionledger.domain.turns import starts_turn
 
 

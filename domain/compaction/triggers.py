@@ -9,7 +9,8 @@ from sessionledger.domain.compaction.checks import optional_counter, positive, r
 from sessionledger.domain.compaction.models import context_window_for
 from sessionledger.domain.compaction.request import CompactionRequest
 from sessionledger.domain.compaction.window import reaches
-from sessionledger.domain.ports import TokenCounter, Trigger
+from sessionledger.domain.ports import Trigger
+from sessionledger.domain.tokens import TokenCounter
 
 
 class TurnCountTrigger:

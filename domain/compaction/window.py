@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from sessionledger.domain.compaction.request import CompactionRequest
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import event_bytes
-from sessionledger.domain.ports import TokenCounter
+from sessionledger.domain.tokens import TokenCounter
 from sessionledger.domain.turns import starts_turn
+from sessionledger.domain.window_stats import event_bytes
 
 
 def split_synthetic(events: Iterable[SessionEvent]) -> tuple[list[SessionEvent], list[SessionEvent]]:

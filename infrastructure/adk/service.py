@@ -37,7 +37,7 @@ from google.adk.sessions.state import State
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.ledger import Kind
+from sessionledger.domain.records import Kind
 from sessionledger.domain.sessions import Session as LedgerSession
 from sessionledger.infrastructure.adk.events import (
     ADK_KEY,

@@ -6,12 +6,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.chat_window import checked_id, checked_messages
 from sessionledger.domain.compaction import CompactionRequest, CompactionResult
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import AppendOutcome
 from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure.service import SessionService
 

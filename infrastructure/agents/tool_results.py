@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sessionledger.domain.events import SessionEvent
+from sessionledger.domain.hashing import canonical
 from sessionledger.domain.ids import MAX_ID_LENGTH
-from sessionledger.domain.ledger import canonical, event_draft
 from sessionledger.domain.messages import Message, ToolResponse, ToolResponseMessage
+from sessionledger.domain.records import event_draft
 
 HEADROOM = 2 * MAX_ID_LENGTH * 4 + 256
 """Bytes kept free for what the advisor that stores the results may add to the event measured here:

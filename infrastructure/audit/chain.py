@@ -1,9 +1,9 @@
 """Where and how a session's hash chain is broken: the first broken position and the kind of break.
 
-`domain.ledger.chain_problems` says *that* a chain does not verify; an auditor also needs *how*:
+`domain.chain.chain_problems` says *that* a chain does not verify; an auditor also needs *how*:
 a record was edited (its content or header changed), deleted (a record is missing), reordered
 (records moved), or inserted (a record the ledger never wrote). The rules are the ledger's own
-(`domain.ledger.row_hash`, the content hash); this module only classifies their failures, using
+(`domain.hashing.row_hash`, the content hash); this module only classifies their failures, using
 what every record carries: the hash of its predecessor and its own position inside its row hash.
 """
 
@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sessionledger.domain.ledger import ERASABLE, GENESIS_HASH, Kind, LedgerRecord, covers_recorded_at
+from sessionledger.domain.chain import covers_recorded_at
+from sessionledger.domain.hashing import GENESIS_HASH
+from sessionledger.domain.records import ERASABLE, Kind, LedgerRecord
 
 _MAX_SHIFT = 10_000
 """How far from where it is a moved record's original position is looked for (only on a break)."""

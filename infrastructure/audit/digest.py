@@ -3,7 +3,7 @@ it stood, so that a rewrite by someone who can also recompute every hash after i
 
 A digest names, for every session, its head (last position, row hash and global position) and the
 Merkle root of its row hashes (`domain.merkle`), with the highest global position and the time it
-was taken. It is canonical JSON (`domain.ledger.canonical`), optionally signed with an Ed25519 key
+was taken. It is canonical JSON (`domain.hashing.canonical`), optionally signed with an Ed25519 key
 the operator holds: the signature covers the document without its `signature` field. The format
 is docs/proofs.md "Digests".
 """
@@ -25,8 +25,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.domain.hashing import canonical
 from sessionledger.domain.json_text import read_json
-from sessionledger.domain.ledger import canonical
 from sessionledger.domain.merkle import MerkleMountainRange
 from sessionledger.domain.ports import Ledger
 from sessionledger.infrastructure.ledger.records import snapshot

@@ -16,8 +16,10 @@ from typing import Any, TextIO
 
 from sessionledger.domain.codec import ensure_json, event_from_payload, format_timestamp, parse_timestamp
 from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.hashing import canonical, sha256_hex
 from sessionledger.domain.json_text import read_json
-from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, replay, sha256_hex
+from sessionledger.domain.records import Kind, LedgerRecord
+from sessionledger.domain.replay import replay
 from sessionledger.domain.restore import RestoredSession, restored_session
 from sessionledger.infrastructure.audit.chain import ChainBreak, ChainHead, first_break
 from sessionledger.infrastructure.service import SessionService

@@ -6,10 +6,10 @@ reads, in one snapshot, the sessions' rows and window slots (the heads, versions
 windows to check against), then hands out ranges of at most `SPAN` positions (a long session in
 equal ranges, as many as a multiple of N, so that each process gets its share). A worker reads its
 range in a snapshot of its own, checks the chain inside it (`chain.first_break` from the range's
-first link), folds it into a `domain.ledger.ReplayPart` and measures its readable events for the
+first link), folds it into a `domain.replay.ReplayPart` and measures its readable events for the
 window stats; only that, not the records, travels back. The parent checks that consecutive
 ranges link (a range's first record names the previous range's last hash) and meet, folds the
-parts in order (`domain.ledger.fold_parts`), and compares the projection with what is stored
+parts in order (`domain.replay.fold_parts`), and compares the projection with what is stored
 exactly as the one-process `verify` does (`verify.projection_mismatches`).
 
 Ranges stop at the head the parent read, so records appended meanwhile are not read; a session
@@ -28,18 +28,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import sqlalchemy as sa
-from sessionledger.domain.ledger import (
-    EventMeasure,
-    LedgerRecord,
-    Projection,
-    ReplayPart,
-    event_measure,
-    fold_parts,
-    replay_part,
-    stats_of_measures,
-    window_shape,
-)
 from sessionledger.domain.mappings import FrozenDict
+from sessionledger.domain.records import LedgerRecord
+from sessionledger.domain.replay import Projection, ReplayPart, fold_parts, replay_part, window_shape
+from sessionledger.domain.window_stats import EventMeasure, event_measure, stats_of_measures
 from sessionledger.infrastructure.audit.chain import BreakKind, ChainBreak, ChainHead, first_break
 from sessionledger.infrastructure.audit.reader import Slot, StoredRows, stored_projection
 from sessionledger.infrastructure.audit.shared_state import SharedStateFold

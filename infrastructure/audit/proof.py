@@ -16,18 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sessionledger.domain.chain import covers_recorded_at
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
+from sessionledger.domain.hashing import canonical, row_hash, sha256_hex
 from sessionledger.domain.json_text import read_json
-from sessionledger.domain.ledger import (
-    Kind,
-    LedgerRecord,
-    canonical,
-    covers_recorded_at,
-    replay,
-    row_hash,
-    sha256_hex,
-)
 from sessionledger.domain.merkle import MerkleTree, verify_inclusion
+from sessionledger.domain.records import Kind, LedgerRecord
+from sessionledger.domain.replay import replay
 from sessionledger.infrastructure.audit.digest import Digest, count, hex_hash
 
 FORMAT = "sessionledger-proof/1"

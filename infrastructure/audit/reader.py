@@ -9,7 +9,7 @@ the canonical text the ledger hashed when it wrote the row (PostgreSQL `json` an
 it byte for byte), so a match proves the content without re-serializing it.
 
 Other ledgers (the in-memory one) are read through the `Ledger` port, again until no write split
-the read; their payloads are hashed through `domain.ledger.canonical`, the rule itself.
+the read; their payloads are hashed through `domain.hashing.canonical`, the rule itself.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sessionledger.domain.codec import format_timestamp
-from sessionledger.domain.ledger import Kind, LedgerRecord, WindowShape, canonical, sha256_hex
-from sessionledger.domain.ports import Ledger, WindowStats
+from sessionledger.domain.hashing import canonical, sha256_hex
+from sessionledger.domain.ports import Ledger
+from sessionledger.domain.records import Kind, LedgerRecord
 from sessionledger.domain.sessions import APP_PREFIX, USER_PREFIX, Session
+from sessionledger.domain.window import WindowShape, WindowStats
 from sessionledger.infrastructure.audit.chain import ChainHead
 from sessionledger.infrastructure.ledger.records import read_records, snapshot
 from sessionledger.infrastructure.ledger.schema import sessions, window_slots

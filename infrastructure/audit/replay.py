@@ -1,7 +1,7 @@
 """Replaying a session for audit: the active window as it stood at a version or a time, which
 summary stood in for which archived events, and what the model saw when an event was produced.
 
-Everything here is rebuilt from the ledger records alone with `domain.ledger.replay`; nothing
+Everything here is rebuilt from the ledger records alone with `domain.replay.replay`; nothing
 reads the stored window. A compaction record lists the positions it archived, and the synthetic
 events it added are the event records written with its version, so every summary in a window
 can be traced back through earlier summaries to the original events it replaces.
@@ -16,9 +16,9 @@ from typing import Any
 
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import Kind, LedgerRecord
-from sessionledger.domain.ledger import replay as replay_records
 from sessionledger.domain.prompting import build_system_prompt, facts_block, latest_summary
+from sessionledger.domain.records import Kind, LedgerRecord
+from sessionledger.domain.replay import replay as replay_records
 from sessionledger.domain.times import in_utc
 from sessionledger.infrastructure.service import SessionService
 

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessionledger.domain.ledger import Kind, LedgerRecord, canonical
+from sessionledger.domain.hashing import canonical
 from sessionledger.domain.ports import Ledger
+from sessionledger.domain.records import Kind, LedgerRecord
 from sessionledger.domain.restore import shared_writes
 
 Scope = tuple[str, ...]

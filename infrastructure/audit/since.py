@@ -27,9 +27,10 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, sha256_hex
+from sessionledger.domain.hashing import canonical, sha256_hex
 from sessionledger.domain.merkle import MerkleMountainRange
 from sessionledger.domain.ports import Ledger
+from sessionledger.domain.records import Kind, LedgerRecord
 from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead

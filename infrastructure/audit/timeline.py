@@ -14,7 +14,7 @@ from typing import Any
 
 from sessionledger.domain.codec import format_timestamp
 from sessionledger.domain.errors import SessionNotFound
-from sessionledger.domain.ledger import Kind, LedgerRecord
+from sessionledger.domain.records import Kind, LedgerRecord
 from sessionledger.domain.turns import format_event
 from sessionledger.infrastructure.service import SessionService
 

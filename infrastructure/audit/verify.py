@@ -6,7 +6,7 @@ Two checks (docs/api.md "Audit"; docs/architecture.md "Hash chain"), on one snap
   and the session head (`infrastructure.audit.chain` names the first break and its kind);
 - the projection: the stored active window (positions, in order), the rewound events, the
   session-scoped state, the session's own fields and the window stats equal what
-  `domain.ledger.replay` rebuilds from the records alone, at the stored version.
+  `domain.replay.replay` rebuilds from the records alone, at the stored version.
 """
 
 from __future__ import annotations
@@ -18,8 +18,12 @@ from typing import Any
 
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import Kind, LedgerRecord, Projection, canonical, replay, window_stats
-from sessionledger.domain.ports import Ledger, WindowStats
+from sessionledger.domain.hashing import canonical
+from sessionledger.domain.ports import Ledger
+from sessionledger.domain.records import Kind, LedgerRecord
+from sessionledger.domain.replay import Projection, replay
+from sessionledger.domain.window import WindowStats
+from sessionledger.domain.window_stats import window_stats
 from sessionledger.infrastructure.audit.chain import first_break
 from sessionledger.infrastructure.audit.reader import LedgerSnapshot, StoredProjection, read_snapshot
 from sessionledger.infrastructure.audit.shared_state import SharedStateFold

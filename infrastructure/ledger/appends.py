@@ -7,7 +7,8 @@ delta also updates state rows, in a Core transaction around the same driver stat
 runs on a Core `Connection`: one transaction per hundreds of events, with lists of ids expanded
 into `IN`, so SQLAlchemy's cost is paid once per batch, and its rows are planned by
 `domain.write_plans.plan_batch` as the memory ledger's are; the rows go in through the driver in
-one round trip (`driver.BulkInsert`: COPY on PostgreSQL, executemany on SQLite).
+one round trip (`driver.BulkInsert`: COPY on PostgreSQL, executemany on SQLite). Both ask
+`domain.write_plans.version_check` whether a conditional append holds, at the head they move.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.ledger import Draft, LedgerRecord, event_bytes
-from sessionledger.domain.ports import AppendOutcome, Tally
+from sessionledger.domain.records import Draft, LedgerRecord
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
+from sessionledger.domain.window_stats import event_bytes
 from sessionledger.domain.write_plans import (
     BatchPlan,
     BatchSession,
@@ -31,6 +33,7 @@ from sessionledger.domain.write_plans import (
     appended_event,
     batch_keys,
     plan_batch,
+    version_check,
 )
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.counters import add_counts
@@ -142,15 +145,15 @@ class Appends:
         session_id = event.session_id
         scopes = split_state_delta(event.state_delta) if event.state_delta else None
         moves = head_moves(event)
-        expected = draft.expected_version
         for _ in range(MAX_HEAD_RACES):
             cached = self._heads.get(session_id)
             head = cached or read_head(self._engine, session_id)
             if head is None:
                 return AppendOutcome.NO_SESSION
-            if expected is not None and head.version != expected:
+            conflict = version_check(draft, head.version)
+            if conflict is not None:
                 if cached is None:
-                    return AppendOutcome.CONFLICT
+                    return conflict
                 self._heads.forget(session_id)  # the cache may be behind another process: re-read
                 continue
             record, values = statement_values(draft, head, moves)
@@ -187,7 +190,7 @@ class Appends:
         if self._append_row is None or any(split_state_delta(event.state_delta)):
             return None
         head = self._heads.get(event.session_id)
-        if head is None or (draft.expected_version is not None and head.version != draft.expected_version):
+        if head is None or version_check(draft, head.version) is not None:
             return None
         record, values = statement_values(draft, head, head_moves(event))
         return OneStatement(self._append_row.sql, self._append_row.params(values), record)

@@ -39,8 +39,8 @@ from collections.abc import Callable
 
 import psycopg
 import sqlalchemy as sa
-from sessionledger.domain.ledger import Draft
-from sessionledger.domain.ports import AppendOutcome
+from sessionledger.domain.append_outcomes import AppendOutcome
+from sessionledger.domain.records import Draft
 from sessionledger.infrastructure.ledger.appends import Appends
 from sessionledger.infrastructure.ledger.engine import milliseconds
 from sessionledger.infrastructure.settling import settled

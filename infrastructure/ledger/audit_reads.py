@@ -11,8 +11,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sessionledger.domain.ledger import LedgerRecord
-from sessionledger.domain.ports import TailRow
+from sessionledger.domain.records import LedgerRecord, TailRow
 from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.records import CHUNK, read_records, snapshot
 from sessionledger.infrastructure.ledger.schema import ledger, sessions

@@ -1,6 +1,6 @@
 """`MemoryLedger`: the ledger in process memory, with the SQL ledger's semantics.
 
-It keeps the same records (the same drafts, hashes and window rule from `domain.ledger`), so
+It keeps the same records (the same drafts, hashes and window rule from `domain.records`, `domain.window`), so
 `verify` and `replay` work on it too. One lock guards everything: it is for tests, demos and
 single-process use.
 """
@@ -14,34 +14,28 @@ from itertools import count
 from threading import RLock
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import event_to_payload
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.ledger import (
+from sessionledger.domain.hashing import GENESIS_HASH
+from sessionledger.domain.messages import Message
+from sessionledger.domain.records import (
     ERASABLE,
-    GENESIS_HASH,
     Draft,
     Kind,
     LedgerRecord,
-    WindowShape,
+    TailRow,
     created_draft,
     erasure_draft,
-    window_stats,
-)
-from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import (
-    AppendOutcome,
-    TailRow,
-    Tally,
-    TokenCounter,
-    Window,
-    WindowHead,
-    WindowStats,
 )
 from sessionledger.domain.rewind import plan_rewind
 from sessionledger.domain.sessions import Session, merge_state, split_state_delta
+from sessionledger.domain.tokens import TokenCounter
 from sessionledger.domain.turns import format_event
+from sessionledger.domain.window import Window, WindowHead, WindowShape, WindowStats
+from sessionledger.domain.window_stats import window_stats
 from sessionledger.domain.write_plans import (
     BatchSession,
     LedgerHead,
@@ -209,10 +203,6 @@ class MemoryLedger:
         keys = batch_keys(drafts)
         with self._lock:
             logs = {sid: log for sid in {sid for sid, _ in keys} if (log := self._live(sid)) is not None}
-            if len(drafts) == 1 and (expected := drafts[0].expected_version) is not None:
-                log = logs.get(keys[0][0])
-                if log is not None and log.version != expected:
-                    return [AppendOutcome.CONFLICT]
             taken = {(sid, eid) for sid, eid in keys if sid in logs and eid in logs[sid].positions}
             plan = plan_batch(
                 drafts, {sid: log.batch_session() for sid, log in logs.items()}, taken, datetime.now(UTC)

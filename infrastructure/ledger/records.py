@@ -20,7 +20,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.domain.ledger import Kind, LedgerRecord
+from sessionledger.domain.records import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
 from sessionledger.infrastructure.ledger.schema import ledger, loads
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sessionledger.domain.ledger import LedgerRecord
-from sessionledger.domain.ports import WindowStats
+from sessionledger.domain.records import LedgerRecord
 from sessionledger.domain.sessions import Session, merge_state
+from sessionledger.domain.window import WindowStats
 from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure.ledger.statements import STATS
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
-from sessionledger.domain.ledger import canonical
+from sessionledger.domain.hashing import canonical
 from sqlalchemy.types import TypeDecorator, UserDefinedType
 
 loads: Callable[[str | bytes | bytearray | memoryview], Any] = orjson.loads

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.domain.ledger import ERASABLE, GENESIS_HASH, canonical, created_draft, erasure_draft
+from sessionledger.domain.hashing import GENESIS_HASH, canonical
+from sessionledger.domain.records import ERASABLE, created_draft, erasure_draft
 from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session, split_state_delta
 from sessionledger.domain.write_plans import LedgerHead

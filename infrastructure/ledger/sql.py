@@ -15,13 +15,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
+from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.ledger import Draft, LedgerRecord
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import AppendOutcome, TailRow, Tally, TokenCounter, Window, WindowStats
+from sessionledger.domain.records import Draft, LedgerRecord, TailRow
 from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session
+from sessionledger.domain.tokens import TokenCounter
+from sessionledger.domain.window import Window, WindowStats
 from sessionledger.infrastructure.ledger.appends import Appends
 from sessionledger.infrastructure.ledger.audit_reads import AuditReads
 from sessionledger.infrastructure.ledger.driver import Autocommit

@@ -2,7 +2,7 @@
 SQLite, each executed on a Core `Connection` or compiled once per dialect as a `DriverStatement`
 (`driver.py`), never written twice for the two.
 
-The window rule of `domain.ledger.WindowShape` in SQL: a window *prefix* in `window_slots` (by
+The window rule of `domain.window.WindowShape` in SQL: a window *prefix* in `window_slots` (by
 ordinal), then every event row after the session's `window_base` that has no slot; rewound rows
 have a slot marked `rewound`.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.filters import EventFilter, MatchMode
-from sessionledger.domain.ledger import Kind
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
 
 EVENT = Kind.EVENT.value
@@ -272,7 +272,7 @@ WINDOW_HEAD = sa.select(*HEAD_COLUMNS).where(LIVE_SESSION)
 
 
 def _window(*columns: sa.ColumnElement[Any]) -> sa.CompoundSelect:
-    """The active window (`domain.ledger.WindowShape`) of a session, rows `(part, part_order,
+    """The active window (`domain.window.WindowShape`) of a session, rows `(part, part_order,
     *columns)`: the prefix (`part` 1, by `part_order` = ordinal), then the tail (`part` 2, by
     `part_order` = position), event rows after the base with no slot. Unordered: the caller sorts,
     as sorting 1,000 rows of payloads cost the server more than reading them."""

@@ -18,8 +18,9 @@ import sqlalchemy as sa
 from sessionledger.domain.codec import event_from_payload, message_from_dict
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import TokenCounter, Window, WindowHead, WindowStats
+from sessionledger.domain.tokens import TokenCounter
 from sessionledger.domain.turns import format_event
+from sessionledger.domain.window import Window, WindowHead, WindowStats
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
 from sessionledger.infrastructure.ledger.engine import WRITE

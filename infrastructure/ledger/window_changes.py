@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sessionledger.domain.append_outcomes import Tally
 from sessionledger.domain.codec import event_from_payload
 from sessionledger.domain.errors import SessionNotFound
-from sessionledger.domain.ledger import window_stats
-from sessionledger.domain.ports import Tally, Window, WindowStats
 from sessionledger.domain.rewind import plan_rewind
+from sessionledger.domain.window import Window, WindowStats
+from sessionledger.domain.window_stats import window_stats
 from sessionledger.domain.write_plans import LedgerHead, plan_compaction, require_new_event_ids
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.counters import add_counts

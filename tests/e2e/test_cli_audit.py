@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
 from sessionledger.domain.compaction import RecursiveSummarizationStrategy
-from sessionledger.domain.ledger import canonical, replay
+from sessionledger.domain.hashing import canonical
+from sessionledger.domain.replay import replay
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit.parallel import JOBS_PER_CPU, max_jobs
 

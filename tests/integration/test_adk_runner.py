@@ -17,7 +17,7 @@ from google.genai import types
 from pydantic import Field
 from sessionledger.domain.compaction.strategies import RecursiveSummarizationStrategy
 from sessionledger.domain.compaction.triggers import EventCountTrigger
-from sessionledger.domain.ledger import Kind
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.adk import LedgerSessionService
 
 

@@ -22,7 +22,7 @@ from google.adk.sessions.session import Session
 from google.genai import types
 from sessionledger.domain.compaction.strategies import SlidingWindowStrategy
 from sessionledger.domain.compaction.triggers import EventCountTrigger
-from sessionledger.domain.ledger import Kind
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.adk import LedgerSessionService
 
 T = TypeVar("T")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from sessionledger.domain import SessionEvent, SessionNotFound, UserMessage
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction import EventCountTrigger, SlidingWindowStrategy
-from sessionledger.domain.ports import AppendOutcome
 from sessionledger.infrastructure import AsyncSessionService, SessionService, open_async_service, open_service
 
 from bench.timing import largest_stall

@@ -44,8 +44,10 @@ from sessionledger.domain.compaction import (
     SlidingWindowStrategy,
     TurnWindowStrategy,
 )
-from sessionledger.domain.ledger import Kind, replay, window_stats
+from sessionledger.domain.records import Kind
+from sessionledger.domain.replay import replay
 from sessionledger.domain.sessions import APP_PREFIX, USER_PREFIX
+from sessionledger.domain.window_stats import window_stats
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import verify
 

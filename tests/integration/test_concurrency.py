@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import pytest
 from sessionledger.domain import EventFilter, UserMessage
+from sessionledger.domain.chain import chain_problems
 from sessionledger.domain.compaction import CompactionRequest
-from sessionledger.domain.ledger import chain_problems, window_stats
+from sessionledger.domain.window_stats import window_stats
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import verify
 

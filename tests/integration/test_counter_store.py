@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable
 
 from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.domain.append_outcomes import Tally
 from sessionledger.domain.compaction import SlidingWindowStrategy
-from sessionledger.domain.ports import Tally
 from sessionledger.infrastructure.bootstrap import Storage
 
 from tests.fakes.compaction import Always, SummarizeAllButTwo

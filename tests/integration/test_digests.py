@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from sessionledger.domain import UserMessage
-from sessionledger.domain.ledger import GENESIS_HASH, canonical, row_hash, sha256_hex
+from sessionledger.domain.hashing import GENESIS_HASH, canonical, row_hash, sha256_hex
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.anchored import Anchor, verify_against
 from sessionledger.infrastructure.audit.digest import Digest, take_digest

@@ -18,7 +18,7 @@ import pytest
 from sessionledger.domain import EventFilter, MessageType, SessionEvent, UserMessage
 from sessionledger.domain.codec import event_to_payload
 from sessionledger.domain.compaction import RecursiveSummarizationStrategy
-from sessionledger.domain.ledger import Kind
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import TamperedExport, export_lines, import_lines, replay, verify
 from sessionledger.infrastructure.audit.export import (

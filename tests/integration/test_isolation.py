@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
-from sessionledger.domain.ports import AppendOutcome
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.infrastructure import SessionService, audit, open_service
 from sessionledger.infrastructure.agents import RecallTools
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from sessionledger.domain import UserMessage
-from sessionledger.domain.ledger import chain_problems
+from sessionledger.domain.chain import chain_problems
 from sessionledger.infrastructure import SessionService, open_service
 
 pytestmark = pytest.mark.postgres

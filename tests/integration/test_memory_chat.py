@@ -19,7 +19,7 @@ from sessionledger.domain import (
     ToolResponseMessage,
     UserMessage,
 )
-from sessionledger.domain.ledger import canonical
+from sessionledger.domain.hashing import canonical
 from sessionledger.domain.memory import remove_unpaired_tool_calls
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, RecallTools, SessionMemory

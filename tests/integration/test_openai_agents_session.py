@@ -15,7 +15,7 @@ import pytest
 from agents import SQLiteSession
 from agents.memory import Session, SessionSettings
 from sessionledger.domain import EventFilter
-from sessionledger.domain.ledger import Kind
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.audit.verify import verify
 from sessionledger.infrastructure.openai_agents import LedgerSession
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessionledger.domain import UserMessage
-from sessionledger.domain.ledger import Kind, canonical, sha256_hex
+from sessionledger.domain.hashing import canonical, sha256_hex
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import what_the_model_saw
 from sessionledger.infrastructure.audit.digest import Digest, take_digest

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 from sessionledger.domain import UserMessage
-from sessionledger.domain.ledger import Kind, chain_problems
+from sessionledger.domain.chain import chain_problems
+from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.ledger import records

@@ -21,8 +21,8 @@ from sessionledger.domain import (
     ToolResponseMessage,
     UserMessage,
 )
+from sessionledger.domain.chain import chain_problems
 from sessionledger.domain.compaction import CompactionResult, SlidingWindowStrategy, TurnCountTrigger
-from sessionledger.domain.ledger import chain_problems
 from sessionledger.infrastructure import SessionService, open_service
 
 from tests.fakes.compaction import Always, SummarizeAllButTwo

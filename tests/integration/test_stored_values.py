@@ -26,8 +26,9 @@ from sessionledger.domain import (
     UserMessage,
 )
 from sessionledger.domain.codec import parse_timestamp
+from sessionledger.domain.hashing import GENESIS_HASH, canonical, row_hash, sha256_hex
 from sessionledger.domain.ids import MAX_ID_LENGTH
-from sessionledger.domain.ledger import GENESIS_HASH, canonical, event_draft, row_hash, sha256_hex
+from sessionledger.domain.records import event_draft
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import export_lines, import_lines, verify
 from sessionledger.infrastructure.publisher import EventPublisher

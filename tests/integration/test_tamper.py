@@ -17,7 +17,8 @@ import pytest
 import sqlalchemy as sa
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
 from sessionledger.domain.compaction import RecursiveSummarizationStrategy
-from sessionledger.domain.ledger import Kind, LedgerRecord, canonical, event_draft, row_hash, sha256_hex
+from sessionledger.domain.hashing import canonical, row_hash, sha256_hex
+from sessionledger.domain.records import Kind, LedgerRecord, event_draft
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import verify, verify_all
 

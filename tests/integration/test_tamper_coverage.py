@@ -16,7 +16,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from sessionledger.domain import SessionEvent, UserMessage
-from sessionledger.domain.ledger import GENESIS_HASH, covers_recorded_at, row_hash
+from sessionledger.domain.chain import covers_recorded_at
+from sessionledger.domain.hashing import GENESIS_HASH, row_hash
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import export_lines, import_lines, verify, verify_all
 from sessionledger.infrastructure.audit.anchored import Anchor, verify_against

@@ -16,7 +16,7 @@ from sessionledger.domain import (
     UserMessage,
 )
 from sessionledger.domain.compaction import CompactionRequest
-from sessionledger.domain.ports import WindowStats
+from sessionledger.domain.window import WindowStats
 
 SESSION = Session(id="s-1", user_id="u-1")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -7,15 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 from sessionledger.domain import AssistantMessage, Session, SessionEvent, UserMessage
-from sessionledger.domain.ledger import (
-    GENESIS_HASH,
-    Draft,
-    LedgerRecord,
-    canonical,
-    created_draft,
-    event_draft,
-    sha256_hex,
-)
+from sessionledger.domain.hashing import GENESIS_HASH, canonical, sha256_hex
+from sessionledger.domain.records import Draft, LedgerRecord, created_draft, event_draft
 from sessionledger.domain.rewind import plan_rewind, state_change
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sessionledger.domain.ledger import FLOAT_SEARCH_LIMIT, canonical
+from sessionledger.domain.hashing import FLOAT_SEARCH_LIMIT, canonical
 from sessionledger.domain.mappings import FrozenDict
 
 REFERENCE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sessionledger.domain.compaction import CompactionRequest, CompactionResult
-from sessionledger.domain.ports import WindowStats
+from sessionledger.domain.window import WindowStats
 
 from tests.unit.compaction_support import SESSION, assistant, chat, request, summary_pair, user
 

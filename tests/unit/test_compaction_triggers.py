@@ -16,8 +16,8 @@ from sessionledger.domain.compaction import (
     context_window_for,
 )
 from sessionledger.domain.compaction import request as request_module
-from sessionledger.domain.ports import WindowStats
 from sessionledger.domain.tokens import fallback_counter
+from sessionledger.domain.window import WindowStats
 
 from tests.unit.compaction_support import (
     SESSION,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from sessionledger.domain.codec import INT64, ensure_json
-from sessionledger.domain.ledger import canonical
+from sessionledger.domain.hashing import canonical
 
 
 @pytest.mark.parametrize("number", [INT64[0], -1, 0, 2**53 + 1, INT64[-1]])

@@ -8,24 +8,21 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sessionledger.domain import AssistantMessage, Session, SessionEvent, UserMessage
-from sessionledger.domain.ledger import (
-    GENESIS_HASH,
+from sessionledger.domain.chain import chain_problems
+from sessionledger.domain.hashing import GENESIS_HASH, canonical
+from sessionledger.domain.records import (
     Draft,
     Kind,
     LedgerRecord,
-    WindowShape,
-    canonical,
-    chain_problems,
     compaction_draft,
     created_draft,
     erasure_draft,
     event_draft,
-    replay,
     rewind_draft,
-    stats_after_appends,
-    window_stats,
 )
-from sessionledger.domain.ports import WindowStats
+from sessionledger.domain.replay import replay
+from sessionledger.domain.window import WindowShape, WindowStats
+from sessionledger.domain.window_stats import stats_after_appends, window_stats
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SID = "s-1"
@@ -253,7 +250,7 @@ def test_replay_of_a_rewind() -> None:
 @pytest.mark.parametrize("session_id, event_id", [("s", "e"), ('we"ird\\ü✓\n', None), ("\u2028x", "\x00")])
 def test_row_hash_header_is_canonical_json(session_id: str, event_id: str | None) -> None:
     from sessionledger.domain.codec import format_timestamp
-    from sessionledger.domain.ledger import row_hash, sha256_hex
+    from sessionledger.domain.hashing import row_hash, sha256_hex
 
     header = {
         "session_id": session_id,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sessionledger.domain.ports import TailRow
+from sessionledger.domain.records import TailRow
 from sessionledger.infrastructure.ledger.relay_positions import MemoryRelayPositions
 from sessionledger.workers.relay import RELAY_NAME, Relay
 

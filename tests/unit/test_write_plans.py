@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
+from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction import CompactionResult
-from sessionledger.domain.ledger import GENESIS_HASH, Kind, event_draft, stats_after_appends
-from sessionledger.domain.ports import AppendOutcome, Window, WindowHead, WindowStats
-from sessionledger.domain.write_plans import BatchSession, LedgerHead, plan_batch, plan_compaction
+from sessionledger.domain.hashing import GENESIS_HASH
+from sessionledger.domain.records import Draft, Kind, event_draft
+from sessionledger.domain.window import Window, WindowHead, WindowStats
+from sessionledger.domain.window_stats import stats_after_appends
+from sessionledger.domain.write_plans import (
+    BatchSession,
+    LedgerHead,
+    plan_batch,
+    plan_compaction,
+    version_check,
+)
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -60,6 +70,38 @@ def test_a_batch_places_each_sessions_events_in_order_and_folds_their_state() ->
     assert sessions["a"].state == {"kept": 1}  # the sessions read are left as they were
 
 
+def at(event: SessionEvent, version: int) -> Draft:
+    """The event's draft as a conditional append at `version`."""
+    return replace(event_draft(event), expected_version=version)
+
+
+def test_a_conditional_append_holds_only_at_its_version_after_the_batchs_earlier_events() -> None:
+    """`version_check` is the rule; a conflict is checked before the event id rule and after the
+    session's existence, and stores nothing."""
+    once = user("a", "once")
+    drafts = [
+        at(once, 0),
+        at(user("a", "late"), 0),  # the batch's first event moved the version to 1
+        at(once, 0),  # a stale duplicate: a conflict too
+        at(user("missing", "m"), 7),
+        at(user("a", "next"), 1),
+        event_draft(user("a", "unconditional")),
+    ]
+    plan = plan_batch(drafts, {"a": fresh("a")}, taken=())
+    assert plan.outcomes == [
+        AppendOutcome.STORED,
+        AppendOutcome.CONFLICT,
+        AppendOutcome.CONFLICT,
+        AppendOutcome.NO_SESSION,
+        AppendOutcome.STORED,
+        AppendOutcome.STORED,
+    ]
+    assert [p.draft for p in plan.appended] == [drafts[0], drafts[4], drafts[5]]
+    assert plan.sessions["a"].head.version == 3
+    assert version_check(drafts[5], 12) is None and version_check(drafts[4], 1) is None
+    assert version_check(drafts[4], 2) is AppendOutcome.CONFLICT
+
+
 def test_a_batch_takes_an_event_id_with_its_first_use() -> None:
     first, stored = user("a", "1"), user("a", "3")
     again = user("a", "2", id=first.id)
@@ -71,7 +113,7 @@ def test_a_batch_takes_an_event_id_with_its_first_use() -> None:
 
 
 def test_only_event_drafts_are_appended() -> None:
-    from sessionledger.domain.ledger import erasure_draft
+    from sessionledger.domain.records import erasure_draft
 
     with pytest.raises(ValueError, match="only event drafts"):
         plan_batch([erasure_draft(at=T0, reason="x")], {}, taken=())
