@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sessionledger.domain.ports import CounterStore, LeaseStore, RedeliveryCounts, RelayPositions
 from sessionledger.infrastructure.ledger.counters import SqlCounterStore
-from sessionledger.infrastructure.ledger.engine import create_ledger_engine
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine, ledger_url
 from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
 from sessionledger.infrastructure.ledger.migrate import current_revision, head_revision, upgrade
 from sessionledger.infrastructure.ledger.redeliveries import MemoryRedeliveryCounts, SqlRedeliveryCounts
@@ -120,6 +120,21 @@ def check_database_url(settings: Settings) -> None:
     (a malformed or unsupported URL, a SQLite file in a directory that does not exist)."""
     if settings.database_url != MEMORY_URL:
         create_ledger_engine(settings.database_url).dispose()
+
+
+def schema_revision() -> str:
+    """The schema revision this version creates and upgrades a ledger to (`sessionledger migrate`
+    reports it; the workers reach the ledger's modules only through this composition root)."""
+    return head_revision()
+
+
+def sqlite_file(database_url: str) -> Path | None:
+    """The file a SQLite ledger URL names (`ValueError` for a malformed URL, as `open_storage`
+    says it); None for any other ledger and for SQLite's in-memory database."""
+    if not database_url.startswith("sqlite"):
+        return None
+    database = ledger_url(database_url).database
+    return Path(database) if database else None
 
 
 def _require_ledger(engine: sa.Engine, url: str) -> None:

@@ -21,13 +21,12 @@ from sessionledger.workers.cli.app import (
 @command
 def migrate(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
     """Create the ledger's schema, or upgrade it to this version's revision."""
-    from sessionledger.infrastructure.bootstrap import open_storage
-    from sessionledger.infrastructure.ledger.migrate import head_revision
+    from sessionledger.infrastructure.bootstrap import open_storage, schema_revision
 
     settings = settings_for(database_url, broker_url)
     with open_storage(settings, create=True):
         pass
-    url, revision = hide_passwords(settings.database_url), head_revision()
+    url, revision = hide_passwords(settings.database_url), schema_revision()
     if as_json:
         emit_json({"database_url": url, "revision": revision})
         return
