@@ -34,12 +34,14 @@ services:
 test: install services
 	$(BIN)/ruff check .
 	bash .ci/typecheck $(BIN)/mypy
+	bash .ci/imports $(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	bash .ci/typecheck $(BIN)/mypy
+	bash .ci/imports $(BIN)/lint-imports
 
 bench: install services
 	$(BIN)/python -m bench

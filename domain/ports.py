@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     import threading
     from contextlib import AbstractContextManager
 
     from sessionledger.domain.append_outcomes import AppendOutcome, Tally
-    from sessionledger.domain.compaction.request import CompactionRequest
     from sessionledger.domain.compaction.result import CompactionResult
     from sessionledger.domain.events import SessionEvent
     from sessionledger.domain.filters import EventFilter
@@ -28,25 +27,6 @@ if TYPE_CHECKING:
     from sessionledger.domain.window import Window, WindowStats
 
 T = TypeVar("T")
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    """Turns a prompt into a summary; `None` or blank means "no summary"."""
-
-    def summarize(self, system_prompt: str, user_prompt: str) -> str | None: ...
-
-
-class Trigger(Protocol):
-    """Decides *when* to compact: anything with this method is a trigger (duck-typed)."""
-
-    def should_compact(self, request: CompactionRequest) -> bool: ...
-
-
-class Strategy(Protocol):
-    """Decides *what* compaction keeps, summarizes and archives: anything with this method is one."""
-
-    def compact(self, request: CompactionRequest) -> CompactionResult: ...
 
 
 class Ledger(Protocol):

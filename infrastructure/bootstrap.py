@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sessionledger.domain.ports import CounterStore, LeaseStore, RedeliveryCounts, RelayPositions
 from sessionledger.infrastructure.ledger.counters import SqlCounterStore
-from sessionledger.infrastructure.ledger.engine import create_ledger_engine
+from sessionledger.infrastructure.ledger.engine import create_ledger_engine, ledger_url
 from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
 from sessionledger.infrastructure.ledger.migrate import current_revision, head_revision, upgrade
 from sessionledger.infrastructure.ledger.redeliveries import MemoryRedeliveryCounts, SqlRedeliveryCounts
@@ -120,6 +120,41 @@ def check_database_url(settings: Settings) -> None:
     (a malformed or unsupported URL, a SQLite file in a directory that does not exist)."""
     if settings.database_url != MEMORY_URL:
         create_ledger_engine(settings.database_url).dispose()
+
+
+class Migrated(NamedTuple):
+    """What `migrate_storage` brought a database to: the ledger's schema revision, the vector
+    table's (None where it has none) and, for a PostgreSQL without pgvector, the one-line reason."""
+
+    revision: str
+    vectors_revision: str | None
+    vectors_missing: str
+
+
+def migrate_storage(settings: Settings) -> Migrated:
+    """Create or upgrade the ledger's schema and the vector table (`sessionledger migrate`; the
+    workers reach the migrations only through this composition root). A database without the vector
+    extension still gets its ledger, and the reason it has no vector table."""
+    from sessionledger.infrastructure.vectors.schema import ExtensionMissing, migrate_vectors
+
+    if settings.database_url == MEMORY_URL:
+        return Migrated(head_revision(), None, "")
+    engine = open_engine(settings, create=True)
+    try:
+        return Migrated(head_revision(), migrate_vectors(engine), "")
+    except ExtensionMissing as error:
+        return Migrated(head_revision(), None, str(error))
+    finally:
+        engine.dispose()
+
+
+def sqlite_file(database_url: str) -> Path | None:
+    """The file a SQLite ledger URL names (`ValueError` for a malformed URL, as `open_storage`
+    says it); None for any other ledger and for SQLite's in-memory database."""
+    if not database_url.startswith("sqlite"):
+        return None
+    database = ledger_url(database_url).database
+    return Path(database) if database else None
 
 
 def _require_ledger(engine: sa.Engine, url: str) -> None:

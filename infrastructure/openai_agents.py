@@ -23,10 +23,10 @@ from agents.memory import SessionSettings
 from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction import CompactionRequest, CompactionResult
+from sessionledger.domain.compaction.ports import Strategy
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.ports import Strategy
 from sessionledger.domain.response_items import event_item, item_event, payload_item
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.service import SessionService

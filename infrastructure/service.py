@@ -14,13 +14,14 @@ from uuid import uuid4
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import ensure_json
+from sessionledger.domain.compaction.ports import Strategy, Trigger
 from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import check_id, check_new_id
 from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
-from sessionledger.domain.ports import Ledger, Strategy, Trigger
+from sessionledger.domain.ports import Ledger
 from sessionledger.domain.records import Draft, LedgerRecord, created_draft, event_draft
 from sessionledger.domain.replay import Projection, replay
 from sessionledger.domain.sessions import DEFAULT_TTL, DefaultTtl, Session, expiry, holds_temp, strip_temp

@@ -52,7 +52,8 @@ class _Settled(Generic[R]):
             except StopIteration as end:
                 if cancelled:
                     raise asyncio.CancelledError from None
-                return end.value
+                outcome: R = end.value
+                return outcome
             except Exception as error:
                 if cancelled:  # the caller asked for CancelledError, not the write's outcome
                     raise asyncio.CancelledError from error

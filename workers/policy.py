@@ -47,7 +47,7 @@ from sessionledger.domain.compaction import (
     TurnWindowStrategy,
     context_window_for,
 )
-from sessionledger.domain.ports import Summarizer
+from sessionledger.domain.compaction.ports import Summarizer
 from sessionledger.infrastructure.settings import DEFAULT_MODEL, Settings
 
 DEFAULT_APP = "default"

@@ -72,7 +72,7 @@ class Redelivered(RuntimeError):
     """The broker delivered a message again because the worker running it was lost."""
 
 
-class LedgerTask(Task):
+class LedgerTask(Task[..., Any]):
     """Late ack; failures retried with exponential backoff up to `max_retries`, then dead-lettered.
 
     A message the broker redelivers (its worker died, the connection dropped) counts as a
@@ -137,7 +137,7 @@ def waited_at_least(settings: Settings, retries: int) -> float:
     return sum(backoff(settings, done) / 2 for done in range(retries))
 
 
-def dead_letter_of(task: Task, args: list[Any], kwargs: dict[str, Any], reason: str) -> DeadLetter:
+def dead_letter_of(task: Task[..., Any], args: list[Any], kwargs: dict[str, Any], reason: str) -> DeadLetter:
     names = settings_of(task.app).queue_names
     if task.name == INGEST_TASK:
         lines = args[0] if args and isinstance(args[0], list) else [json.dumps(args)]
@@ -148,7 +148,7 @@ def dead_letter_of(task: Task, args: list[Any], kwargs: dict[str, Any], reason: 
 
 
 @signals.task_failure.connect
-def _dead_letter_lost_work(sender: Task | None = None, exception: Any = None, **info: Any) -> None:
+def _dead_letter_lost_work(sender: Task[..., Any] | None = None, exception: Any = None, **info: Any) -> None:
     """A task that failed outside its own handling: its pool process lost after the last retry,
     the hard time limit, an unexpected error in ingest. Its work goes to the dead-letter queue."""
     if not isinstance(sender, LedgerTask):
@@ -217,7 +217,7 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
         store_with_patience(service, chunk, report, deadline, replayed=replayed)
     send_poison(self, report)
     if redelivered:
-        runtime.storage.redeliveries.forget(self.request.id)
+        runtime.storage.redeliveries.forget(self.request.id)  # type: ignore[arg-type]  # a redelivery's message has its id
     rejected_count = sum(len(r) for r in report.poison.values())
     log_event(
         log,
@@ -244,16 +244,17 @@ def _bound_redeliveries(task: IngestTask, runtime: WorkerRuntime) -> None:
     """Dead-letter a batch delivered again more than `max_retries` times after its worker was lost."""
     try:
         counter = runtime.storage.redeliveries
-        deliveries = counter.count(task.request.id)
+        deliveries = counter.count(task.request.id)  # type: ignore[arg-type]  # a redelivery's message has its id
     except database_unavailable():
         return  # the database is down: not the batch's fault (storing it waits for the database)
     limit = runtime.settings.max_retries
     if deliveries > limit:
-        counter.forget(task.request.id)  # a replay from the dead-letter queue starts afresh
+        # a replay from the dead-letter queue starts afresh
+        counter.forget(task.request.id)  # type: ignore[arg-type]  # a redelivery's message has its id
         task.give_up(f"delivered again {deliveries} times after its worker was lost (limit {limit})")
 
 
-def send_poison(task: Task, report: IngestReport) -> None:
+def send_poison(task: Task[..., Any], report: IngestReport) -> None:
     """Dead-letter the rejected events, one letter per reason; requeue the batch if the broker fails."""
     sender = dead_letters(task.app)
     try:
@@ -414,7 +415,7 @@ def evaluate(self: LedgerTask, session_id: str) -> Outcome:
         self.retry_later(error)
     runtime.metrics.add(metrics.EVALUATIONS)
     if decision is Outcome.COMPACT:
-        compact.apply_async(args=[session_id])
+        compact.apply_async(args=(session_id,))
     log_event(log, "evaluated", session_id=session_id, decision=decision)
     return decision
 
@@ -467,7 +468,7 @@ def compact(self: LedgerTask, session_id: str) -> Outcome:
         self.retry_later(error)
     if outcome is Outcome.COMPACTED:
         # appends made during the summarizer call were evaluated while the lease was held
-        evaluate.apply_async(args=[session_id])
+        evaluate.apply_async(args=(session_id,))
     return outcome
 
 

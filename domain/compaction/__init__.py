@@ -6,6 +6,7 @@ added.
 """
 
 from sessionledger.domain.compaction.models import context_window_for
+from sessionledger.domain.compaction.ports import Summarizer
 from sessionledger.domain.compaction.prompts import (
     ADK_SYSTEM_PROMPT,
     DEFAULT_SHADOW_PROMPT,
@@ -28,7 +29,6 @@ from sessionledger.domain.compaction.triggers import (
     TokenCountTrigger,
     TurnCountTrigger,
 )
-from sessionledger.domain.ports import Summarizer
 
 __all__ = [
     "ADK_SYSTEM_PROMPT",

@@ -20,6 +20,7 @@ from sessionledger.domain.compaction.checks import (
     positive,
     required,
 )
+from sessionledger.domain.compaction.ports import Summarizer
 from sessionledger.domain.compaction.prompts import (
     ADK_SYSTEM_PROMPT,
     DEFAULT_SHADOW_PROMPT,
@@ -38,7 +39,6 @@ from sessionledger.domain.compaction.window import (
 )
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import AssistantMessage, MessageType, UserMessage
-from sessionledger.domain.ports import Summarizer
 from sessionledger.domain.tokens import TokenCounter
 from sessionledger.domain.turns import starts_turn
 

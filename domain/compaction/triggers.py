@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from sessionledger.domain.compaction.checks import optional_counter, positive, required
 from sessionledger.domain.compaction.models import context_window_for
+from sessionledger.domain.compaction.ports import Trigger
 from sessionledger.domain.compaction.request import CompactionRequest
 from sessionledger.domain.compaction.window import reaches
-from sessionledger.domain.ports import Trigger
 from sessionledger.domain.tokens import TokenCounter
 
 

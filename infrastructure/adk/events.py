@@ -141,7 +141,8 @@ def adk_event(stored: Any) -> Event:
 
 def adk_json(stored: Any) -> Mapping[str, Any]:
     """`metadata["adk"]` as a JSON object, whichever form it was stored in."""
-    return orjson.loads(stored) if isinstance(stored, str) else stored
+    document: Mapping[str, Any] = orjson.loads(stored) if isinstance(stored, str) else stored
+    return document
 
 
 def _next_real(events: Iterable[SessionEvent]) -> float | None:

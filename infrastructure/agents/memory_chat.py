@@ -106,7 +106,7 @@ class MemoryChat:
             return self._streamed(conversation_id, prompt, user_id, kwargs)
         round_number = 1
         while True:
-            completion = self._client.chat.completions.create(
+            completion: ChatCompletion = self._client.chat.completions.create(
                 model=self._model, messages=_wire(prompt), **kwargs
             )
             if not completion.choices:

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from sessionledger.domain.append_outcomes import AppendOutcome
+from sessionledger.domain.compaction.ports import Strategy, Trigger
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import MAX_ID_LENGTH
 from sessionledger.domain.messages import Message, MessageType, SystemMessage, UserMessage
-from sessionledger.domain.ports import Strategy, Trigger
 from sessionledger.domain.prompting import build_system_prompt
 from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure.service import SessionService

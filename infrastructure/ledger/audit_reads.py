@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sessionledger.domain.records import LedgerRecord, TailRow
 from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.records import CHUNK, read_records, snapshot
-from sessionledger.infrastructure.ledger.schema import ledger, sessions
+from sessionledger.infrastructure.ledger.schema import AnySelect, ledger, sessions
 
 
 class AuditReads:
@@ -78,7 +78,7 @@ class Moved(NamedTuple):
     head: tuple[int, str] | None
 
 
-def _moved_query(wanted: Any) -> sa.Select:
+def _moved_query(wanted: Any) -> AnySelect:
     """The trusted heads (`wanted`: sid, pos, head, gp) whose ledger row or session row differs.
 
     A head is found by its global position, the primary key, and is as trusted when the row there

@@ -31,7 +31,8 @@ def upsert_insert(engine: sa.Engine, table: sa.Table) -> Any:
 def _insert_of(dialect_name: str) -> Callable[[sa.Table], Any]:
     """The dialect's own `insert`, looked up once: its module is the one the engine already loaded
     (importing both dialects' would load PostgreSQL's, asyncpg's module with it, on every SQLite run)."""
-    return importlib.import_module(f"sqlalchemy.dialects.{dialect_name}").insert
+    insert: Callable[[sa.Table], Any] = importlib.import_module(f"sqlalchemy.dialects.{dialect_name}").insert
+    return insert
 
 
 def normalize_url(url: str) -> str:

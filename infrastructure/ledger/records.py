@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sessionledger.domain.records import Kind, LedgerRecord
 from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
-from sessionledger.infrastructure.ledger.schema import ledger, loads
+from sessionledger.infrastructure.ledger.schema import AnySelect, ledger, loads
 
 CHUNK = 5_000
 """Rows per round trip: large enough to amortize it, small enough to keep memory flat."""
@@ -133,7 +133,7 @@ def read_appended(
     return [session_id for session_id, _ in groups], sessions
 
 
-def _statement(conn: sa.Connection, query: sa.Select) -> DriverStatement:
+def _statement(conn: sa.Connection, query: AnySelect) -> DriverStatement:
     """`query` compiled once per dialect for the driver."""
     key = (conn.dialect.name, id(query))
     statement = _QUERIES.get(key)

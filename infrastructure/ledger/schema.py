@@ -25,7 +25,12 @@ it runs once per JSON value read, and each Python call around it cost 0.1-0.3 ms
 1,000-payload read."""
 
 
-class _JsonColumn(UserDefinedType):
+AnySelect = sa.Select[*tuple[Any, ...]]
+"""A SELECT of whatever columns: SQLAlchemy types a select by its columns, and the ledger's
+statements are built up and passed on for many."""
+
+
+class _JsonColumn(UserDefinedType[Any]):
     """PostgreSQL `json` (not `jsonb`): it stores the text exactly as given.
 
     `jsonb` re-renders numbers (a float 1e20 comes back as the integer 100000000000000000000),
@@ -38,7 +43,7 @@ class _JsonColumn(UserDefinedType):
         return "JSON"
 
 
-class Json(TypeDecorator):
+class Json(TypeDecorator[Any]):
     """A JSON document stored as its canonical text; a `str` value is taken as already canonical.
 
     The ledger binds the very text it hashed, so a payload is serialized once per write.
@@ -47,7 +52,7 @@ class Json(TypeDecorator):
     impl = sa.Text
     cache_ok = True
 
-    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine:
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
         return dialect.type_descriptor(_JsonColumn() if dialect.name == "postgresql" else sa.Text())
 
     def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
@@ -67,7 +72,7 @@ class Json(TypeDecorator):
         return loads(value) if isinstance(value, str) else value
 
 
-class UtcDateTime(TypeDecorator):
+class UtcDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC in and out; SQLite keeps naive UTC text, which sorts correctly."""
 
     impl = sa.DateTime(timezone=True)

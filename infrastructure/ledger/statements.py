@@ -14,7 +14,14 @@ from typing import Any
 import sqlalchemy as sa
 from sessionledger.domain.filters import EventFilter, MatchMode
 from sessionledger.domain.records import Kind
-from sessionledger.infrastructure.ledger.schema import app_states, ledger, sessions, user_states, window_slots
+from sessionledger.infrastructure.ledger.schema import (
+    AnySelect,
+    app_states,
+    ledger,
+    sessions,
+    user_states,
+    window_slots,
+)
 
 EVENT = Kind.EVENT.value
 STATS = (
@@ -71,7 +78,7 @@ ORDER_KEY = sa.func.coalesce(window_slots.c.ordinal, ledger.c.position)
 IN_WINDOW = sa.or_(IN_PREFIX, ledger.c.position > sessions.c.window_base)
 
 
-def live_session_events(session_id: str) -> sa.Select:
+def live_session_events(session_id: str) -> AnySelect:
     """Readable event rows of a live session, joined to what the window rule needs."""
     return (
         sa.select()
@@ -85,7 +92,7 @@ def live_session_events(session_id: str) -> sa.Select:
     )
 
 
-def last_rows(query: sa.Select, session_id: str, n: int, archived: bool) -> sa.Select:
+def last_rows(query: AnySelect, session_id: str, n: int, archived: bool) -> AnySelect:
     """The last `n` rows of `query` in `get_events()` order, adding each row's group.
 
     Each group's own last `n` rows (a backward range read of UNIQUE(session_id, position) from
@@ -100,7 +107,7 @@ def last_rows(query: sa.Select, session_id: str, n: int, archived: bool) -> sa.S
     )
 
 
-def page_rows(query: sa.Select, session_id: str, offset: int, limit: int, archived: bool) -> sa.Select:
+def page_rows(query: AnySelect, session_id: str, offset: int, limit: int, archived: bool) -> AnySelect:
     """Rows `offset` to `offset + limit` of `query` in `get_events()` order, adding each row's group.
 
     `last_rows` read forward: each group's first `offset + limit` matching rows (a forward range
@@ -117,7 +124,7 @@ def page_rows(query: sa.Select, session_id: str, offset: int, limit: int, archiv
     )
 
 
-def _each_group(query: sa.Select, session_id: str, n: int, archived: bool, descending: bool) -> sa.Subquery:
+def _each_group(query: AnySelect, session_id: str, n: int, archived: bool, descending: bool) -> sa.Subquery:
     """The union of each group's first (or last) `n` rows of `query`, with columns `grp` and `key`."""
     base = sessions.alias("base")
     window_base = sa.select(base.c.window_base).where(base.c.id == session_id).scalar_subquery()
@@ -174,7 +181,7 @@ INSERT_ROW = ledger.insert().inline()
 """Ledger rows (`rows.ledger_row`); `inline`: nothing to fetch back, not even the global position."""
 
 
-def taken_event_ids(session_ids: list[str], event_ids: list[str]) -> sa.Select:
+def taken_event_ids(session_ids: list[str], event_ids: list[str]) -> AnySelect:
     """`(session_id, event_id)` of the ledger rows with one of these event ids in one of these
     sessions: the ids `domain.write_plans` calls taken, read from UNIQUE(session_id, event_id)."""
     return sa.select(ledger.c.session_id, ledger.c.event_id).where(
@@ -271,13 +278,13 @@ WINDOW_HEAD = sa.select(*HEAD_COLUMNS).where(LIVE_SESSION)
 """A live session's version, window epoch, window base and window stats."""
 
 
-def _window(*columns: sa.ColumnElement[Any]) -> sa.CompoundSelect:
+def _window(*columns: sa.ColumnElement[Any]) -> sa.CompoundSelect[*tuple[Any, ...]]:
     """The active window (`domain.window.WindowShape`) of a session, rows `(part, part_order,
     *columns)`: the prefix (`part` 1, by `part_order` = ordinal), then the tail (`part` 2, by
     `part_order` = position), event rows after the base with no slot. Unordered: the caller sorts,
     as sorting 1,000 rows of payloads cost the server more than reading them."""
 
-    def part(number: int, order: sa.ColumnElement[Any]) -> sa.Select:
+    def part(number: int, order: sa.ColumnElement[Any]) -> AnySelect:
         return sa.select(
             sa.literal_column(str(number), sa.Integer).label("part"), order.label("part_order"), *columns
         ).where(LIVE_SESSION, ledger.c.session_id == SID, ledger.c.kind == EVENT)

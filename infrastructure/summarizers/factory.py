@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from sessionledger.domain.ports import Summarizer
+from sessionledger.domain.compaction.ports import Summarizer
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
 from sessionledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer

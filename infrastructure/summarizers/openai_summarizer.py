@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletionMessage
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 # Local OpenAI-compatible servers ignore the key, but the client insists on having one.
 PLACEHOLDER_API_KEY = "sessionledger-no-key"
@@ -80,7 +80,7 @@ class OpenAISummarizer:
         if self.temperature is not None:
             options["temperature"] = self.temperature
         try:
-            completion = self._client.chat.completions.create(
+            completion: ChatCompletion = self._client.chat.completions.create(
                 model=self.model,
                 messages=[
                     {"role": "system", "content": system_prompt},

@@ -32,7 +32,7 @@ def require_pgvector(connection: sa.Connection) -> None:
         sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
     ).scalar()
     if available is None:
-        info = connection.connection.dbapi_connection.info  # type: ignore[union-attr]
+        info = connection.connection.dbapi_connection.info  # type: ignore[union-attr]  # the DB-API connection is psycopg's here (PostgreSQL only), typed as Any or None
         raise ExtensionMissing(no_pgvector(info.host, info.port, info.server_version))
 
 

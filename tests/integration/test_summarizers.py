@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from sessionledger.domain.ports import Summarizer
+from sessionledger.domain.compaction.ports import Summarizer
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers import (
     ExtractiveSummarizer,

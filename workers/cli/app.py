@@ -106,7 +106,7 @@ class _LazyConsole:
 
 
 console: Console = _LazyConsole()  # type: ignore[assignment]  # a Console to every caller
-errors: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
+errors: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]  # likewise
 
 
 def _print_version(asked: bool) -> None:

@@ -363,10 +363,9 @@ def import_(
 def _removed_if_new(database_url: str) -> Iterator[None]:
     """Remove the SQLite ledger the block creates if the block fails (with its WAL files), so that
     a failed import does not leave an empty ledger where there was none; an existing one is kept."""
-    from sessionledger.infrastructure.ledger.engine import ledger_url
+    from sessionledger.infrastructure.bootstrap import sqlite_file
 
-    url = ledger_url(database_url) if database_url.startswith("sqlite") else None
-    path = Path(url.database) if url is not None and url.database else None
+    path = sqlite_file(database_url)
     created = path is not None and not path.exists()
     try:
         yield

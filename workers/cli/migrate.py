@@ -23,23 +23,15 @@ from sessionledger.workers.cli.app import (
 @command
 def migrate(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_json: AsJson = False) -> None:
     """Create the ledger's schema and the vector table, or upgrade them to this version's revisions."""
-    from sessionledger.infrastructure.bootstrap import open_engine
-    from sessionledger.infrastructure.ledger.migrate import head_revision
-    from sessionledger.infrastructure.settings import MEMORY_URL
-    from sessionledger.infrastructure.vectors.schema import ExtensionMissing, migrate_vectors
+    from sessionledger.infrastructure.bootstrap import migrate_storage
 
     settings = settings_for(database_url, broker_url)
-    vectors: str | None = None
-    missing = ""
-    if settings.database_url != MEMORY_URL:
-        engine = open_engine(settings, create=True)
-        try:
-            vectors = migrate_vectors(engine)
-        except ExtensionMissing as error:
-            missing = str(error)
-        finally:
-            engine.dispose()
-    url, revision = hide_passwords(settings.database_url), head_revision()
+    migrated = migrate_storage(settings)
+    url, revision, vectors = (
+        hide_passwords(settings.database_url),
+        migrated.revision,
+        migrated.vectors_revision,
+    )
     if as_json:
         emit_json({"database_url": url, "revision": revision, "vectors_revision": vectors})
         return
@@ -50,5 +42,7 @@ def migrate(database_url: DatabaseUrl = None, broker_url: BrokerUrl = None, as_j
         console.print(
             f"its vector table is at revision {vectors}", markup=False, highlight=False, soft_wrap=True
         )
-    elif missing:
-        console.print(f"no vector table: {missing}", markup=False, highlight=False, soft_wrap=True)
+    elif migrated.vectors_missing:
+        console.print(
+            f"no vector table: {migrated.vectors_missing}", markup=False, highlight=False, soft_wrap=True
+        )

@@ -11,8 +11,8 @@ from sessionledger.domain.compaction import (
     CompactionRequest,
     RecursiveSummarizationStrategy,
 )
+from sessionledger.domain.compaction.ports import Summarizer
 from sessionledger.domain.compaction.prompts import history_prompt, recursive_prompt
-from sessionledger.domain.ports import Summarizer
 from sessionledger.infrastructure.sharegpt import Conversation, conversations
 from sessionledger.infrastructure.summarizers.extractive import HEADER, ExtractiveSummarizer, split_prompt
 

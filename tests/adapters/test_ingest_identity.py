@@ -7,7 +7,7 @@ from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.publisher import UNBOUND, PublisherIdentity, encode_event
 
-from tests.unit.test_ingest import ingest, texts
+from tests.adapters.test_ingest import ingest, texts
 
 ALICE = PublisherIdentity(user_id="alice")
 

@@ -135,3 +135,10 @@ def test_a_session_ttl_that_is_not_positive_is_refused_in_one_line(clean_environ
     line = operator_message(refused.value, None)
     assert line is not None and "\n" not in line
     assert line.startswith("invalid settings: session_ttl: Value error, session_ttl must be positive")
+
+
+def test_the_architecture_lists_every_setting():
+    """docs/architecture.md's configuration list names each setting by its variable."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", text.split("## Configuration", 1)[1]))
+    assert {name.upper() for name in Settings.model_fields} - listed == set()
