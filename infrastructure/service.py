@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from sessionledger.domain.codec import ensure_json
-from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import check_id, check_new_id
@@ -170,8 +170,8 @@ class SessionService:
         `session_ttl` setting, itself never unless set: nothing expires that nobody asked to.
 
         Session ids are unique across every user and app: an id in use, or once used, is a
-        `ValueError` whose text is the same whoever owns it and whatever became of it, so it tells
-        another user nothing about that session.
+        `SessionExists` (a `ValueError`) whose text is the same whoever owns it and whatever became
+        of it, so it tells another user nothing about that session.
         """
         _require_new_id(user_id, "user_id")
         _require_new_id(app_name, "app_name")
@@ -195,10 +195,8 @@ class SessionService:
         )
         try:
             self._ledger.create_session(session, state)
-        except ValueError:
-            if not self._id_used(session_id):
-                raise
-            raise ValueError(
+        except SessionExists:
+            raise SessionExists(
                 f"cannot create session {session_id!r}: session ids are unique across users and apps "
                 "and this one cannot be used; leave session_id out for a new one"
             ) from None
@@ -206,13 +204,6 @@ class SessionService:
         if created is None:  # deleted in the instant since it was created
             raise SessionNotFound(f"session {session_id!r} not found")
         return created
-
-    def _id_used(self, session_id: str) -> bool:
-        """Whether a session has (or had, before its deletion) this id."""
-        return (
-            self._ledger.get_session(session_id) is not None
-            or next(iter(self._ledger.records(session_id)), None) is not None
-        )
 
     def get_session(self, session_id: str, *, user_id: str | None = None) -> Session | None:
         """The session, or `None`; with `user_id`, another user's session is `None` too."""

@@ -15,7 +15,7 @@ from threading import RLock
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionledger.domain.codec import event_to_payload
-from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ledger import (
@@ -124,7 +124,7 @@ class MemoryLedger:
         scopes = split_state_delta(state)
         with self._lock:
             if session.id in self._sessions:
-                raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)")
+                raise SessionExists.taken(session.id)
             record = replace(
                 draft.place(session.id, 1, 0, GENESIS_HASH, datetime.now(UTC)),
                 global_position=next(self._global),
@@ -374,7 +374,7 @@ class MemoryLedger:
         events = [r for r in records if r.kind is Kind.EVENT and r.payload is not None]
         with self._lock:
             if session.id in self._sessions:
-                raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)")
+                raise SessionExists.taken(session.id)
             self._sessions[session.id] = _SessionLog(
                 session=replace(session, state={}),
                 state=dict(restored.projection.session_state),

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sessionledger.domain.errors import SessionExists
 from sessionledger.domain.ledger import ERASABLE, GENESIS_HASH, canonical, created_draft, erasure_draft
 from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session, split_state_delta
@@ -69,7 +70,7 @@ class Sessions:
                 )
                 conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
         except sa.exc.IntegrityError:
-            raise _taken(session.id) from None
+            raise SessionExists.taken(session.id) from None
         self._heads.keep(session.id, head)
 
     def restore(self, restored: RestoredSession) -> None:
@@ -103,7 +104,7 @@ class Sessions:
                     sorted(restored.projection.shape.hidden),
                 )
         except sa.exc.IntegrityError:
-            raise _taken(session.id) from None
+            raise SessionExists.taken(session.id) from None
         self._heads.keep(session.id, head)
 
     def get(self, session_id: str) -> Session | None:
@@ -188,7 +189,3 @@ class Sessions:
         )
         with self._engine.connect() as conn:
             return list(conn.execute(query).scalars())
-
-
-def _taken(session_id: str) -> ValueError:
-    return ValueError(f"session {session_id!r} already exists (or existed and was deleted)")
