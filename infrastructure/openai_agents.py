@@ -153,10 +153,8 @@ class LedgerSession:
                 newest = EventFilter(exclude_archived=True, last_n=limit)
                 events = service.get_events(session_id, newest, user_id=user_id)
                 return [event_item(event, orjson.loads) for event in events]
-            if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
-                return []  # another user's session reads as empty
             # the whole window: only the payloads the items are rebuilt from, no events
-            return service.ledger.payloads(session_id, _ITEM_OF_PAYLOAD)
+            return service.window_payloads(session_id, _ITEM_OF_PAYLOAD, user_id=user_id)
 
         return cast("list[TResponseInputItem]", await self._service.run(read))
 
