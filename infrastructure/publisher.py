@@ -2,7 +2,8 @@
 
 `publish()` checks and encodes the event as an append does (`append_draft`: what the ledger would
 refuse is refused here, in the same words) and appends its encoded line to an in-process buffer: no
-network, no database. A background thread takes what accumulated, groups it by ingest partition,
+network, no database. The lines and the broker messages are written in the format `wire.py`
+defines, which the workers read. A background thread takes what accumulated, groups it by ingest partition,
 and sends one broker message per partition and flush (a Celery `sessionledger.ingest` task whose
 argument is the list of lines), waiting for the broker's confirm before dropping anything from
 memory. The thread only moves lines that are known to be good, so no single event can stop it; if it
