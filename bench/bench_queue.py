@@ -32,8 +32,8 @@ import psycopg
 from kombu import Connection, Producer
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import EventPublisher, open_service
-from sessionledger.infrastructure.publisher import task_message
 from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
+from sessionledger.infrastructure.wire import task_message
 
 from bench import payloads, raw, report
 from bench.database import fresh_postgres, uninterrupted

@@ -14,7 +14,7 @@ from sessionledger.domain.lazy_names import lazy_names
 from sessionledger.domain.turns import format_event, turns
 
 if TYPE_CHECKING:
-    from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+    from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
     from sessionledger.domain.events import SessionEvent
     from sessionledger.domain.filters import EventFilter, MatchMode
     from sessionledger.domain.messages import (
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "ConcurrencyConflict": "errors",
+    "SessionExists": "errors",
     "SessionNotFound": "errors",
     "SessionEvent": "events",
     "EventFilter": "filters",
@@ -63,6 +64,7 @@ __all__ = [
     "MessageType",
     "Session",
     "SessionEvent",
+    "SessionExists",
     "SessionNotFound",
     "SystemMessage",
     "ToolCall",

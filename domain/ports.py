@@ -39,7 +39,7 @@ class Ledger(Protocol):
 
     # sessions
     def create_session(self, session: Session, state: Mapping[str, Any]) -> None:
-        """Store a new session and its `created` record; `ValueError` if the id exists or was deleted.
+        """Store a new session and its `created` record; `SessionExists` if the id exists or was deleted.
 
         `state` is the initial state with prefixes and without `temp:` keys; `app:`/`user:` keys
         go to the shared scopes, the rest is the session's own.
@@ -121,7 +121,7 @@ class Ledger(Protocol):
 
     def restore(self, restored: RestoredSession) -> None:
         """Store a session made elsewhere (an import): its records verbatim, with the projection
-        they define; `ValueError` when the ledger has (or had) a session with that id."""
+        they define; `SessionExists` when the ledger has (or had) a session with that id."""
 
     def tail(self, after: int, limit: int) -> list[TailRow]:
         """Ledger rows with `global_position > after`, in that order, at most `limit`.

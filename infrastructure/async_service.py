@@ -46,7 +46,12 @@ from sessionledger.domain.messages import Message
 from sessionledger.domain.records import Draft
 from sessionledger.infrastructure.bootstrap import check_database_url, open_storage
 from sessionledger.infrastructure.ledger.sql import SqlLedger
-from sessionledger.infrastructure.service import SessionService, append_event_result, append_message_result
+from sessionledger.infrastructure.service import (
+    AppendSteps,
+    SessionService,
+    append_event_result,
+    append_message_result,
+)
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.thread_pool import ThreadPool
 
@@ -134,22 +139,23 @@ class AsyncSessionService:
         self,
         user_id: str | None,
         whole: Callable[[SessionService], R],
-        draft_of: Callable[[SessionService], Draft],
+        draft_of: Callable[[AppendSteps], Draft],
         result: Callable[[Draft, AppendOutcome], R],
     ) -> R:
         """An append from the loop when it can be (no owner to check, a connection of this loop):
-        the draft built there once a connection is free, and its answer `result(draft, outcome)`;
-        else `whole(service)` on the pool. A draft the loop could not append is stored on the pool."""
+        the draft built there (`draft_of(steps)`) once a connection is free, and its answer
+        `result(draft, outcome)`; else `whole(service)` on the pool. A draft the loop could not
+        append is stored on the pool, by the same steps."""
         fast = self._fast_append
         made = None
         if user_id is None and fast is not None and not self._closed:
-            service = self._opened()
-            made = await fast.append(lambda: draft_of(service))
+            steps = self._opened().append_steps
+            made = await fast.append(lambda: draft_of(steps))
         if made is None:
             return await self.run(whole)
         draft, outcome = made
         if outcome is None:
-            outcome = await self.run(lambda service: service._store(draft, None))
+            outcome = await self.run(lambda service: service.append_steps.store(draft))
         return result(draft, outcome)
 
     async def run(self, call: Callable[[SessionService], R]) -> R:
@@ -200,7 +206,7 @@ class AsyncSessionService:
         return await self._append(
             user_id,
             lambda service: service.append_event(event, user_id=user_id, expected_version=expected_version),
-            lambda service: service._event_draft(event, expected_version),
+            lambda steps: steps.draft_event(event, expected_version),
             lambda _, outcome: append_event_result(event, expected_version, outcome),
         )
 
@@ -225,13 +231,14 @@ class AsyncSessionService:
                 state_delta=state_delta,
                 user_id=user_id,
             ),
-            lambda service: service._message_draft(session_id, message, branch, metadata, state_delta),
+            lambda steps: steps.draft_message(session_id, message, branch, metadata, state_delta),
             append_message_result,
         )
 
     ingest = _async_twin(SessionService.ingest)
     get_events = _async_twin(SessionService.get_events)
     get_messages = _async_twin(SessionService.get_messages)
+    window_payloads = _async_twin(SessionService.window_payloads)
     event_version = _async_twin(SessionService.event_version)
     get_app_state = _async_twin(SessionService.get_app_state)
     get_user_state = _async_twin(SessionService.get_user_state)

@@ -24,7 +24,7 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction import CompactionRequest, CompactionResult
 from sessionledger.domain.compaction.ports import Strategy
-from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.response_items import event_item, item_event, payload_item
@@ -154,10 +154,8 @@ class LedgerSession:
                 newest = EventFilter(exclude_archived=True, last_n=limit)
                 events = service.get_events(session_id, newest, user_id=user_id)
                 return [event_item(event, orjson.loads) for event in events]
-            if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
-                return []  # another user's session reads as empty
             # the whole window: only the payloads the items are rebuilt from, no events
-            return service.ledger.payloads(session_id, _ITEM_OF_PAYLOAD)
+            return service.window_payloads(session_id, _ITEM_OF_PAYLOAD, user_id=user_id)
 
         return cast("list[TResponseInputItem]", await self._service.run(read))
 
@@ -170,10 +168,16 @@ class LedgerSession:
         events = [item_event(session_id, cast("Mapping[str, Any]", item)) for item in items]
 
         def store(service: SessionService) -> None:
+            if _append(service, events, user_id):
+                return
+            try:
+                service.create_session(user_id or DEFAULT_USER, session_id=session_id, app_name=APP_NAME)
+            except SessionExists:  # another writer created it since, which is fine, or it was deleted
+                if _append(service, events, user_id):
+                    return
+                raise  # deleted: a deleted session's id is never used again
             if not _append(service, events, user_id):
-                _create(service, session_id, user_id)
-                if not _append(service, events, user_id):
-                    raise SessionNotFound(f"session {session_id!r} not found")
+                raise SessionNotFound(f"session {session_id!r} not found")
 
         if len(events) == 1:  # the ledger's fastest path, sent from the loop when it can be
             try:
@@ -235,12 +239,3 @@ def _append(service: SessionService, events: list[SessionEvent], user_id: str | 
     if AppendOutcome.REFUSED in outcomes:
         raise ValueError(f"session {events[0].session_id!r} does not belong to user {user_id!r}")
     return AppendOutcome.NO_SESSION not in outcomes
-
-
-def _create(service: SessionService, session_id: str, user_id: str | None) -> None:
-    """Create the ledger session; another writer creating it first is fine, a deleted one is not."""
-    try:
-        service.create_session(user_id or DEFAULT_USER, session_id=session_id, app_name=APP_NAME)
-    except ValueError:
-        if service.get_session(session_id) is None:
-            raise

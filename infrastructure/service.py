@@ -6,16 +6,16 @@ owns storage and its concurrency rules. Every backend therefore behaves the same
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import uuid4
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import ensure_json
 from sessionledger.domain.compaction.ports import Strategy, Trigger
-from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import check_id, check_new_id
@@ -33,6 +33,8 @@ from sessionledger.infrastructure.settings import Settings
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
+
+T = TypeVar("T")
 
 
 def _require_id(value: Any, name: str) -> str:
@@ -113,6 +115,53 @@ def within_limit(draft: Draft, what: str, max_payload_bytes: int) -> Draft:
     return draft
 
 
+class AppendSteps:
+    """A one-event append in its two steps, the ones `SessionService.append_event` and
+    `append_message` are made of: the checked draft (no I/O) and its storing.
+
+    For a caller that runs the steps apart: the async service drafts on the event loop and sends
+    the draft from there when it can, and has it stored on its threads when it cannot
+    (`async_service.py`); every check stays here, so neither path has a copy of it.
+    """
+
+    def __init__(
+        self, ledger: Ledger, max_payload_bytes: int, require_owner: Callable[[str, str | None], None]
+    ) -> None:
+        """`require_owner(session_id, user_id)`: the service's check that a write on behalf of
+        `user_id` (`None`: anyone) may touch the session."""
+        self._ledger = ledger
+        self._max_payload_bytes = max_payload_bytes
+        self._require_owner = require_owner
+
+    def draft_event(self, event: SessionEvent, expected_version: int | None = None) -> Draft:
+        """What `append_event(event, expected_version=...)` stores (`append_draft`'s checks:
+        `ValueError` saying why not); with `expected_version`, only while the session is at it."""
+        draft = append_draft(event, self._max_payload_bytes)
+        return draft if expected_version is None else replace(draft, expected_version=expected_version)
+
+    def draft_message(
+        self,
+        session_id: str,
+        message: Message,
+        branch: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        state_delta: Mapping[str, Any] | None = None,
+    ) -> Draft:
+        """What `append_message` stores: a new event (a fresh id and timestamp) holding `message`."""
+        if not isinstance(message, Message):
+            raise ValueError("message must be a Message")
+        session_id = _require_id(session_id, "session_id")
+        event = SessionEvent._new(session_id, message, branch, metadata, state_delta)
+        return append_draft(event, self._max_payload_bytes)
+
+    def store(self, draft: Draft, user_id: str | None = None) -> AppendOutcome:
+        """Append the draft, on behalf of `user_id` if given (`ValueError` unless the session is
+        theirs); the outcome as the ledger answers it (`append_event_result` and
+        `append_message_result` turn it into each method's answer)."""
+        self._require_owner(appended_event(draft).session_id, user_id)
+        return self._ledger.append([draft])[0]
+
+
 class SessionService:
     """Sessions, their events, state and compaction; synchronous and safe to share between threads."""
 
@@ -122,10 +171,16 @@ class SessionService:
         self._ledger = ledger
         self._settings = settings
         self._token_counter = token_counter
+        self._steps = AppendSteps(ledger, settings.max_payload_bytes, self._require_owner)
 
     @property
     def ledger(self) -> Ledger:
         return self._ledger
+
+    @property
+    def append_steps(self) -> AppendSteps:
+        """`append_event` and `append_message` taken apart (drafting, storing): the async service's."""
+        return self._steps
 
     @property
     def settings(self) -> Settings:
@@ -167,8 +222,8 @@ class SessionService:
         `session_ttl` setting, itself never unless set: nothing expires that nobody asked to.
 
         Session ids are unique across every user and app: an id in use, or once used, is a
-        `ValueError` whose text is the same whoever owns it and whatever became of it, so it tells
-        another user nothing about that session.
+        `SessionExists` (a `ValueError`) whose text is the same whoever owns it and whatever became
+        of it, so it tells another user nothing about that session.
         """
         _require_new_id(user_id, "user_id")
         _require_new_id(app_name, "app_name")
@@ -192,10 +247,8 @@ class SessionService:
         )
         try:
             self._ledger.create_session(session, state)
-        except ValueError:
-            if not self._id_used(session_id):
-                raise
-            raise ValueError(
+        except SessionExists:
+            raise SessionExists(
                 f"cannot create session {session_id!r}: session ids are unique across users and apps "
                 "and this one cannot be used; leave session_id out for a new one"
             ) from None
@@ -203,13 +256,6 @@ class SessionService:
         if created is None:  # deleted in the instant since it was created
             raise SessionNotFound(f"session {session_id!r} not found")
         return created
-
-    def _id_used(self, session_id: str) -> bool:
-        """Whether a session has (or had, before its deletion) this id."""
-        return (
-            self._ledger.get_session(session_id) is not None
-            or next(iter(self._ledger.records(session_id)), None) is not None
-        )
 
     def get_session(self, session_id: str, *, user_id: str | None = None) -> Session | None:
         """The session, or `None`; with `user_id`, another user's session is `None` too."""
@@ -283,13 +329,9 @@ class SessionService:
         `expected_version`, only while the session is at that `event_version`, checked in the
         append's own write: `ConcurrencyConflict` (nothing stored) otherwise.
         """
-        draft = self._event_draft(event, expected_version)
-        return append_event_result(event, expected_version, self._store(draft, user_id))
-
-    def _event_draft(self, event: SessionEvent, expected_version: int | None) -> Draft:
-        """`append_event`'s checked draft (no I/O: the async service makes it on the event loop)."""
-        draft = self._draft(event)
-        return draft if expected_version is None else replace(draft, expected_version=expected_version)
+        steps = self._steps
+        draft = steps.draft_event(event, expected_version)
+        return append_event_result(event, expected_version, steps.store(draft, user_id))
 
     def append_message(
         self,
@@ -305,28 +347,9 @@ class SessionService:
 
         With `user_id`, the session must belong to that user (`ValueError` otherwise).
         """
-        draft = self._message_draft(session_id, message, branch, metadata, state_delta)
-        return append_message_result(draft, self._store(draft, user_id))
-
-    def _message_draft(
-        self,
-        session_id: str,
-        message: Message,
-        branch: str | None,
-        metadata: Mapping[str, Any] | None,
-        state_delta: Mapping[str, Any] | None,
-    ) -> Draft:
-        """`append_message`'s checked draft of a new event (no I/O, as `_event_draft`)."""
-        if not isinstance(message, Message):
-            raise ValueError("message must be a Message")
-        return self._draft(
-            SessionEvent._new(_require_id(session_id, "session_id"), message, branch, metadata, state_delta)
-        )
-
-    def _store(self, draft: Draft, user_id: str | None) -> AppendOutcome:
-        """Append one event's draft, on behalf of `user_id` if given (the session must be theirs)."""
-        self._require_owner(appended_event(draft).session_id, user_id)
-        return self._append([draft])[0]
+        steps = self._steps
+        draft = steps.draft_message(session_id, message, branch, metadata, state_delta)
+        return append_message_result(draft, steps.store(draft, user_id))
 
     def ingest(
         self,
@@ -345,7 +368,7 @@ class SessionService:
         session that is not that user's (or app's) are the `REFUSED` outcome, and stored nowhere.
         The outcomes are added to `tally`'s counters in the batch's transaction. An event may come
         as the `Draft` `append_draft` makes of it (an ingest worker drafts each line as it decodes
-        it: `publisher.decode_draft`); only its size is checked again.
+        it: `wire.decode_draft`); only its size is checked again.
         """
         drafts = [self._ingest_draft(event) for event in events]
         if user_id is None and app_name is None:
@@ -401,6 +424,16 @@ class SessionService:
         if not self._visible(_require_id(session_id, "session_id"), user_id):
             return []
         return self._ledger.messages(session_id)
+
+    def window_payloads(
+        self, session_id: str, build: Callable[[Mapping[str, Any]], T], *, user_id: str | None = None
+    ) -> list[T]:
+        """`build(payload)` of each event payload of the active window, in order: for a reader that
+        rebuilds its own items from the stored JSON without building events (the openai-agents
+        session's); `[]` for an unknown (or another user's) session."""
+        if not self._visible(_require_id(session_id, "session_id"), user_id):
+            return []
+        return self._ledger.payloads(session_id, build)
 
     def event_version(self, session_id: str, *, user_id: str | None = None) -> int:
         """+1 per effective append, applied compaction and rewind; 0 for an unknown (or, with

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         MessageType,
         Session,
         SessionEvent,
+        SessionExists,
         SessionNotFound,
         SystemMessage,
         ToolCall,
@@ -63,8 +64,8 @@ __version__ = "0.1.0"
 
 _DOMAIN = (
     "AssistantMessage ConcurrencyConflict EventFilter MatchMode Message MessageType Session SessionEvent "
-    "SessionNotFound SystemMessage ToolCall ToolResponse ToolResponseMessage UserMessage format_event "
-    "from_openai to_openai turns"
+    "SessionExists SessionNotFound SystemMessage ToolCall ToolResponse ToolResponseMessage UserMessage "
+    "format_event from_openai to_openai turns"
 )
 _COMPACTION = (
     "AnyOf CompactionRequest CompactionResult ContextWindowTrigger EventCountTrigger "
@@ -95,6 +96,7 @@ __all__ = [
     "RecursiveSummarizationStrategy",
     "Session",
     "SessionEvent",
+    "SessionExists",
     "SessionNotFound",
     "SessionService",
     "SlidingWindowStrategy",

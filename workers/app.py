@@ -26,10 +26,11 @@ from celery import Celery, current_app, signals
 from celery.worker.consumer import Consumer
 from kombu import Connection, serialization
 from kombu.utils import json as kombu_json
-from sessionledger.infrastructure.publisher import checked_broker_url, read_json_body
+from sessionledger.infrastructure.publisher import checked_broker_url
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, EVALUATE_TASK, SWEEP_TASK
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.wire import read_json_body
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.json_text import read_json
 from sessionledger.infrastructure import SessionService
-from sessionledger.infrastructure.publisher import session_of_line, task_message
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, INGEST_TASK, QueueNames, partition_of
+from sessionledger.infrastructure.wire import session_of_line, task_message
 from sessionledger.workers import metrics
 from sessionledger.workers.broker_queues import queue_depth
 from sessionledger.workers.metrics import log_event

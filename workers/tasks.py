@@ -1,6 +1,6 @@
 """The tasks: ingest a batch, evaluate a session's policy, compact a session, sweep expired sessions.
 
-- `ingest(lines)`: each line is one event (`infrastructure.publisher.encode_event`, read back by
+- `ingest(lines)`: each line is one event (`infrastructure.wire.encode_event`, read back by
   `decode_event`). The batch is stored in ledger transactions of `ingest_chunk` events,
   idempotently (event id), in order. Poison events (malformed JSON, an invalid event, an unknown
   session, over the payload limit) go to the dead-letter queue with their reason; the rest of the
@@ -43,12 +43,6 @@ from sessionledger.domain.records import Draft
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.failures import database_unavailable
-from sessionledger.infrastructure.publisher import (
-    PublisherIdentity,
-    UndecodableEvent,
-    decode_draft,
-    session_of_line,
-)
 from sessionledger.infrastructure.queue_names import (
     COMPACT_TASK,
     EVALUATE_TASK,
@@ -57,6 +51,12 @@ from sessionledger.infrastructure.queue_names import (
     partition_of,
 )
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.wire import (
+    PublisherIdentity,
+    UndecodableEvent,
+    decode_draft,
+    session_of_line,
+)
 from sessionledger.workers import metrics
 from sessionledger.workers.app import settings_of
 from sessionledger.workers.dlq import REPLAY_HEADER, DeadLetter, dead_letters, replay_refusal, route_of

@@ -34,7 +34,7 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
-from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
+from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.records import Kind
@@ -133,13 +133,11 @@ class LedgerSessionService(BaseSessionService):
                     metadata={ADK_SESSION_ID: session_id},
                     state=initial,
                 )
-            except ValueError:
-                if service.records(key):  # created meanwhile, or deleted: the ledger never reuses an id
-                    raise AlreadyExistsError(
-                        f"Session with id {session_id} already exists (or existed: a deleted "
-                        "session's id is not reused)."
-                    ) from None
-                raise
+            except SessionExists:  # created meanwhile, or deleted: the ledger never reuses an id
+                raise AlreadyExistsError(
+                    f"Session with id {session_id} already exists (or existed: a deleted "
+                    "session's id is not reused)."
+                ) from None
 
         created = await self._service.run(create)
         return _adk_session(session_id, created, [], created.created_at.timestamp(), version=0)

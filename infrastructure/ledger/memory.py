@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import event_to_payload
-from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.hashing import GENESIS_HASH
@@ -118,7 +118,7 @@ class MemoryLedger:
         scopes = split_state_delta(state)
         with self._lock:
             if session.id in self._sessions:
-                raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)")
+                raise SessionExists.taken(session.id)
             record = replace(
                 draft.place(session.id, 1, 0, GENESIS_HASH, datetime.now(UTC)),
                 global_position=next(self._global),
@@ -364,7 +364,7 @@ class MemoryLedger:
         events = [r for r in records if r.kind is Kind.EVENT and r.payload is not None]
         with self._lock:
             if session.id in self._sessions:
-                raise ValueError(f"session {session.id!r} already exists (or existed and was deleted)")
+                raise SessionExists.taken(session.id)
             self._sessions[session.id] = _SessionLog(
                 session=replace(session, state={}),
                 state=dict(restored.projection.session_state),

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sessionledger.domain.errors import SessionExists
 from sessionledger.domain.hashing import GENESIS_HASH, canonical
 from sessionledger.domain.records import ERASABLE, created_draft, erasure_draft
 from sessionledger.domain.restore import RestoredSession
@@ -70,7 +71,7 @@ class Sessions:
                 )
                 conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
         except sa.exc.IntegrityError:
-            raise _taken(session.id) from None
+            raise SessionExists.taken(session.id) from None
         self._heads.keep(session.id, head)
 
     def restore(self, restored: RestoredSession) -> None:
@@ -104,7 +105,7 @@ class Sessions:
                     sorted(restored.projection.shape.hidden),
                 )
         except sa.exc.IntegrityError:
-            raise _taken(session.id) from None
+            raise SessionExists.taken(session.id) from None
         self._heads.keep(session.id, head)
 
     def get(self, session_id: str) -> Session | None:
@@ -189,7 +190,3 @@ class Sessions:
         )
         with self._engine.connect() as conn:
             return list(conn.execute(query).scalars())
-
-
-def _taken(session_id: str) -> ValueError:
-    return ValueError(f"session {session_id!r} already exists (or existed and was deleted)")

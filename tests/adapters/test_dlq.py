@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from kombu import Connection
 from sessionledger.domain import SessionEvent, UserMessage
-from sessionledger.infrastructure.publisher import encode_event
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, INGEST_TASK
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.wire import encode_event
 from sessionledger.workers.app import create_app
 from sessionledger.workers.dlq import DeadLetter, dead_letters, list_dead, replay_dead
 

@@ -11,7 +11,7 @@ from celery.exceptions import Reject
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import Settings, open_service
 from sessionledger.infrastructure.bootstrap import open_storage
-from sessionledger.infrastructure.publisher import encode_event
+from sessionledger.infrastructure.wire import encode_event
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import read_counters
 from sessionledger.workers.tasks import IngestReport, decode_lines, store, store_with_patience

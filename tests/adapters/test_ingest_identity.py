@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import open_service
-from sessionledger.infrastructure.publisher import UNBOUND, PublisherIdentity, encode_event
+from sessionledger.infrastructure.wire import UNBOUND, PublisherIdentity, encode_event
 
 from tests.adapters.test_ingest import ingest, texts
 

@@ -18,15 +18,17 @@ from sessionledger.infrastructure.publisher import (
     PublisherBroken,
     PublisherClosed,
     PublisherFull,
+    UndeliveredEvents,
+)
+from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
+from sessionledger.infrastructure.service import append_draft
+from sessionledger.infrastructure.wire import (
     PublisherIdentity,
     UndecodableEvent,
-    UndeliveredEvents,
     decode_draft,
     decode_event,
     encode_event,
 )
-from sessionledger.infrastructure.queue_names import INGEST_TASK, QueueNames
-from sessionledger.infrastructure.service import append_draft
 
 MEMORY = "memory://localhost//"
 

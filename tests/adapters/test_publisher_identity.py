@@ -9,15 +9,15 @@ import pytest
 from kombu import Connection
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.domain.codec import event_to_payload
-from sessionledger.infrastructure.publisher import (
-    EventPublisher,
+from sessionledger.infrastructure.publisher import EventPublisher
+from sessionledger.infrastructure.queue_names import QueueNames
+from sessionledger.infrastructure.wire import (
     PublisherIdentity,
     UndecodableEvent,
     decode_event,
     decode_published,
     encode_event,
 )
-from sessionledger.infrastructure.queue_names import QueueNames
 
 MEMORY = "memory://localhost//"
 

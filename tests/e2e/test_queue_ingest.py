@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 from kombu import Connection, Producer
 from sessionledger.domain import SessionEvent, UserMessage
-from sessionledger.infrastructure.publisher import encode_event, task_message
 from sessionledger.infrastructure.queue_names import INGEST_TASK
+from sessionledger.infrastructure.wire import encode_event, task_message
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import read_counters
 

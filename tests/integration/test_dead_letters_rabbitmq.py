@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 from kombu import Connection, Producer
-from sessionledger.infrastructure.publisher import task_message
 from sessionledger.infrastructure.queue_names import COMPACT_TASK, QueueNames
+from sessionledger.infrastructure.wire import task_message
 from sessionledger.workers.dlq import list_dead, replay_dead
 
 from tests.e2e.queue_deployment import RABBITMQ_URL, remove_queues

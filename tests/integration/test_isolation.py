@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
+from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, SessionExists, UserMessage
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.infrastructure import SessionService, audit, open_service
 from sessionledger.infrastructure.agents import RecallTools
@@ -234,7 +234,7 @@ def test_creating_a_session_with_a_taken_id_tells_nothing_about_that_session(ser
         for telling in ("exist", "delete", "live", "belong", alice, bob):
             assert telling not in text.replace(session_id, "<id>")
         answers.add((type(refused.value), text.replace(session_id, "<id>")))
-    assert len(answers) == 1 and next(iter(answers))[0] is ValueError
+    assert len(answers) == 1 and next(iter(answers))[0] is SessionExists  # a ValueError
     assert everything() == before
 
 

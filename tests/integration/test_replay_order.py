@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import open_service
-from sessionledger.infrastructure.publisher import encode_event
+from sessionledger.infrastructure.wire import encode_event
 from sessionledger.workers.dlq import replay_refusal
 from sessionledger.workers.tasks import IngestReport, decode_lines, store_with_patience
 
