@@ -181,8 +181,7 @@ class LedgerSessionService(BaseSessionService):
             if user_id is not None:
                 found = service.list_sessions(user_id, app_name=app_name)
             else:
-                every = (service.get_session(key) for key in service.ledger.session_ids())
-                found = [s for s in every if s is not None and s.app_name == app_name]
+                found = _every_session(service, app_name)
             ours = [s for s in found if ADK_SESSION_ID in s.metadata]
             return [(s, _last_update(service, s.id, [], s)) for s in ours]
 
@@ -390,3 +389,16 @@ def _adk_session(
     )
     session._storage_update_marker = None if version is None else str(version)
     return session
+
+
+def _every_session(service: SessionService, app_name: str) -> list[LedgerSession]:
+    """Every user's sessions of the app, through the service's operator listing, page by page (a
+    session created meanwhile shifts the pages: it may be met twice, and is kept once)."""
+    found: dict[str, LedgerSession] = {}
+    page, offset = 1000, 0
+    while batch := service.recent_sessions(app_name=app_name, limit=page, offset=offset):
+        found.update((s.id, s) for s in batch)
+        if len(batch) < page:
+            break
+        offset += page
+    return list(found.values())

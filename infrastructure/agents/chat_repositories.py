@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.chat_window import checked_id, checked_messages
 from sessionledger.domain.compaction import CompactionRequest, CompactionResult
-from sessionledger.domain.errors import ConcurrencyConflict
+from sessionledger.domain.errors import ConcurrencyConflict, SessionExists
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
 from sessionledger.domain.sessions import Session
@@ -128,7 +128,7 @@ class LedgerChatMemoryRepository:
     def _create(self, conversation_id: str) -> None:
         try:
             self._service.create_session(self._user_id, session_id=conversation_id, app_name=self._app_name)
-        except ValueError:
+        except SessionExists:
             if self._owned(conversation_id) is None:  # not created meanwhile by another writer: a
                 raise  # deleted session's id, which the ledger never hands out again
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction.ports import Strategy, Trigger
-from sessionledger.domain.errors import SessionNotFound
+from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.ids import MAX_ID_LENGTH
@@ -141,7 +141,7 @@ class SessionMemory:
             try:
                 self._service.create_session(user_id or self._default_user_id, session_id=conversation_id)
                 return
-            except ValueError:
+            except SessionExists:
                 session = self._service.get_session(conversation_id)  # created meanwhile?
                 if session is None:
                     raise
