@@ -11,6 +11,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from sessionledger.domain.audit_port import AuditLedger
+
 if TYPE_CHECKING:
     import threading
     from contextlib import AbstractContextManager
@@ -140,8 +142,9 @@ class TailRow:
     kind: str
 
 
-class Ledger(Protocol):
-    """The append-only session ledger plus its window projection (one per backend).
+class Ledger(AuditLedger, Protocol):
+    """The append-only session ledger plus its window projection (one per backend); audit reads it
+    through its `AuditLedger` port (`domain.audit_port`).
 
     Every backend keeps the same rules (`domain.ledger`): records and hashes, the window rule,
     window stats. The service validates input; a ledger trusts what it is given.
