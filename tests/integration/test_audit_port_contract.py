@@ -111,10 +111,13 @@ def test_appended_since_a_global_position_and_the_heads_that_moved(service: Sess
         top = snapshot.top()
         heads = {found.session_id: found.head for found in snapshot.stored()}
     say(service, grown, "after the digest")
+    sids = [kept, grown]
     trusted = Trusted(
-        [kept, grown, "gone"], [heads[kept][0], heads[grown][0], 1], [heads[kept][1], heads[grown][1], "f" * 64],
+        [*sids, "gone"],
+        [*(heads[sid][0] for sid in sids), 1],
+        [*(heads[sid][1] for sid in sids), "f" * 64],
         [None, None, None],
-    )  # fmt: skip
+    )
     with service.ledger.audit_snapshot() as snapshot:
         written, appended = snapshot.appended(top)
         with snapshot.heads_sent(trusted, written) as asked:
