@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from sessionledger.domain.audit_port import AuditLedger
+
 if TYPE_CHECKING:
     import threading
     from contextlib import AbstractContextManager
@@ -29,8 +31,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Ledger(Protocol):
-    """The append-only session ledger plus its window projection (one per backend).
+class Ledger(AuditLedger, Protocol):
+    """The append-only session ledger plus its window projection (one per backend); audit reads it
+    through its `AuditLedger` port (`domain.audit_port`).
 
     Every backend keeps the same rules (`domain.records`, `domain.hashing`, `domain.window`,
     `domain.window_stats`): records and hashes, the window rule, window stats. The service

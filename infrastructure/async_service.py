@@ -45,7 +45,6 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
 from sessionledger.domain.records import Draft
 from sessionledger.infrastructure.bootstrap import check_database_url, open_storage
-from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import (
     AppendSteps,
     SessionService,
@@ -126,12 +125,11 @@ class AsyncSessionService:
                 if self._closed:
                     raise RuntimeError("the async session service is closed")
                 if self._service is None:
-                    opened = open_storage(self._settings).service
-                    self._service = opened  # first: a loop that sees the fast append finds it open
-                    if isinstance(opened.ledger, SqlLedger):
-                        self._fast_append = opened.ledger.async_append(
-                            self._settings.statement_timeout, self._settings.pool_size
-                        )
+                    storage = open_storage(self._settings)
+                    self._service = storage.service  # first: a loop that sees the fast append finds it open
+                    self._fast_append = storage.async_append(
+                        self._settings.statement_timeout, self._settings.pool_size
+                    )
                 service = self._service
         return service
 

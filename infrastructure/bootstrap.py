@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
 from sessionledger.domain.ports import CounterStore, LeaseStore, RedeliveryCounts, RelayPositions
@@ -19,6 +20,9 @@ from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import MEMORY_URL, Settings
 from sessionledger.infrastructure.tokens import counter_for
+
+if TYPE_CHECKING:
+    from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 
 
 def open_service(
@@ -48,6 +52,9 @@ class Storage:
     relay_positions: RelayPositions
     counters: CounterStore
     redeliveries: RedeliveryCounts
+    async_append: Callable[[float, int], AsyncAppend | None] = lambda statement_timeout, connections: None
+    """The append from an event loop without a thread, given its statement timeout and how many
+    connections of the loop's own it may open (`None`: this ledger has none, as in memory)."""
 
     def close(self) -> None:
         self.service.close()
@@ -85,12 +92,14 @@ def open_storage(settings: Settings, *, create: bool = True) -> Storage:
             MemoryRedeliveryCounts(),
         )
     engine = open_engine(settings, create=create)
+    ledger = SqlLedger(engine)
     return Storage(
-        SessionService(SqlLedger(engine), settings, counter),
+        SessionService(ledger, settings, counter),
         SqlLeaseStore(engine),
         SqlRelayPositions(engine),
         SqlCounterStore(engine),
         SqlRedeliveryCounts(engine),
+        ledger.async_append,
     )
 
 

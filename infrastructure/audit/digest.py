@@ -20,18 +20,14 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
+from sessionledger.domain.audit_port import AuditLedger, RowHash
 from sessionledger.domain.codec import format_timestamp, parse_timestamp
 from sessionledger.domain.hashing import canonical
 from sessionledger.domain.json_text import read_json
 from sessionledger.domain.merkle import MerkleMountainRange
-from sessionledger.domain.ports import Ledger
-from sessionledger.infrastructure.ledger.records import snapshot
-from sessionledger.infrastructure.ledger.schema import ledger as ledger_table
-from sessionledger.infrastructure.ledger.sql import SqlLedger
 
 FORMAT = "sessionledger-digest/1"
 _HEX64 = frozenset("0123456789abcdef")
@@ -116,34 +112,21 @@ class Digest:
         return self.source or f"taken at {format_timestamp(self.taken_at)}"
 
 
-def take_digest(ledger: Ledger, *, now: datetime | None = None) -> Digest:
-    """The digest of the ledger as it stands (one snapshot on the SQL ledger)."""
+def take_digest(ledger: AuditLedger, *, now: datetime | None = None) -> Digest:
+    """The digest of the ledger as it stands, in one snapshot."""
     taken_at = now or datetime.now(UTC)
-    if isinstance(ledger, SqlLedger):
-        with snapshot(ledger.engine) as conn:
-            top = conn.execute(sa.select(sa.func.max(ledger_table.c.global_position))).scalar()
-            rows = conn.execution_options(yield_per=10_000).execute(
-                sa.select(
-                    ledger_table.c.session_id, ledger_table.c.row_hash, ledger_table.c.global_position
-                ).order_by(ledger_table.c.session_id, ledger_table.c.position)
+    with ledger.audit_snapshot() as snapshot:
+        top = snapshot.top()
+        heads = dict(
+            _heads(
+                (sid, ((row.row_hash, row.global_position) for row in group))
+                for sid, group in groupby(snapshot.row_hashes(), _sid)
             )
-            heads = dict(
-                _heads(
-                    (sid, ((row.row_hash, row.global_position) for row in group))
-                    for sid, group in groupby(rows, _sid)
-                )
-            )
-        return Digest(taken_at, top or 0, heads)
-    top = 0
-    chains: list[tuple[str, Iterable[tuple[str, int | None]]]] = []
-    for session_id in ledger.session_ids():
-        records = list(ledger.records(session_id))
-        top = max([top, *(r.global_position or 0 for r in records)])
-        chains.append((session_id, [(r.row_hash, r.global_position) for r in records]))
-    return Digest(taken_at, top, dict(_heads(chains)))
+        )
+    return Digest(taken_at, top, heads)
 
 
-def _sid(row: Any) -> str:
+def _sid(row: RowHash) -> str:
     return str(row.session_id)
 
 

@@ -19,21 +19,19 @@ Workers are forked, and forget the parent's connections before opening their own
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
-import sqlalchemy as sa
+from sessionledger.domain.audit_port import END, AuditLedger, StoredSession
 from sessionledger.domain.mappings import FrozenDict
 from sessionledger.domain.records import LedgerRecord
 from sessionledger.domain.replay import Projection, ReplayPart, fold_parts, replay_part, window_shape
 from sessionledger.domain.window_stats import EventMeasure, event_measure, stats_of_measures
 from sessionledger.infrastructure.audit.chain import BreakKind, ChainBreak, ChainHead, first_break
-from sessionledger.infrastructure.audit.reader import Slot, StoredRows, stored_projection
+from sessionledger.infrastructure.audit.reader import stored_projection
 from sessionledger.infrastructure.audit.shared_state import SharedStateFold
 from sessionledger.infrastructure.audit.verify import (
     Finding,
@@ -44,20 +42,14 @@ from sessionledger.infrastructure.audit.verify import (
     verify_all,
     with_shared_state,
 )
-from sessionledger.infrastructure.ledger.records import read_records, snapshot
-from sessionledger.infrastructure.ledger.schema import sessions, window_slots
-from sessionledger.infrastructure.ledger.sql import SqlLedger
 from sessionledger.infrastructure.service import SessionService
 
 SPAN = 25_000
 """Positions per task at most: small enough to share a long session out, large enough that a
 task's own snapshot and first query cost little against its rows."""
 
-_FEW = 1_000
-"""Sessions whose rows are read by their ids (one statement, a parameter each); more: every row."""
-
-_ENGINE: sa.Engine | None = None
-"""The worker process's engine: the parent's, its inherited connections forgotten."""
+_LEDGER: AuditLedger | None = None
+"""The worker process's ledger: the parent's, its inherited connections forgotten."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,22 +115,21 @@ def verify_parallel(
     service: SessionService, jobs: int, session_ids: Sequence[str] | None = None
 ) -> list[Verification]:
     """`verify` of the sessions (all of them, and the shared state, by default) in `jobs` processes
-    (at most `max_jobs()`, else a `ValueError`); on a ledger other processes cannot open (memory),
-    in this one."""
+    (at most `max_jobs()`, else a `ValueError`); on a ledger forked processes cannot read
+    (`AuditLedger.readable_from_forks`: memory), in this one."""
     check_jobs(jobs)
     ledger = service.ledger
-    if not isinstance(ledger, SqlLedger) or jobs < 2:
+    if not ledger.readable_from_forks or jobs < 2:
         if session_ids is None:
             return list(verify_all(service))
         return [verify(service, sid) for sid in session_ids]
-    wanted = list(ledger.session_ids()) if session_ids is None else list(session_ids)
-    stored = _stored_rows(ledger.engine, wanted, every=session_ids is None)
+    with ledger.audit_snapshot() as snapshot:  # the heads, versions and stored windows, at once
+        wanted = snapshot.session_ids() if session_ids is None else list(session_ids)
+        stored = {found.session_id: found for found in snapshot.stored(session_ids)}
     tasks = [task for sid in wanted for task in _tasks(sid, stored.get(sid), jobs)]
     context = multiprocessing.get_context("fork")
     chunks = max(1, len(tasks) // (jobs * 8))
-    with ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_forget, initargs=(ledger.engine,)
-    ) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_forget, initargs=(ledger,)) as pool:
         ranges = list(pool.map(_check_range, tasks, chunksize=chunks))
     by_session: dict[str, list[_Range]] = {}
     for checked in ranges:
@@ -155,72 +146,43 @@ def verify_parallel(
     return results
 
 
-def _stored_rows(engine: sa.Engine, session_ids: Sequence[str], every: bool) -> dict[str, StoredRows]:
-    """The sessions' rows and window slots in one snapshot (rows made plain: they go to workers):
-    a few sessions' by their ids, else (`every`, or too many ids for one statement) every row."""
-    found: dict[str, StoredRows] = {}
-    rows, slots = (
-        sa.select(sessions),
-        sa.select(
-            window_slots.c.session_id, window_slots.c.position, window_slots.c.ordinal, window_slots.c.rewound
-        ),
-    )
-    if not every and len(session_ids) <= _FEW:
-        rows = rows.where(sessions.c.id.in_(session_ids))
-        slots = slots.where(window_slots.c.session_id.in_(session_ids))
-    with snapshot(engine) as conn:
-        for row in conn.execute(rows):
-            found[row.id] = StoredRows(SimpleNamespace(**row._mapping), [])
-        for session_id, position, ordinal, rewound in conn.execute(slots):
-            if session_id in found:
-                found[session_id].slots.append(Slot(position, ordinal, rewound))
-    return {sid: found[sid] for sid in session_ids if sid in found}
-
-
-def _tasks(session_id: str, stored: StoredRows | None, jobs: int) -> Iterator[_Task]:
+def _tasks(session_id: str, stored: StoredSession | None, jobs: int) -> Iterator[_Task]:
     """A session's ranges: one when it is short, else ranges of equal size, at most `SPAN`, and as
     many as a multiple of `jobs`, so that a session read alone is shared out evenly (no short last
     range read while the other processes wait)."""
-    if stored is None or stored.row is None:  # records but no session row: one range, to its end
-        yield _Task(session_id, 0, 2**62, None, None, False, None)
+    if stored is None:  # records but no session row: one range, to its end
+        yield _Task(session_id, 0, END, None, None, False, None)
         return
-    row = stored.row
-    erased = row.deleted_at is not None
-    head = ChainHead(row.head_position, row.head_hash)
-    app_user = (row.app_name, row.user_id)
-    upto_version = None if erased else row.version
-    prefix = frozenset(slot.position for slot in stored.slots if slot.ordinal is not None)
-    end = max(row.head_position, 1)
+    erased = stored.deleted
+    head = ChainHead(*stored.head)
+    app_user = (stored.app_name, stored.user_id)
+    upto_version = None if erased else stored.version
+    prefix = frozenset(stored.prefix)
+    end = max(head.position, 1)
     ranges = -(-end // SPAN)
     span = end if ranges == 1 else -(-end // (-(-ranges // jobs) * jobs))
     for after in range(0, end, span):
-        last = after + span >= row.head_position
-        upto = 2**62 if last else after + span
+        last = after + span >= head.position
+        upto = END if last else after + span
         yield _Task(
             session_id, after, upto, upto_version, head if last else None, erased, app_user,
-            row.window_base, prefix,
+            stored.window_base, prefix,
         )  # fmt: skip
 
 
-def _forget(engine: sa.Engine) -> None:
-    """In a forked worker: drop the parent's pooled connections without closing them (they are
-    the parent's), and read through this engine's fresh pool."""
-    global _ENGINE
-    engine.dispose(close=False)
-    _ENGINE = engine
+def _forget(ledger: AuditLedger) -> None:
+    """In a forked worker: forget the parent's connections, and read the ledger afresh."""
+    global _LEDGER
+    ledger.after_fork()
+    _LEDGER = ledger
 
 
 def _check_range(task: _Task) -> _Range:
     """In a worker: read the range, check its chain, fold its replay and measure its events."""
-    if _ENGINE is None:
+    if _LEDGER is None:
         raise RuntimeError("a verify worker runs only in a pool started by verify_parallel")
-    records: list[LedgerRecord] = []
-    digests: list[str | None] = []
-    sha256 = hashlib.sha256
-    with snapshot(_ENGINE) as conn:
-        for record, text in read_records(conn, task.session_id, task.after, task.upto):
-            records.append(record)
-            digests.append(None if text is None else sha256(text).hexdigest())
+    with _LEDGER.audit_snapshot() as snapshot:
+        records, digests = snapshot.records(task.session_id, task.after, task.upto)
     checked = _Range(task)
     if not records:
         return checked
@@ -247,7 +209,7 @@ def _check_range(task: _Task) -> _Range:
     return checked
 
 
-def _verification(session_id: str, ranges: list[_Range], stored: StoredRows | None) -> Verification:
+def _verification(session_id: str, ranges: list[_Range], stored: StoredSession | None) -> Verification:
     ranges.sort(key=lambda checked: checked.task.after)
     findings = [Finding(found.kind, found.position, found.detail) for found in _chain(ranges)][:1]
     last = next((checked.last for checked in reversed(ranges) if checked.last is not None), None)

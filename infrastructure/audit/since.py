@@ -6,7 +6,8 @@ session's head as the digest saw it (same position, same row hash) and that ever
 since chains from that head, hash by hash, up to the head the session row names; a session
 created since is checked from its first record. The records are read by a range of the global
 position (the primary key), so that cost follows the records written since, not the ledger's size.
-The heads are the database's work: one primary-key lookup per session of the digest (the head's
+Both are the audit port's reads (`domain.audit_port`), in one snapshot. On the SQL ledger the
+heads are the database's work: one primary-key lookup per session of the digest (the head's
 global position, which the digest records; by session and position where the row there is not
 the head, so a digest of an older release, or a head whose row was moved, is checked as before),
 in one statement that returns only the heads that moved (`ledger.audit_reads.moved_heads`). It
@@ -23,21 +24,16 @@ the full `verify`'s job, whose cost follows the sessions.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sessionledger.domain.hashing import canonical, sha256_hex
+from sessionledger.domain.audit_port import AuditLedger, Trusted
 from sessionledger.domain.merkle import MerkleMountainRange
-from sessionledger.domain.ports import Ledger
 from sessionledger.domain.records import Kind, LedgerRecord
 from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.chain import ChainHead, first_break
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, SessionHead
 from sessionledger.infrastructure.audit.verify import Finding, Verification
-from sessionledger.infrastructure.ledger.audit_reads import Trusted, heads_sent, last_positions
-from sessionledger.infrastructure.ledger.records import read_appended, snapshot
-from sessionledger.infrastructure.ledger.sql import SqlLedger
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +55,18 @@ class _Appended:
     """What the ledger holds of the sessions since a digest: the records written after it (by
     session, by position, with the sha256 of each stored payload); for the digest's sessions
     whose head record is not as the digest saw it, the row hash at that position now (`None`: no
-    record there; the others' is the digest's own); the head each session row names (`None`:
-    unknown to the backend), for the sessions with new records or a moved head (and no entry:
-    no session row); and the last position of sessions whose digest head is gone."""
+    record there; the others' is the digest's own); the head each session row names, for the
+    sessions with new records or a moved head (no entry: no session row); and the last position
+    of sessions whose digest head is gone."""
 
     records: dict[str, list[LedgerRecord]]
     digests: dict[str, list[str | None]]
     anchors: dict[str, str | None]
-    heads: dict[str, ChainHead] | None
+    heads: dict[str, ChainHead]
     last: dict[str, int]
 
 
-def verify_since(ledger: Ledger, digest: Digest, *, now: datetime | None = None) -> SinceCheck:
+def verify_since(ledger: AuditLedger, digest: Digest, *, now: datetime | None = None) -> SinceCheck:
     """Check the records written since `digest` and their link to it (`InvalidDigest` when the
     digest keeps no Merkle peaks to resume its trees from).
 
@@ -79,7 +75,7 @@ def verify_since(ledger: Ledger, digest: Digest, *, now: datetime | None = None)
     for session_id, head in digest.sessions.items():
         if head.peaks is None or len(head.peaks) != head.position.bit_count():
             _resumed(digest, session_id, head)
-    appended = _read_sql(ledger, digest) if isinstance(ledger, SqlLedger) else _read_port(ledger, digest)
+    appended = _read(ledger, digest)
     results: list[Verification] = []
     sessions: dict[str, SessionHead] = dict(digest.sessions)
     unchanged = len(digest.sessions)
@@ -129,7 +125,7 @@ def _check(
                     "before it, was rewritten and the hashes after it recomputed",
                 )
             )
-    head = None if appended.heads is None else appended.heads.get(session_id)
+    head = appended.heads.get(session_id)
     if not findings:
         broken = first_break(records, appended.digests.get(session_id, []), head, after)
         if broken is not None:
@@ -177,13 +173,12 @@ def _gone(session_id: str, anchor: SessionHead, last: int | None, digest: Digest
     )
 
 
-def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
+def _read(ledger: AuditLedger, digest: Digest) -> _Appended:
     """The records since the digest, and the digest's heads that moved, in one snapshot: the heads
-    are looked up (by the database, a primary-key lookup each) while the records are hashed here."""
+    are asked for once the records are read, and answered (on PostgreSQL by the database, a
+    primary-key lookup each) while the records are hashed here."""
     records: dict[str, list[LedgerRecord]] = {}
     digests: dict[str, list[str | None]] = {}
-    sha256 = hashlib.sha256
-    after = digest.global_position
     anchors = digest.sessions.values()
     trusted = Trusted(
         list(digest.sessions),
@@ -191,42 +186,15 @@ def _read_sql(ledger: SqlLedger, digest: Digest) -> _Appended:
         [anchor.head for anchor in anchors],
         [anchor.global_position for anchor in anchors],
     )
-    with snapshot(ledger.engine) as conn:
-        written, appended = read_appended(conn, after)
-        with heads_sent(conn, trusted, written) as heads_now:
-            for session_id, pairs in appended:
-                records[session_id] = [record for record, _ in pairs]
-                digests[session_id] = [
-                    None if text is None else sha256(text).hexdigest() for _, text in pairs
-                ]
+    with ledger.audit_snapshot() as snapshot:
+        written, appended = snapshot.appended(digest.global_position)
+        with snapshot.heads_sent(trusted, written) as heads_now:
+            for session_id, (new, hashed) in appended:
+                records[session_id] = new
+                digests[session_id] = hashed
             moved, touched = heads_now()
         gone = [sid for sid, m in moved.items() if m.row_hash is None]
-        last = last_positions(conn, gone) if gone else {}
+        last = snapshot.last_positions(gone) if gone else {}
     heads = {sid: ChainHead(*m.head) for sid, m in moved.items() if m.head is not None}
     heads.update((sid, ChainHead(*head)) for sid, head in touched.items())
     return _Appended(records, digests, {sid: m.row_hash for sid, m in moved.items()}, heads, last)
-
-
-def _read_port(ledger: Ledger, digest: Digest) -> _Appended:
-    """Any other ledger (the in-memory one) through its port: every record is at hand anyway."""
-    records: dict[str, list[LedgerRecord]] = {}
-    anchors: dict[str, str | None] = {}
-    last: dict[str, int] = {}
-    for session_id in {*ledger.session_ids(), *digest.sessions}:
-        every = list(ledger.records(session_id))
-        anchor = digest.sessions.get(session_id)
-        if anchor is not None and len(every) >= anchor.position:
-            if every[anchor.position - 1].row_hash != anchor.head:
-                anchors[session_id] = every[anchor.position - 1].row_hash
-        elif anchor is not None:
-            anchors[session_id] = None
-            if every:
-                last[session_id] = every[-1].position
-        new = [r for r in every if (r.global_position or 0) > digest.global_position]
-        if new:
-            records[session_id] = new
-    digests = {
-        sid: [None if r.payload is None else sha256_hex(canonical(r.payload)) for r in rs]
-        for sid, rs in records.items()
-    }
-    return _Appended(records, digests, anchors, None, last)

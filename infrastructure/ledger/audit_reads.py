@@ -1,20 +1,44 @@
-"""What audit and the relay read: a session's every record (`records.py`, on the driver in one
-snapshot: sessions of 100,000 records, where per-row cost is the whole cost), every session id,
-the global tail, and what `verify --since` asks of the digest's sessions. The session ids and the
-tail are one query each on a Core `Connection`."""
+"""What audit and the relay read: the SQL side of the audit port (`domain.audit_port`), every
+session id and the global tail.
+
+A snapshot (`SqlAuditSnapshot`) is one read transaction (`records.snapshot`). A session's records
+are read on the driver (`records.py`: sessions of 100,000 records, where per-row cost is the whole
+cost), their stored payload text hashed as it is: the canonical text the ledger hashed when it wrote
+the row (PostgreSQL `json` and SQLite text keep it byte for byte), so a match proves the content
+without re-serializing it. What `verify --since` asks of a digest's heads is one statement, sent
+in pipeline mode on PostgreSQL (`heads_sent`). The session ids, the session rows and the tail are
+one query each on a Core `Connection`.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
+from sessionledger.domain.audit_port import (
+    END,
+    Heads,
+    Moved,
+    RowHash,
+    SessionRecords,
+    StoredSession,
+    Trusted,
+)
 from sessionledger.domain.records import LedgerRecord, TailRow
+from sessionledger.domain.window import WindowStats
 from sessionledger.infrastructure.ledger.driver import driver_of
-from sessionledger.infrastructure.ledger.records import CHUNK, read_records, snapshot
-from sessionledger.infrastructure.ledger.schema import AnySelect, ledger, sessions
+from sessionledger.infrastructure.ledger.records import CHUNK, read_appended, read_records, snapshot
+from sessionledger.infrastructure.ledger.schema import AnySelect, ledger, sessions, window_slots
+
+_FEW = 1_000
+"""Sessions whose rows are read by their ids (one statement, a parameter each); more: every row."""
+
+_FIRST_READ = sa.select(ledger.c.global_position).limit(1)
+"""A read of the ledger table, one row: what fixes a read transaction's snapshot."""
 
 
 class AuditReads:
@@ -23,22 +47,26 @@ class AuditReads:
     def __init__(self, engine: sa.Engine) -> None:
         self._engine = engine
 
+    @contextmanager
+    def snapshot(self) -> Iterator[SqlAuditSnapshot]:
+        """A snapshot taken on entry: its first read is made here, since the database takes a
+        transaction's snapshot at its first read, not at its start."""
+        with snapshot(self._engine) as conn:
+            conn.execute(_FIRST_READ)
+            yield SqlAuditSnapshot(conn)
+
+    def after_fork(self) -> None:
+        """Drop the pooled connections a forked process inherited without closing them (they are
+        the parent's): the child reads through the engine's fresh pool."""
+        self._engine.dispose(close=False)
+
     def records(self, session_id: str) -> Iterator[LedgerRecord]:
         with snapshot(self._engine) as conn:
             return iter([record for record, _ in read_records(conn, session_id)])
 
     def session_ids(self) -> list[str]:
-        """Every session row by creation, then any session with ledger records but no session row
-        (only a hand-deleted row does that), so a full `verify` still finds those records."""
-        orphaned = (
-            sa.select(ledger.c.session_id)
-            .where(~sa.exists().where(sessions.c.id == ledger.c.session_id))
-            .distinct()
-            .order_by(ledger.c.session_id)
-        )
         with self._engine.connect() as conn:
-            known = conn.execute(sa.select(sessions.c.id).order_by(sessions.c.created_at, sessions.c.id))
-            return [*known.scalars(), *conn.execute(orphaned).scalars()]
+            return _session_ids(conn)
 
     def tail(self, after: int, limit: int) -> list[TailRow]:
         query = (
@@ -55,27 +83,126 @@ class AuditReads:
             ]
 
 
+def _session_ids(conn: sa.Connection) -> list[str]:
+    """Every session row by creation, then any session with ledger records but no session row
+    (only a hand-deleted row does that), so a full `verify` still finds those records."""
+    orphaned = (
+        sa.select(ledger.c.session_id)
+        .where(~sa.exists().where(sessions.c.id == ledger.c.session_id))
+        .distinct()
+        .order_by(ledger.c.session_id)
+    )
+    known = conn.execute(sa.select(sessions.c.id).order_by(sessions.c.created_at, sessions.c.id))
+    return [*known.scalars(), *conn.execute(orphaned).scalars()]
+
+
+class SqlAuditSnapshot:
+    """`domain.audit_port.AuditSnapshot` in one read transaction (`conn`)."""
+
+    def __init__(self, conn: sa.Connection) -> None:
+        self._conn = conn
+
+    def session_ids(self) -> list[str]:
+        return _session_ids(self._conn)
+
+    def stored(self, session_ids: Sequence[str] | None = None) -> Iterator[StoredSession]:
+        """A few sessions' rows and slots by their ids, else (none given, or too many ids for one
+        statement) every row and slot, those not asked for left out."""
+        rows, slots = (
+            sa.select(sessions),
+            sa.select(
+                window_slots.c.session_id,
+                window_slots.c.position,
+                window_slots.c.ordinal,
+                window_slots.c.rewound,
+            ),
+        )
+        if session_ids is not None and len(session_ids) <= _FEW:
+            rows = rows.where(sessions.c.id.in_(session_ids))
+            slots = slots.where(window_slots.c.session_id.in_(session_ids))
+        wanted = None if session_ids is None else set(session_ids)
+        found = {row.id: row for row in self._conn.execute(rows) if wanted is None or row.id in wanted}
+        prefixes: dict[str, list[tuple[int, int]]] = {}
+        hidden: dict[str, set[int]] = {}
+        for session_id, position, ordinal, rewound in self._conn.execute(slots):
+            if session_id in found:
+                if ordinal is not None:
+                    prefixes.setdefault(session_id, []).append((ordinal, position))
+                if rewound:
+                    hidden.setdefault(session_id, set()).add(position)
+        for session_id, row in found.items():
+            yield _stored_session(
+                row,
+                tuple(position for _, position in sorted(prefixes.get(session_id, ()))),
+                frozenset(hidden.get(session_id, ())),
+            )
+
+    def records(self, session_id: str, after: int = 0, upto: int = END) -> SessionRecords:
+        sha256 = hashlib.sha256
+        records: list[LedgerRecord] = []
+        digests: list[str | None] = []
+        for record, text in read_records(self._conn, session_id, after, upto):
+            records.append(record)
+            digests.append(None if text is None else sha256(text).hexdigest())
+        return SessionRecords(records, digests)
+
+    def top(self) -> int:
+        return self._conn.execute(sa.select(sa.func.max(ledger.c.global_position))).scalar() or 0
+
+    def row_hashes(self) -> Iterable[RowHash]:
+        query = sa.select(ledger.c.session_id, ledger.c.row_hash, ledger.c.global_position).order_by(
+            ledger.c.session_id, ledger.c.position
+        )
+        rows = self._conn.execution_options(yield_per=10_000).execute(query)
+        return rows  # type: ignore[return-value]  # each row is (session_id, row_hash, global_position)
+
+    def appended(self, after: int) -> tuple[list[str], Iterator[tuple[str, SessionRecords]]]:
+        written, appended = read_appended(self._conn, after)
+        sha256 = hashlib.sha256
+
+        def hashed() -> Iterator[tuple[str, SessionRecords]]:
+            for session_id, pairs in appended:
+                digests = [None if text is None else sha256(text).hexdigest() for _, text in pairs]
+                yield session_id, SessionRecords([record for record, _ in pairs], digests)
+
+        return written, hashed()
+
+    def heads_sent(
+        self, trusted: Trusted, written: Sequence[str]
+    ) -> AbstractContextManager[Callable[[], Heads]]:
+        return heads_sent(self._conn, trusted, written)
+
+    def last_positions(self, session_ids: Iterable[str]) -> dict[str, int]:
+        return last_positions(self._conn, session_ids)
+
+
+def _stored_session(row: Any, prefix: tuple[int, ...], hidden: frozenset[int]) -> StoredSession:
+    return StoredSession(
+        session_id=row.id,
+        version=row.version,
+        head=(row.head_position, row.head_hash),
+        deleted=row.deleted_at is not None,
+        user_id=row.user_id,
+        app_name=row.app_name,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        state=row.state,
+        window_base=row.window_base,
+        prefix=prefix,
+        hidden=hidden,
+        stats=WindowStats(
+            row.window_events,
+            row.window_turns,
+            row.window_bytes,
+            row.window_tokens,
+            row.window_uncounted,
+            row.events_since_summary,
+        ),
+    )
+
+
 # --- verify --since ---------------------------------------------------------------------------
-
-
-class Trusted(NamedTuple):
-    """The heads a trusted digest saw, as columns (one entry per session, in the same order): the
-    sessions, each head's position and row hash, and its global position (`None`: not recorded, a
-    digest of an older release). Columns, because that is what a statement binds them as."""
-
-    sids: Sequence[str]
-    positions: Sequence[int]
-    heads: Sequence[str]
-    globals: Sequence[int | None]
-
-
-class Moved(NamedTuple):
-    """A session whose record at a trusted head, or whose session row, is not that head any more:
-    the row hash now at the head's position (`None`: no record there), and the head the session
-    row names (`None`: no session row)."""
-
-    row_hash: str | None
-    head: tuple[int, str] | None
 
 
 def _moved_query(wanted: Any) -> AnySelect:
@@ -219,10 +346,6 @@ def touched_heads(conn: sa.Connection, session_ids: Sequence[str]) -> dict[str, 
         rows = conn.execute(_TOUCHED, {"sids": list(session_ids[start : start + CHUNK])})
         found.update((row.id, (row.head_position, row.head_hash)) for row in rows)
     return found
-
-
-Heads = tuple[dict[str, Moved], dict[str, tuple[int, str]]]
-"""The moved heads (`moved_heads`) and the heads of the sessions written to since (`touched_heads`)."""
 
 
 @contextmanager

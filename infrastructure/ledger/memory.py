@@ -8,6 +8,7 @@ single-process use.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import count
@@ -15,6 +16,7 @@ from threading import RLock
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
+from sessionledger.domain.audit_port import StoredSession
 from sessionledger.domain.codec import event_to_payload
 from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
@@ -44,6 +46,7 @@ from sessionledger.domain.write_plans import (
     plan_compaction,
 )
 from sessionledger.infrastructure.ledger.counters import MemoryCounterStore
+from sessionledger.infrastructure.ledger.memory_audit import MemoryAuditSnapshot
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
@@ -90,6 +93,22 @@ class _SessionLog:
 
     def split(self) -> tuple[list[int], list[int]]:
         return self.shape.split(self.events)
+
+    def counted(self) -> list[LedgerRecord]:
+        """The records, each with its token count once one is filled in."""
+        counts = self.token_counts
+        return [
+            replace(r, token_count=counts[r.position]) if r.position in counts else r for r in self.records
+        ]
+
+    def stored(self) -> StoredSession:
+        """What the SQL ledger's session row and window slots would hold (the audit port's view)."""
+        s, head = self.session, self.records[-1]
+        return StoredSession(
+            s.id, self.version, (head.position, head.row_hash), self.deleted_at is not None,
+            s.user_id, s.app_name, dict(s.metadata), s.created_at, s.expires_at, dict(self.state),
+            self.shape.base, tuple(self.shape.prefix), frozenset(self.shape.hidden), self.stats,
+        )  # fmt: skip
 
 
 class MemoryLedger:
@@ -341,18 +360,24 @@ class MemoryLedger:
 
     # --- audit and relay --------------------------------------------------------------------
 
+    @contextmanager
+    def audit_snapshot(self) -> Iterator[MemoryAuditSnapshot]:
+        """Every session's records and stored fields, copied under the lock (`memory_audit.py`)."""
+        with self._lock:
+            frozen = {sid: (log.counted(), log.stored()) for sid, log in self._sessions.items()}
+        yield MemoryAuditSnapshot(frozen)
+
+    @property
+    def readable_from_forks(self) -> bool:
+        return False  # a forked process would read a copy of the parent's memory, not the ledger
+
+    def after_fork(self) -> None:
+        """Nothing to forget: no forked process reads this ledger."""
+
     def records(self, session_id: str) -> Iterator[LedgerRecord]:
         with self._lock:
             log = self._sessions.get(session_id)
-            if log is None:
-                return iter(())
-            counts = log.token_counts
-            return iter(
-                [
-                    replace(r, token_count=counts[r.position]) if r.position in counts else r
-                    for r in log.records
-                ]
-            )
+            return iter(() if log is None else log.counted())
 
     def session_ids(self) -> list[str]:
         with self._lock:

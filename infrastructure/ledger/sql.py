@@ -11,6 +11,7 @@ reads (`audit_reads.py`). Their SQL is `statements.py`; the chain heads they sha
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,6 +36,7 @@ from sessionledger.infrastructure.ledger.window import WindowReads
 from sessionledger.infrastructure.ledger.window_changes import WindowChanges, WindowPrefix
 
 if TYPE_CHECKING:
+    from sessionledger.domain.audit_port import AuditSnapshot
     from sessionledger.domain.compaction import CompactionResult
     from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 
@@ -136,6 +138,16 @@ class SqlLedger:
         return self._state.user_state(app_name, user_id)
 
     # audit and relay
+    def audit_snapshot(self) -> AbstractContextManager[AuditSnapshot]:
+        return self._audit.snapshot()
+
+    @property
+    def readable_from_forks(self) -> bool:
+        return True
+
+    def after_fork(self) -> None:
+        self._audit.after_fork()
+
     def records(self, session_id: str) -> Iterator[LedgerRecord]:
         return self._audit.records(session_id)
 
