@@ -14,7 +14,6 @@ from uuid import uuid4
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import ensure_json
-from sessionledger.domain.compaction.ports import Strategy, Trigger
 from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
@@ -33,6 +32,7 @@ from sessionledger.infrastructure.settings import Settings
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
+    from sessionledger.domain.compaction.ports import Strategy, Trigger
 
 T = TypeVar("T")
 
