@@ -25,6 +25,7 @@ for a reader of the stored payloads (`SessionService.window_payloads`), which sk
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -77,6 +78,24 @@ _CLASSES: dict[str, type[BaseMessage]] = {
         ToolMessageChunk,
     )
 }
+
+
+def _defaults(cls: type[BaseMessage]) -> list[tuple[str, Callable[[], Any]]]:
+    """Each field of `cls` with what makes its default: its factory, else its (immutable) value."""
+    made: list[tuple[str, Callable[[], Any]]] = []
+    for name, field in cls.model_fields.items():
+        if field.default_factory is not None:
+            made.append((name, field.default_factory))  # type: ignore[arg-type]  # none takes data
+        else:
+            made.append((name, functools.partial(_same, field.default)))
+    return made
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_DEFAULTS = {cls: _defaults(cls) for cls in _CLASSES.values()}
 _CHAT_ROLES = {
     "user": MessageType.USER,
     "human": MessageType.USER,
@@ -184,8 +203,13 @@ def _message(
         fields["content"] = text
     # as stored, not validated again: a chunk's validator derives its tool calls from its tool-call
     # chunks, which changes a message whose fields were not derived that way (`messages_from_dict`
-    # reads such an `AIMessageChunk` back with other tool calls than it was written with)
-    return cls.model_construct(**fields)
+    # reads such an `AIMessageChunk` back with other tool calls than it was written with). Every
+    # field is given: pydantic's own defaults cost an `inspect.signature` per factory and message.
+    stored_names = set(fields)
+    for name, default in _DEFAULTS[cls]:
+        if name not in stored_names:
+            fields[name] = default()
+    return cls.model_construct(stored_names, **fields)
 
 
 def _loads(text: str, long_numbers: bool) -> dict[str, Any]:
