@@ -30,7 +30,7 @@ from bench.database import fresh_postgres
 from bench.report import Row
 from bench.timing import alternating
 
-ADD_ROUNDS, ADDS_PER_ROUND = 10, 100
+ADD_ROUNDS, ADDS_PER_ROUND = 20, 100
 READ_MESSAGES, READ_ROUNDS = 1_000, 20
 TABLE = "langchain_history"
 
