@@ -163,7 +163,6 @@ def from_payload(payload: Mapping[str, Any]) -> BaseMessage:
 def _readable(message: BaseMessage) -> Message:
     """What the ledger's readers see of `message` (the module's docstring says how)."""
     text = _clean(str(message.text))  # a str subclass (`TextAccessor`): the ledger stores plain str
-    kind = message.type
     if isinstance(message, AIMessage):
         calls = tuple(_tool_call(call) for call in message.tool_calls)
         return Message._trusted(MessageType.ASSISTANT, text, calls, (), {})
@@ -174,10 +173,12 @@ def _readable(message: BaseMessage) -> Message:
     if isinstance(message, ChatMessage):
         role = _CHAT_ROLES.get(message.role.lower(), MessageType.USER)
         return Message._trusted(role, text, (), (), {})
-    return Message._trusted(MessageType.SYSTEM if kind == "system" else MessageType.USER, text, (), (), {})
+    kind = MessageType.SYSTEM if isinstance(message, SystemMessage) else MessageType.USER
+    return Message._trusted(kind, text, (), (), {})
 
 
 def _tool_call(call: LangChainToolCall) -> ToolCall:
+    # `repr` for what JSON cannot hold, so that `to_event` refuses it with its own ValueError
     arguments = json.dumps(call["args"], ensure_ascii=False, default=repr)
     return ToolCall(_clean(call.get("id") or ""), _clean(call["name"]), _clean(arguments))
 

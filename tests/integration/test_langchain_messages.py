@@ -222,6 +222,34 @@ def test_an_event_another_hand_wrote_reads_as_the_plain_message_of_its_type(
 
 
 @pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        (HumanMessage("x"), MessageType.USER),
+        (HumanMessageChunk("x"), MessageType.USER),
+        (SystemMessage("x"), MessageType.SYSTEM),
+        (SystemMessageChunk("x"), MessageType.SYSTEM),
+        (AIMessage("x"), MessageType.ASSISTANT),
+        (AIMessageChunk("x"), MessageType.ASSISTANT),
+        (ToolMessage("x", tool_call_id="c"), MessageType.TOOL),
+        (ToolMessageChunk("x", tool_call_id="c"), MessageType.TOOL),
+        (FunctionMessage("x", name="f"), MessageType.TOOL),
+        (FunctionMessageChunk("x", name="f"), MessageType.TOOL),
+        (ChatMessage("x", role="Assistant"), MessageType.ASSISTANT),
+        (ChatMessageChunk("x", role="developer"), MessageType.SYSTEM),
+        (ChatMessage("x", role="critic"), MessageType.USER),
+    ],
+    ids=repr,
+)
+def test_each_class_is_the_ledger_message_of_its_kind(message: BaseMessage, kind: MessageType) -> None:
+    readable = to_event("s", message).message
+    assert readable.type is kind
+    if kind is MessageType.TOOL:
+        assert [response.content for response in readable.tool_responses] == ["x"]
+    else:
+        assert readable.text == "x"
+
+
+@pytest.mark.parametrize(
     "value", [RemoveMessage(id="m1"), "text", {"role": "user", "content": "hi"}], ids=repr
 )
 def test_what_is_not_a_stored_chat_message_is_refused(value: Any) -> None:
