@@ -28,6 +28,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_postgres import PostgresChatMessageHistory
 from sessionledger.domain import EventFilter
+from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import SessionService, open_async_service
 from sessionledger.infrastructure.audit.verify import verify
@@ -291,3 +292,29 @@ def test_it_works_under_runnable_with_message_history(
     asyncio.run(asynchronously())
     stored = LedgerChatMessageHistory(lc_runnable_async, service=service, user_id="u").messages
     assert [m.content for m in stored] == ["first", "One.", "second", "Two."]
+
+
+def test_a_compacted_history_reads_as_the_window_the_compaction_kept(
+    service: SessionService, unique: Callable[[str], str]
+) -> None:
+    session_id = unique("lc-compacted")
+    history = LedgerChatMessageHistory(session_id, service=service, user_id="u")
+    written: list[BaseMessage] = []
+    for turn in range(4):
+        call = {"name": "lookup", "args": {"turn": turn}, "id": f"call-{turn}"}
+        written += [
+            HumanMessage(f"question {turn}"),
+            AIMessage("", tool_calls=[call], id=f"ai-{turn}"),
+            ToolMessage(f"result {turn}", tool_call_id=f"call-{turn}", artifact={"turn": turn}),
+            AIMessage(
+                f"answer {turn}", usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
+            ),
+        ]
+    history.add_messages(written)
+    result = service.compact(session_id, TurnCountTrigger(1), SlidingWindowStrategy(max_events=6))
+    assert result.archived
+    kept = history.messages
+    assert kept == written[len(written) - len(kept) :]
+    assert isinstance(kept[0], HumanMessage)  # the window is cut at a turn, never inside a tool call
+    found = service.get_events(session_id, EventFilter.keyword_search("question 0", 0, 10))
+    assert [event.archived for event in found] == [True]
