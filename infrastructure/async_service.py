@@ -164,6 +164,21 @@ class AsyncSessionService:
             raise RuntimeError("the async session service is closed")
         return await self._pool.run(lambda: call(self._opened()))
 
+    def run_blocking(self, call: Callable[[SessionService], R]) -> R:
+        """`call(service)` on the calling thread, for synchronous code sharing this service with
+        asynchronous code (a framework class with both kinds of method); never from an event loop
+        (`run` is for that)."""
+        if self._closed:
+            raise RuntimeError("the async session service is closed")
+        return call(self._opened())
+
+    def close(self) -> None:
+        """`aclose()` for synchronous code (never from an event loop, as it waits for the calls)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._shutdown()
+
     async def aclose(self) -> None:
         """Wait for the calls in flight, then close the service; later calls raise `RuntimeError`.
         Closing twice is harmless."""

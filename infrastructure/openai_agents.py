@@ -10,10 +10,7 @@ window change), so the window forgets while `replay`, `verify` and `records` sti
 from __future__ import annotations
 
 import functools
-import itertools
-import random
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -22,15 +19,16 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
 from sessionledger.domain.append_outcomes import AppendOutcome
-from sessionledger.domain.compaction import CompactionRequest, CompactionResult
+from sessionledger.domain.compaction import CompactionResult
 from sessionledger.domain.compaction.ports import Strategy
-from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
+from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.response_items import event_item, item_event, payload_item
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import MEMORY_URL
+from sessionledger.infrastructure.window_changes import ClearSession, PopItem, change_window
 
 APP_NAME = "openai-agents"
 """The app the ledger files these sessions under (its compaction policy, its `app:` state)."""
@@ -40,27 +38,6 @@ DEFAULT_USER = "openai-agents"
 
 _ITEM_OF_PAYLOAD = functools.partial(payload_item, fast_loads=orjson.loads)
 """A stored payload's item, orjson parsing the exact JSON text it may hold."""
-
-
-class _WindowNotEmpty:
-    """The trigger of `pop_item` and `clear_session`: there is something to remove."""
-
-    def should_compact(self, request: CompactionRequest) -> bool:
-        return bool(request.events)
-
-
-class PopItem:
-    """`pop_item` as a window change: the newest event leaves the window (it stays in the ledger)."""
-
-    def compact(self, request: CompactionRequest) -> CompactionResult:
-        return CompactionResult(request.events[:-1], request.events[-1:])
-
-
-class ClearSession:
-    """`clear_session` as a window change: every event leaves the window (it stays in the ledger)."""
-
-    def compact(self, request: CompactionRequest) -> CompactionResult:
-        return CompactionResult((), request.events)
 
 
 class _SharedServices:
@@ -201,23 +178,9 @@ class LedgerSession:
         await self._window_change(ClearSession())
 
     async def _window_change(self, change: Strategy) -> CompactionResult | None:
-        """Apply `change` to the window as a compaction; `None` for an unknown session.
-
-        Pops racing each other lose compaction races, and each loss means another one won, so a
-        pop is retried (after a short random pause) until it is applied."""
+        """Apply `change` to the window as a compaction; `None` for an unknown session."""
         session_id, user_id = self.session_id, self.user_id
-
-        def apply(service: SessionService) -> CompactionResult | None:
-            for attempt in itertools.count(1):
-                try:
-                    return service.compact(session_id, _WindowNotEmpty(), change, user_id=user_id)
-                except SessionNotFound:
-                    return None
-                except ConcurrencyConflict:
-                    time.sleep(random.uniform(0, min(0.001 * attempt, 0.05)))
-            raise AssertionError("unreachable")
-
-        return await self._service.run(apply)
+        return await self._service.run(lambda service: change_window(service, session_id, change, user_id))
 
     async def close(self) -> None:
         """Release the ledger (closed with the last session on it); later calls raise `RuntimeError`."""

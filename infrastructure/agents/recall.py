@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter, MatchMode
 from sessionledger.domain.json_text import read_json
 from sessionledger.domain.times import in_utc
 from sessionledger.infrastructure.service import SessionService
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 NO_RESULTS = "No results found."
 MAX_QUERY_TERMS = 20
@@ -134,6 +137,33 @@ class RecallTools:
                 },
             ),
         ]
+
+    def as_langchain_tools(self, session_id: str, *, user_id: str) -> list[BaseTool]:
+        """Both tools as LangChain tools (extra `langgraph`) for a LangGraph agent (`ToolNode`,
+        `create_react_agent`) or `bind_tools`: the names, descriptions and argument schemas of
+        `definitions()`, each call answered by `handle` for this session and user, which no
+        argument can change."""
+        from langchain_core.tools import StructuredTool  # the agents layer needs no langchain-core
+
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ValueError("user_id must not be empty")
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise ValueError("session_id must not be empty")
+
+        def tool(definition: dict[str, Any]) -> BaseTool:
+            name = definition["name"]
+
+            def answer(**arguments: Any) -> str:
+                return self.handle(name, json.dumps(arguments), session_id=session_id, user_id=user_id)
+
+            return StructuredTool(
+                name=name,
+                description=definition["description"],
+                args_schema=definition["parameters"],
+                func=answer,
+            )
+
+        return [tool(definition["function"]) for definition in self.definitions()]
 
     def handle(self, name: str, arguments: str | None, *, session_id: str, user_id: str) -> str:
         """Run one tool call the model produced; every failure is an `"Error: ..."` string.
