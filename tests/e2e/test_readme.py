@@ -1,6 +1,7 @@
-"""The README's examples run as written, each on its own: every ```python block in a fresh process
+"""The README's examples run as written, each on its own, and so do the agents guide's
+(docs/agents.md, where the README sends readers for more): every ```python block in a fresh process
 started in an empty temporary directory with no SESSIONLEDGER_* or OPENAI_* variable set (so no
-API key), failing with the README line the block starts on.
+API key), failing with the file and line the block starts on.
 
 Each runs on the embedded default (the SQLite file `open_service()` creates in its directory); the
 first, which says what `open_service()` opens, also with SESSIONLEDGER_DATABASE_URL naming a fresh
@@ -33,13 +34,15 @@ from tests.e2e.queue_deployment import RABBITMQ_URL, remove_queues
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+GUIDES = ("README.md", "docs/agents.md")
+"""The documents whose ```python blocks run as written."""
 WRITTEN_BROKER = "amqp://guest:guest@localhost:5672//"
 
 RUNNER = """
 import sys
-first_line, code = int(sys.argv[1]), sys.stdin.read()
-# padded so that a traceback names the README's own line
-exec(compile("\\n" * (first_line - 1) + code, "README.md", "exec"), {"__name__": "__main__"})
+first_line, document, code = int(sys.argv[1]), sys.argv[2], sys.stdin.read()
+# padded so that a traceback names the document's own line
+exec(compile("\\n" * (first_line - 1) + code, document, "exec"), {"__name__": "__main__"})
 """
 
 
@@ -52,14 +55,16 @@ def fenced_blocks(text: str, language: str) -> list[tuple[int, str]]:
     ]
 
 
-def run_block(line: int, code: str, directory: Path, **variables: str) -> subprocess.CompletedProcess:
+def run_block(
+    line: int, code: str, directory: Path, document: str = "README.md", **variables: str
+) -> subprocess.CompletedProcess:
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("SESSIONLEDGER_", "OPENAI_"))
     }
     return subprocess.run(
-        [sys.executable, "-c", RUNNER, str(line)],
+        [sys.executable, "-c", RUNNER, str(line), document],
         input=code,
         cwd=directory,
         env={**env, **variables},
@@ -69,15 +74,26 @@ def run_block(line: int, code: str, directory: Path, **variables: str) -> subpro
     )
 
 
+def python_blocks() -> list[tuple[str, int, str]]:
+    """Every ```python block of the documents that run: (document, line, code)."""
+    return [
+        (document, line, code)
+        for document in GUIDES
+        for line, code in fenced_blocks((ROOT / document).read_text(encoding="utf-8"), "python")
+    ]
+
+
 def block_cases() -> list:
     cases = []
-    for number, (line, code) in enumerate(fenced_blocks(README, "python")):
+    for number, (document, line, code) in enumerate(python_blocks()):
         marks = [pytest.mark.rabbitmq] if WRITTEN_BROKER in code else []
-        cases.append(pytest.param(line, code, "embedded", marks=marks, id=f"README.md:{line}"))
-        if number == 0:  # the block that says what `open_service()` opens
+        cases.append(pytest.param(document, line, code, "embedded", marks=marks, id=f"{document}:{line}"))
+        if number == 0:  # the README's first block: it says what `open_service()` opens
             postgres = [*marks, pytest.mark.postgres]
             cases.append(
-                pytest.param(line, code, "postgres", marks=postgres, id=f"README.md:{line}-postgres")
+                pytest.param(
+                    document, line, code, "postgres", marks=postgres, id=f"{document}:{line}-postgres"
+                )
             )
     return cases
 
@@ -97,8 +113,8 @@ def waiting_messages(names: QueueNames) -> int:
         )
 
 
-@pytest.mark.parametrize(("line", "code", "ledger"), block_cases())
-def test_each_python_block_runs_on_its_own(line, code, ledger, request, tmp_path) -> None:
+@pytest.mark.parametrize(("document", "line", "code", "ledger"), block_cases())
+def test_each_python_block_runs_on_its_own(document, line, code, ledger, request, tmp_path) -> None:
     variables = {}
     if ledger == "postgres":
         variables["SESSIONLEDGER_DATABASE_URL"] = request.getfixturevalue("pg_url")
@@ -108,15 +124,15 @@ def test_each_python_block_runs_on_its_own(line, code, ledger, request, tmp_path
         variables["SESSIONLEDGER_QUEUE_PREFIX"] = names.prefix
         code = code.replace(WRITTEN_BROKER, RABBITMQ_URL)
 
-    result = run_block(line, code, tmp_path, **variables)
+    result = run_block(line, code, tmp_path, document, **variables)
 
-    assert result.returncode == 0, f"the block at README.md line {line} failed:\n{result.stderr}"
+    assert result.returncode == 0, f"the block at {document} line {line} failed:\n{result.stderr}"
     if publishes:
         assert waiting_messages(names) == 1  # the event published, waiting for an ingest worker
 
 
-def test_the_readme_has_python_examples_of_each_part() -> None:
-    blocks = [code for _, code in fenced_blocks(README, "python")]
+def test_the_readme_and_the_guide_have_python_examples_of_each_part() -> None:
+    blocks = [code for _, _, code in python_blocks()]
     for needed in (
         "open_service(",
         "compact(",
