@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.records import Draft, LedgerRecord
+from sessionledger.domain.records import Draft, Kind, LedgerRecord
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
 from sessionledger.domain.window_stats import event_bytes
@@ -32,6 +32,7 @@ from sessionledger.domain.write_plans import (
     LedgerHead,
     appended_event,
     batch_keys,
+    batch_session_ids,
     plan_batch,
     version_check,
 )
@@ -127,7 +128,7 @@ class Appends:
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """See `domain.ports.Ledger.append`: one transaction per call (a counted event takes the
         batch path, whose transaction also holds the counters)."""
-        if len(drafts) == 1 and tally is None:
+        if len(drafts) == 1 and tally is None and drafts[0].kind is Kind.EVENT:
             return [self._append_one(drafts[0])]
         if not drafts:
             return []
@@ -235,21 +236,28 @@ class Appends:
         stored ids in every batch cost more than the rest of the transaction's statements together.
         """
         keys = batch_keys(drafts)
+        session_ids = batch_session_ids(drafts)
         try:
-            plan = self._write_batch(drafts, keys, tally, read_taken=False)
+            plan = self._write_batch(drafts, session_ids, keys, tally, read_taken=False)
         except self._integrity_errors:
-            plan = self._write_batch(drafts, keys, tally, read_taken=True)
+            plan = self._write_batch(drafts, session_ids, keys, tally, read_taken=True)
         for sid, session in plan.sessions.items():
             self._heads.keep(sid, session.head)
         return plan.outcomes
 
     def _write_batch(
-        self, drafts: Sequence[Draft], keys: list[tuple[str, str]], tally: Tally | None, *, read_taken: bool
+        self,
+        drafts: Sequence[Draft],
+        session_ids: list[str],
+        keys: list[tuple[str, str]],
+        tally: Tally | None,
+        *,
+        read_taken: bool,
     ) -> BatchPlan:
         with self._writer.begin() as conn:
             locked = conn.execute(
                 sa.select(*statements.BATCH_SESSION_COLUMNS)
-                .where(sessions.c.id.in_(sorted({sid for sid, _ in keys})), sessions.c.deleted_at.is_(None))
+                .where(sessions.c.id.in_(session_ids), sessions.c.deleted_at.is_(None))
                 .order_by(sessions.c.id)
                 .with_for_update()
             )
@@ -258,7 +266,7 @@ class Appends:
                 row.id: BatchSession(head_of(row), stats_of(row), row.state, row.app_name, row.user_id)
                 for row in locked
             }
-            taken = self._taken(conn, list(live), keys) if read_taken and live else set()
+            taken = self._taken(conn, list(live), keys) if read_taken and live and keys else set()
             plan = plan_batch(drafts, live, taken, now)
             if plan.appended:
                 self._state.merge_shared(conn, plan.app_states, plan.user_states)  # first: `_move_and_insert`
