@@ -237,12 +237,16 @@ UNNESTED = tuple(name for name in ROW_COLUMNS if name not in ("session_id", "tok
 """The row columns `APPEND_ROWS` takes as arrays, one parameter `<column>s` each."""
 _ARRAY_ITEM: dict[str, Any] = {"payload": sa.Text()}
 """The payloads go as the canonical texts they are (`CAST` to `json` per row)."""
-_ROWS = sa.func.unnest(
-    *(
-        sa.bindparam(f"{name}s", type_=postgresql.ARRAY(_ARRAY_ITEM.get(name, ledger.c[name].type)))
-        for name in UNNESTED
+_ROWS = (
+    sa.func.unnest(
+        *(
+            sa.bindparam(f"{name}s", type_=postgresql.ARRAY(_ARRAY_ITEM.get(name, ledger.c[name].type)))
+            for name in UNNESTED
+        )
     )
-).table_valued(*UNNESTED).render_derived(name="r")
+    .table_valued(*UNNESTED)
+    .render_derived(name="r")
+)
 _MOVED_BY = (
     sessions.update()
     .where(
