@@ -19,6 +19,7 @@ import argparse
 import json
 import tempfile
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -123,9 +124,13 @@ def main() -> None:
         service = saver.service  # the thread is a ledger session
         events = service.get_events(thread_id, user_id=options.user)
         records = service.records(thread_id, user_id=options.user)
-        entries = sum(record.kind is Kind.ENTRY for record in records)
+        entries = Counter(record.event_type for record in records if record.kind is Kind.ENTRY)
         print(f"\nthread {thread_id} in {database_url}:")
-        print(f"session messages: {len(events)}; checkpoints and writes on the chain: {entries}")
+        print(
+            f"on its hash chain: {entries['langgraph.checkpoint']} checkpoints, "
+            f"{entries['langgraph.write']} pending writes, {entries['langgraph.message']} messages "
+            f"(each written once); the session's messages: {len(events)}"
+        )
         for event in events:
             calls = ", ".join(f"{c.name}({c.arguments})" for c in event.message.tool_calls)
             results = ", ".join(r.content for r in event.message.tool_responses)

@@ -63,7 +63,8 @@ def test_make_examples_runs_every_example_offline_and_leaves_no_file(tmp_path):
         "window: 3 items; ledger: 4 events, 1 archived",  # openai_agents_session
         "hash chain verified: True",  # adk_agent
         "agent: You asked me what 6 times 7 is: 42.",  # langgraph_agent: resumed from its checkpoint
-        "session messages: 6; checkpoints and writes on the chain: 18",
+        "on its hash chain: 8 checkpoints, 10 pending writes, 6 messages (each written once); "
+        "the session's messages: 6",
     ]:
         assert line in out, line
     assert "Traceback" not in done.stderr
