@@ -120,7 +120,7 @@ def _describe(
             },
         )
     if record.kind is Kind.ENTRY:
-        return f"{payload['type']} entry {payload['key']}", {"type": payload["type"], "key": payload["key"]}
+        return f"{payload['type']} entry {payload['key']!r}", {"type": payload["type"], "key": payload["key"]}
     if record.kind is Kind.FORGOTTEN:
         what = "every type" if payload["type"] is None else payload["type"]
         keys = "" if payload["keys"] is None else f", {len(payload['keys'])} keys"

@@ -130,7 +130,7 @@ def test_entries_are_on_the_chain(service: SessionService, session_id: str) -> N
     assert verify(service, session_id).ok
     assert [e.message.text for e in replay(service, session_id).window] == ["hello", "after"]
     described = [entry.text for entry in timeline(service, session_id)]
-    assert "checkpoint entry c|1" in described
+    assert "checkpoint entry 'c|1'" in described
     assert "forgot entries of checkpoint under '', 1 keys" in described
 
 
