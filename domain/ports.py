@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from sessionledger.domain.append_outcomes import AppendOutcome, Tally
     from sessionledger.domain.compaction.result import CompactionResult
+    from sessionledger.domain.entries import StoredEntry
     from sessionledger.domain.events import SessionEvent
     from sessionledger.domain.filters import EventFilter
     from sessionledger.domain.messages import Message
@@ -96,6 +97,14 @@ class Ledger(AuditLedger, Protocol):
 
     def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
         """Count and store the tokens of window events not yet counted; returns how many."""
+
+    # adapters' entries (`domain.entries`); appended through `append` as `entry_draft`s and `forgotten_draft`s
+    def entries(
+        self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
+    ) -> list[StoredEntry]:
+        """The session's live entries of `types` whose key starts with `prefix`, at positions
+        after `after`, newest first, at most `limit` (`domain.entries.live_entries`); `[]` for
+        unknown or deleted sessions."""
 
     # window changes (compare-and-swap on the window epoch)
     def apply_compaction(

@@ -6,13 +6,14 @@ canonical text, content hash) before its place is known.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from sessionledger.domain.codec import event_from_payload, event_to_payload, format_timestamp
+from sessionledger.domain.entries import Entry, Forget, entry_payload
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.fast_constructor import fast_constructor
 from sessionledger.domain.hashing import canonical, row_hash, sha256_hex
@@ -31,11 +32,20 @@ class Kind(StrEnum):
     COMPACTION = "compaction"
     REWIND = "rewind"
     ERASURE = "erasure"
+    ENTRY = "entry"
+    """An adapter's entry (`domain.entries`): on the chain, outside the message window."""
+    FORGOTTEN = "forgotten"
+    """A `domain.entries.Forget`: the adapter forgot entries; the ledger keeps them."""
 
 
-ERASABLE = frozenset({Kind.CREATED, Kind.EVENT, Kind.REWIND})
-"""The kinds whose payload a session's deletion erases (messages, metadata, state); a compaction's
-payload (positions) and the erasure's own (a reason) stay readable."""
+ERASABLE = frozenset({Kind.CREATED, Kind.EVENT, Kind.REWIND, Kind.ENTRY, Kind.FORGOTTEN})
+"""The kinds whose payload a session's deletion erases (messages, metadata, state, adapters'
+entries and the keys they forgot); a compaction's payload (positions) and the erasure's own (a
+reason) stay readable."""
+
+ADAPTER_KINDS = frozenset({Kind.ENTRY, Kind.FORGOTTEN})
+"""The kinds an adapter appends beside events (`entry_draft`, `forgotten_draft`): placed at the
+session's head without moving its event version or touching its window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +141,8 @@ class Draft:
     expected_version: int | None = None
     """A conditional append: stored only while the session is at this event_version (else the
     CONFLICT outcome: `write_plans.version_check`); `None` appends whatever the version."""
+    session_id: str | None = None
+    """The session of an adapter's draft (`ADAPTER_KINDS`), which holds no event to say it."""
 
     @classmethod
     def _trusted(
@@ -158,6 +170,7 @@ class Draft:
             event_type,
             branch,
             synthetic,
+            None,
             None,
         )
 
@@ -332,6 +345,30 @@ def rewind_draft(
         "state_delta": dict(state_delta),
     }
     return _draft(Kind.REWIND, at, payload)
+
+
+def entry_draft(session_id: str, entry: Entry, at: datetime) -> Draft:
+    """An adapter's entry: its type and key also go in the `event_type` and `branch` columns
+    (which `verify` checks against the payload), so that a backend selects a session's entries
+    by type and key prefix without reading their payloads."""
+    draft = _draft(Kind.ENTRY, at, entry_payload(entry), event_type=entry.type, branch=entry.key)
+    return replace(draft, session_id=session_id)
+
+
+def forgotten_draft(session_id: str, forget: Forget, at: datetime) -> Draft:
+    """The record that an adapter forgot the entries `forget` matches among those before it."""
+    return replace(_draft(Kind.FORGOTTEN, at, forget.to_payload()), session_id=session_id)
+
+
+def derived_columns(kind: Kind, payload: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
+    """The `event_type`, `branch` and `synthetic` columns a record of `kind` derives from its
+    payload (searched and filtered on, so `verify` checks them); `KeyError` and the like when the
+    payload is malformed."""
+    if kind is Kind.EVENT:
+        return payload["message"]["type"], payload["branch"], payload["metadata"].get("synthetic") is True
+    if kind is Kind.ENTRY:
+        return payload["type"], payload["key"], False
+    return None, None, False
 
 
 def erasure_draft(*, at: datetime, reason: str) -> Draft:

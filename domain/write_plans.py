@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.records import Draft, Kind, LedgerRecord, event_draft, window_compaction_draft
+from sessionledger.domain.records import (
+    ADAPTER_KINDS,
+    Draft,
+    Kind,
+    LedgerRecord,
+    event_draft,
+    window_compaction_draft,
+)
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.window import Window, WindowStats
 from sessionledger.domain.window_stats import stats_after_appends
@@ -55,10 +62,18 @@ class Placed(NamedTuple):
 
 
 def appended_event(draft: Draft) -> SessionEvent:
-    """The event an appended draft holds: only events are appended (`ValueError` for any other draft)."""
+    """The event an appended event draft holds (`ValueError` for any other draft)."""
     if draft.kind is not Kind.EVENT or draft.event is None:
-        raise ValueError(f"only event drafts can be appended, got {draft.kind}")
+        raise ValueError(f"only event drafts can be appended here, got {draft.kind}")
     return draft.event
+
+
+def appended_session(draft: Draft) -> str:
+    """The session an appended draft goes to: its event's, or an adapter draft's own
+    (`ValueError` for a draft that is neither: only those two are appended)."""
+    if draft.kind in ADAPTER_KINDS and draft.session_id is not None:
+        return draft.session_id
+    return appended_event(draft).session_id
 
 
 def version_check(draft: Draft, version: int) -> AppendOutcome | None:
@@ -100,8 +115,17 @@ class BatchPlan:
 
 
 def batch_keys(drafts: Iterable[Draft]) -> list[tuple[str, str]]:
-    """The `(session id, event id)` pairs of a batch (`ValueError` for a draft that is no event's)."""
-    return [(event.session_id, event.id) for event in map(appended_event, drafts)]
+    """The `(session id, event id)` pairs of a batch's events (`ValueError` for a draft that is
+    neither an event's nor an adapter's)."""
+    return [
+        (event.session_id, event.id)
+        for event in (appended_event(draft) for draft in drafts if draft.kind not in ADAPTER_KINDS)
+    ]
+
+
+def batch_session_ids(drafts: Iterable[Draft]) -> list[str]:
+    """The sessions a batch appends to, in id order (the order a backend locks them in)."""
+    return sorted({appended_session(draft) for draft in drafts})
 
 
 def plan_batch(
@@ -113,16 +137,33 @@ def plan_batch(
     """The drafts appended in order: dense positions, versions, hashes, window stats and state per
     session. `sessions` holds the batch's live sessions (an event of any other is `NO_SESSION`;
     one whose `version_check` fails is `CONFLICT`);
-    `taken` the `(session id, event id)` pairs of the batch its ledger already holds."""
-    events = [appended_event(draft) for draft in drafts]
+    `taken` the `(session id, event id)` pairs of the batch its ledger already holds.
+
+    An adapter's draft (`records.ADAPTER_KINDS`: an entry, a forget) goes on its session's chain
+    at the session's current version: it is no event, so it takes no event id, moves neither
+    the event version nor the window, and its outcome is `STORED` (or `NO_SESSION`)."""
     live = {sid: replace(session, state=dict(session.state)) for sid, session in sessions.items()}
     grown: dict[str, list[SessionEvent]] = {}  # each session's appended events, for its stats
+    touched: set[str] = set()
     first_uses: set[tuple[str, str]] = set()
     outcomes: list[AppendOutcome] = []
     appended: list[Placed] = []
     app_states: dict[str, dict[str, Any]] = {}
     user_states: dict[tuple[str, str], dict[str, Any]] = {}
-    for draft, event in zip(drafts, events, strict=True):
+    for draft in drafts:
+        if draft.kind in ADAPTER_KINDS:
+            sid = appended_session(draft)
+            session = live.get(sid)
+            if session is None:
+                outcomes.append(AppendOutcome.NO_SESSION)
+                continue
+            record = session.head.place(sid, draft, session.head.version, recorded_at)
+            session.head = LedgerHead.of(record)
+            touched.add(sid)
+            appended.append(Placed(record, draft))
+            outcomes.append(AppendOutcome.STORED)
+            continue
+        event = appended_event(draft)
         sid = event.session_id
         session = live.get(sid)
         if session is None:
@@ -150,8 +191,8 @@ def plan_batch(
         outcomes.append(AppendOutcome.STORED)
     for sid, events_appended in grown.items():
         live[sid].stats = stats_after_appends(live[sid].stats, events_appended)
-    touched = sorted(grown)
-    return BatchPlan(outcomes, appended, {sid: live[sid] for sid in touched}, app_states, user_states)
+    touched.update(grown)
+    return BatchPlan(outcomes, appended, {sid: live[sid] for sid in sorted(touched)}, app_states, user_states)
 
 
 # --- compaction writes --------------------------------------------------------------------------

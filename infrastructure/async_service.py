@@ -105,7 +105,27 @@ class AsyncSessionService:
         self._opening = threading.Lock()
         self._service: SessionService | None = None
         self._fast_append: AsyncAppend | None = None
+        self._owns_service = True
         self._closed = False
+
+    @classmethod
+    def around(cls, service: SessionService) -> AsyncSessionService:
+        """The asynchronous face of an open synchronous `service` (its settings), on a pool of its
+        own: for an adapter given one service that has coroutines too (LangGraph's checkpointer).
+        Closing it stops its pool and leaves `service` open: whoever opened it closes it."""
+        face = cls(service.settings)
+        face._service = service
+        face._owns_service = False
+        return face
+
+    def synchronous(self) -> SessionService:
+        """The synchronous service this one runs its calls on, opened now if it is not yet (it
+        connects and may migrate: not from an event loop): for an adapter with a synchronous and
+        an asynchronous face on one ledger (LangGraph's checkpointer), which must share it (a
+        `memory://` ledger is a fresh one per open)."""
+        if self._closed:
+            raise RuntimeError("the async session service is closed")
+        return self._opened()
 
     @property
     def settings(self) -> Settings:
@@ -164,14 +184,6 @@ class AsyncSessionService:
             raise RuntimeError("the async session service is closed")
         return await self._pool.run(lambda: call(self._opened()))
 
-    def run_blocking(self, call: Callable[[SessionService], R]) -> R:
-        """`call(service)` on the calling thread, for synchronous code sharing this service with
-        asynchronous code (a framework class with both kinds of method); never from an event loop
-        (`run` is for that)."""
-        if self._closed:
-            raise RuntimeError("the async session service is closed")
-        return call(self._opened())
-
     def close(self) -> None:
         """`aclose()` for synchronous code (never from an event loop, as it waits for the calls)."""
         if self._closed:
@@ -192,7 +204,7 @@ class AsyncSessionService:
             self._fast_append.close()
         self._pool.shutdown()
         with self._opening:
-            if self._service is not None:
+            if self._service is not None and self._owns_service:
                 self._service.close()
 
     async def __aenter__(self) -> AsyncSessionService:
@@ -249,6 +261,8 @@ class AsyncSessionService:
         )
 
     ingest = _async_twin(SessionService.ingest)
+    append_entries = _async_twin(SessionService.append_entries)
+    entries = _async_twin(SessionService.entries)
     get_events = _async_twin(SessionService.get_events)
     get_messages = _async_twin(SessionService.get_messages)
     window_payloads = _async_twin(SessionService.window_payloads)

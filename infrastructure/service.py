@@ -14,6 +14,7 @@ from uuid import uuid4
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import ensure_json
+from sessionledger.domain.entries import Entry, Forget, StoredEntry
 from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
@@ -21,7 +22,14 @@ from sessionledger.domain.ids import check_id, check_new_id
 from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
 from sessionledger.domain.ports import Ledger
-from sessionledger.domain.records import Draft, LedgerRecord, created_draft, event_draft
+from sessionledger.domain.records import (
+    Draft,
+    LedgerRecord,
+    created_draft,
+    entry_draft,
+    event_draft,
+    forgotten_draft,
+)
 from sessionledger.domain.replay import Projection, replay
 from sessionledger.domain.sessions import DEFAULT_TTL, DefaultTtl, Session, expiry, holds_temp, strip_temp
 from sessionledger.domain.times import in_utc
@@ -403,6 +411,80 @@ class SessionService:
     def _append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """The workers hear of appends from the relay, which tails the ledger: nothing to announce here."""
         return self._ledger.append(drafts, tally)
+
+    # --- adapters' entries (docs/api.md "Adapter entries") --------------------------------------
+
+    def append_entries(
+        self,
+        session_id: str,
+        entries: Iterable[Entry | Forget],
+        *,
+        events: Iterable[SessionEvent] = (),
+        user_id: str | None = None,
+    ) -> list[AppendOutcome]:
+        """Append a framework adapter's `events` (the session's messages, each stored once by id),
+        then its `entries` (`Entry` and `Forget` records, `domain.entries`), in order, in one
+        transaction, on the session's hash chain: verify, replay, export and timelines cover them.
+
+        Entries are outside the message window and leave the event version as it is. Returns the
+        events' outcomes (`STORED`, or `DUPLICATE` for an id the session's ledger holds). Every
+        item is checked first (`ValueError`, nothing stored); `SessionNotFound` (nothing stored)
+        when the session is unknown or deleted; with `user_id`, `ValueError` for another user's.
+        """
+        session_id = _require_id(session_id, "session_id")
+        drafts = []
+        for event in events:
+            if not isinstance(event, SessionEvent) or event.session_id != session_id:
+                raise ValueError(f"events must be SessionEvents of session {session_id!r}")
+            drafts.append(self._draft(event))
+        held = len(drafts)
+        now = _now()
+        for item in entries:
+            if isinstance(item, Entry):
+                ensure_json(item.value, f"the value of entry {item.key!r}")
+                draft = entry_draft(session_id, item, now)
+            elif isinstance(item, Forget):
+                draft = forgotten_draft(session_id, item, now)
+            else:
+                raise ValueError(f"entries must be Entry or Forget values, not {type(item).__name__}")
+            limit = self._settings.max_payload_bytes
+            drafts.append(within_limit(draft, f"an entry of {session_id!r}", limit))
+        self._require_owner(session_id, user_id)
+        if not drafts:
+            return []
+        outcomes = self._ledger.append(drafts)
+        if AppendOutcome.NO_SESSION in outcomes:
+            raise SessionNotFound(f"session {session_id!r} not found")
+        return outcomes[:held]
+
+    def entries(
+        self,
+        session_id: str,
+        types: str | Sequence[str],
+        *,
+        prefix: str = "",
+        after: int = 0,
+        limit: int | None = None,
+        user_id: str | None = None,
+    ) -> list[StoredEntry]:
+        """The session's live entries of `types` (one type or several) whose key starts with
+        `prefix`, newest first, at most `limit`: those no later `Forget` matched. With `after` (a
+        `StoredEntry.position`), only those written after that position: a read whose cost
+        follows what was written since. `[]` for an unknown or deleted session, and, with
+        `user_id`, for another user's."""
+        session_id = _require_id(session_id, "session_id")
+        wanted = [types] if isinstance(types, str) else list(types)
+        if not wanted or not all(isinstance(t, str) and t for t in wanted):
+            raise ValueError(f"types must be one non-empty string or several, not {types!r}")
+        if not isinstance(prefix, str):
+            raise ValueError(f"prefix must be a string, not {prefix!r}")
+        if limit is not None and (type(limit) is not int or limit <= 0):
+            raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
+        if type(after) is not int or after < 0:
+            raise ValueError(f"after must be a non-negative integer, not {after!r}")
+        if not self._visible(session_id, user_id):
+            return []
+        return self._ledger.entries(session_id, wanted, prefix, after, limit)
 
     def get_events(
         self, session_id: str, filter: EventFilter | None = None, *, user_id: str | None = None

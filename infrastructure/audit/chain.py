@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from sessionledger.domain.chain import covers_recorded_at
 from sessionledger.domain.hashing import GENESIS_HASH
-from sessionledger.domain.records import ERASABLE, Kind, LedgerRecord
+from sessionledger.domain.records import ERASABLE, Kind, LedgerRecord, derived_columns
 
 _MAX_SHIFT = 10_000
 """How far from where it is a moved record's original position is looked for (only on a break)."""
@@ -98,16 +98,8 @@ def own_problem(record: LedgerRecord, digest: str | None, erased_ok: bool) -> st
 
 def _columns_problem(record: LedgerRecord) -> str | None:
     """The columns derived from an event's payload (searched and filtered on) must agree with it."""
-    payload = record.payload or {}
     try:
-        if record.kind is Kind.EVENT:
-            expected = (
-                payload["message"]["type"],
-                payload["branch"],
-                payload["metadata"].get("synthetic") is True,
-            )
-        else:
-            expected = (None, None, False)
+        expected = derived_columns(record.kind, record.payload or {})
     except (KeyError, TypeError, AttributeError):
         return "its payload is malformed"
     actual = (record.event_type, record.branch, record.synthetic)

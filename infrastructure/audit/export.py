@@ -15,10 +15,11 @@ from itertools import count, pairwise
 from typing import Any, TextIO
 
 from sessionledger.domain.codec import ensure_json, event_from_payload, format_timestamp, parse_timestamp
+from sessionledger.domain.entries import entry_row
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.domain.hashing import canonical, sha256_hex
 from sessionledger.domain.json_text import read_json
-from sessionledger.domain.records import Kind, LedgerRecord
+from sessionledger.domain.records import ADAPTER_KINDS, Kind, LedgerRecord
 from sessionledger.domain.replay import replay
 from sessionledger.domain.restore import RestoredSession, restored_session
 from sessionledger.infrastructure.audit.chain import ChainBreak, ChainHead, first_break
@@ -202,6 +203,8 @@ def _check_payloads(records: Sequence[LedgerRecord]) -> None:
                 )
             else:  # what an event's validation checks of its values, for the other payloads
                 ensure_json(record.payload, "its payload")
+            if record.kind in ADAPTER_KINDS and record.payload is not None:
+                entry_row(record.position, record.occurred_at, record.kind, record.payload)
             if record.kind in (Kind.COMPACTION, Kind.REWIND):
                 payload = record.payload or {}
                 named = [*payload["window"], *payload.get("archived", ()), *payload.get("hidden", ())]

@@ -119,6 +119,12 @@ def _describe(
                 "state_delta": payload["state_delta"],
             },
         )
+    if record.kind is Kind.ENTRY:
+        return f"{payload['type']} entry {payload['key']!r}", {"type": payload["type"], "key": payload["key"]}
+    if record.kind is Kind.FORGOTTEN:
+        what = "every type" if payload["type"] is None else payload["type"]
+        keys = "" if payload["keys"] is None else f", {len(payload['keys'])} keys"
+        return f"forgot entries of {what} under {payload['prefix']!r}{keys}", dict(payload)
     if record.kind is Kind.ERASURE:
         return f"session deleted ({payload['reason']}); its messages were erased", dict(payload)
     return str(record.kind), {}

@@ -139,7 +139,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 
     def _call(self, work: Callable[[SessionService], R]) -> R:
         service = self._service
-        return service.run_blocking(work) if isinstance(service, AsyncSessionService) else work(service)
+        return work(service.synchronous() if isinstance(service, AsyncSessionService) else service)
 
     async def _acall(self, work: Callable[[SessionService], R]) -> R:
         service = self._service

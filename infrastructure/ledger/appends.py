@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.records import Draft, LedgerRecord
+from sessionledger.domain.records import ADAPTER_KINDS, Draft, Kind, LedgerRecord
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
+from sessionledger.domain.window import WindowStats
 from sessionledger.domain.window_stats import event_bytes
 from sessionledger.domain.write_plans import (
     BatchPlan,
@@ -32,6 +33,7 @@ from sessionledger.domain.write_plans import (
     LedgerHead,
     appended_event,
     batch_keys,
+    batch_session_ids,
     plan_batch,
     version_check,
 )
@@ -95,6 +97,13 @@ def statement_values(
     }
 
 
+def _appended_on_head(draft: Draft) -> bool:
+    """Whether `Appends._append_on_head` can append the draft: no conditional append, and no
+    event that moves state or ends the window's run of events since its summary."""
+    event = draft.event
+    return draft.expected_version is None and (event is None or not (event.state_delta or event.is_synthetic))
+
+
 def _libpq(statement: DriverStatement) -> LibpqStatement:
     """`statement` sent through libpq itself (`libpq_statement.py`): psycopg's, so imported only
     when a PostgreSQL ledger is opened, once, by its `Appends`."""
@@ -122,16 +131,66 @@ class Appends:
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
+        self._append_rows: dict[int, LibpqStatement] = {}  # by row count (`statements.append_rows`)
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """See `domain.ports.Ledger.append`: one transaction per call (a counted event takes the
         batch path, whose transaction also holds the counters)."""
-        if len(drafts) == 1 and tally is None:
+        if len(drafts) == 1 and tally is None and drafts[0].kind is Kind.EVENT:
             return [self._append_one(drafts[0])]
         if not drafts:
             return []
+        if tally is None and self._postgres and any(d.kind in ADAPTER_KINDS for d in drafts):
+            outcomes = self._append_on_head(drafts)
+            if outcomes is not None:
+                return outcomes
         return self._append_batch(drafts, tally)
+
+    def _append_on_head(self, drafts: Sequence[Draft]) -> list[AppendOutcome] | None:
+        """An adapter's append (its entries and new messages, one session) as one autocommitted
+        statement from the session's cached head, as a one-event append is (`append_rows`: the
+        batch path's four round trips cost an adapter's put three times the peers' one). Planned
+        by `plan_batch` from the cached head and empty stats, whose result is then the stats'
+        growth: additive for events with no state delta, none synthetic. `None` (nothing written)
+        for any append it cannot make that way, which the batch path then makes: several
+        sessions, more than `ON_HEAD_ROWS` rows, no cached head, a conditional append, a state
+        delta, a synthetic event, a duplicate, or a head that moved."""
+        if len(drafts) > statements.ON_HEAD_ROWS:
+            return None
+        session_ids = batch_session_ids(drafts)
+        head = self._heads.get(session_ids[0]) if len(session_ids) == 1 else None
+        if head is None or not all(map(_appended_on_head, drafts)):
+            return None
+        sid = session_ids[0]
+        plan = plan_batch(drafts, {sid: BatchSession(head, WindowStats(), {}, "", "")}, (), datetime.now(UTC))
+        if any(outcome is not AppendOutcome.STORED for outcome in plan.outcomes):
+            return None
+        moved = plan.sessions[sid]
+        rows = [ledger_row(record, draft.text) for record, draft in plan.appended]
+        values: dict[str, Any] = {
+            "sid": sid,
+            "cached": head.position,
+            "new_version": moved.head.version,
+            "new_position": moved.head.position,
+            "new_hash": moved.head.hash,
+            **{f"add_{name}": value for name, value in stats_columns(moved.stats).items()},
+            **{f"{name}_{n}": row[name] for n, row in enumerate(rows) for name in statements.VALUED},
+        }
+        statement = self._append_rows.get(len(rows))
+        if statement is None:
+            made = DriverStatement(statements.append_rows(len(rows)), self._engine.dialect)
+            statement = self._append_rows[len(rows)] = _libpq(made)
+        try:
+            with self._autocommit() as connection:
+                stored = statement.execute(connection, values) == len(rows)
+        except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
+            stored = False
+        if not stored:
+            self._heads.forget(sid)
+            return None
+        self._heads.keep(sid, moved.head)
+        return plan.outcomes
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
         """Move the cached head and insert the row, atomically.
@@ -235,21 +294,28 @@ class Appends:
         stored ids in every batch cost more than the rest of the transaction's statements together.
         """
         keys = batch_keys(drafts)
+        session_ids = batch_session_ids(drafts)
         try:
-            plan = self._write_batch(drafts, keys, tally, read_taken=False)
+            plan = self._write_batch(drafts, session_ids, keys, tally, read_taken=False)
         except self._integrity_errors:
-            plan = self._write_batch(drafts, keys, tally, read_taken=True)
+            plan = self._write_batch(drafts, session_ids, keys, tally, read_taken=True)
         for sid, session in plan.sessions.items():
             self._heads.keep(sid, session.head)
         return plan.outcomes
 
     def _write_batch(
-        self, drafts: Sequence[Draft], keys: list[tuple[str, str]], tally: Tally | None, *, read_taken: bool
+        self,
+        drafts: Sequence[Draft],
+        session_ids: list[str],
+        keys: list[tuple[str, str]],
+        tally: Tally | None,
+        *,
+        read_taken: bool,
     ) -> BatchPlan:
         with self._writer.begin() as conn:
             locked = conn.execute(
                 sa.select(*statements.BATCH_SESSION_COLUMNS)
-                .where(sessions.c.id.in_(sorted({sid for sid, _ in keys})), sessions.c.deleted_at.is_(None))
+                .where(sessions.c.id.in_(session_ids), sessions.c.deleted_at.is_(None))
                 .order_by(sessions.c.id)
                 .with_for_update()
             )
@@ -258,7 +324,7 @@ class Appends:
                 row.id: BatchSession(head_of(row), stats_of(row), row.state, row.app_name, row.user_id)
                 for row in locked
             }
-            taken = self._taken(conn, list(live), keys) if read_taken and live else set()
+            taken = self._taken(conn, list(live), keys) if read_taken and live and keys else set()
             plan = plan_batch(drafts, live, taken, now)
             if plan.appended:
                 self._state.merge_shared(conn, plan.app_states, plan.user_states)  # first: `_move_and_insert`

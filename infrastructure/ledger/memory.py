@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.audit_port import StoredSession
 from sessionledger.domain.codec import event_to_payload
+from sessionledger.domain.entries import StoredEntry, entry_row, live_entries
 from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
@@ -42,6 +43,7 @@ from sessionledger.domain.write_plans import (
     BatchSession,
     LedgerHead,
     batch_keys,
+    batch_session_ids,
     plan_batch,
     plan_compaction,
 )
@@ -221,7 +223,7 @@ class MemoryLedger:
         """See `domain.ports.Ledger.append`: `domain.write_plans.plan_batch`, under one lock."""
         keys = batch_keys(drafts)
         with self._lock:
-            logs = {sid: log for sid in {sid for sid, _ in keys} if (log := self._live(sid)) is not None}
+            logs = {sid: log for sid in batch_session_ids(drafts) if (log := self._live(sid)) is not None}
             taken = {(sid, eid) for sid, eid in keys if sid in logs and eid in logs[sid].positions}
             plan = plan_batch(
                 drafts, {sid: log.batch_session() for sid, log in logs.items()}, taken, datetime.now(UTC)
@@ -295,6 +297,26 @@ class MemoryLedger:
 
     def _stats(self, log: _SessionLog) -> WindowStats:
         return window_stats((log.events[p], log.token_counts.get(p)) for p in log.split()[1])
+
+    # --- adapters' entries ------------------------------------------------------------------
+
+    def entries(
+        self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
+    ) -> list[StoredEntry]:
+        with self._lock:
+            log = self._live(session_id)
+            records = [] if log is None else log.records
+            rows = [
+                entry_row(r.position, r.recorded_at or r.occurred_at, r.kind, r.payload)
+                for r in reversed(records)
+                if r.payload is not None
+                and r.position > after
+                and (
+                    r.kind is Kind.FORGOTTEN
+                    or (r.kind is Kind.ENTRY and r.event_type in types and str(r.branch).startswith(prefix))
+                )
+            ]  # the rows the SQL ledger selects (`entries.entries_query`)
+        return list(live_entries(rows, types, prefix, limit))
 
     # --- window changes ---------------------------------------------------------------------
 

@@ -2,10 +2,11 @@
 
 It implements the `Ledger` port by handing each call to the module with that one job: sessions
 (`sessions.py`), state scopes (`state.py`), appends (`appends.py`), event reads (`events.py`),
-the active window (`window.py`), compactions and rewinds (`window_changes.py`) and the audit
-reads (`audit_reads.py`). Their SQL is `statements.py`; the chain heads they share are cached in
-`heads.py`. Each module's docstring says which data-access layer it uses: a SQLAlchemy Core
-`Connection`, or, on the hot paths, the same Core statements run on the driver (`driver.py`).
+the active window (`window.py`), compactions and rewinds (`window_changes.py`), adapters'
+entries (`entries.py`) and the audit reads (`audit_reads.py`). Their SQL is `statements.py`; the
+chain heads they share are cached in `heads.py`. Each module's docstring says which data-access
+layer it uses: a SQLAlchemy Core `Connection`, or, on the hot paths, the same Core statements run
+on the driver (`driver.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
+from sessionledger.domain.entries import StoredEntry
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.messages import Message
@@ -28,6 +30,7 @@ from sessionledger.domain.window import Window, WindowStats
 from sessionledger.infrastructure.ledger.appends import Appends
 from sessionledger.infrastructure.ledger.audit_reads import AuditReads
 from sessionledger.infrastructure.ledger.driver import Autocommit
+from sessionledger.infrastructure.ledger.entries import EntryReads
 from sessionledger.infrastructure.ledger.events import EventReads
 from sessionledger.infrastructure.ledger.heads import HeadCache
 from sessionledger.infrastructure.ledger.sessions import Sessions
@@ -58,6 +61,7 @@ class SqlLedger:
         self._window = WindowReads(engine, self._autocommit)
         self._events = EventReads(engine, self._window)
         self._changes = WindowChanges(engine, heads, prefix)
+        self._entries = EntryReads(engine, self._autocommit)
         self._audit = AuditReads(engine)
 
     @property
@@ -120,6 +124,12 @@ class SqlLedger:
 
     def fill_token_counts(self, session_id: str, counter: TokenCounter) -> int:
         return self._window.fill_token_counts(session_id, counter)
+
+    # adapters' entries
+    def entries(
+        self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
+    ) -> list[StoredEntry]:
+        return self._entries.entries(session_id, types, prefix, after, limit)
 
     # window changes
     def apply_compaction(

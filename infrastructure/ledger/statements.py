@@ -231,6 +231,64 @@ APPEND_ROW = (
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
 
 
+# One session's rows from its cached head in one statement (adapters' appends, PostgreSQL only).
+ON_HEAD_ROWS = 32
+"""The most rows `append_rows` writes: one statement per row count is prepared on each connection."""
+VALUED = tuple(name for name in ROW_COLUMNS if name not in ("session_id", "token_count"))
+"""The row columns `append_rows` takes, one parameter `<column>_<row>` each."""
+_MOVED_BY = (
+    sessions.update()
+    .where(
+        sessions.c.id == sa.bindparam("sid"),
+        sessions.c.head_position == sa.bindparam("cached"),
+        sessions.c.deleted_at.is_(None),
+    )
+    .values(
+        version=sa.bindparam("new_version", type_=sa.BigInteger),
+        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+        head_hash=sa.bindparam("new_hash", type_=sa.Text),
+        **{name: sessions.c[name] + sa.bindparam(f"add_{name}", type_=sa.BigInteger) for name in STATS},
+    )
+    .returning(sessions.c.id)
+    .cte("moved_by")
+)
+
+
+def _valued_type(name: str) -> Any:
+    """A row value's type: its column's, but text for the payload (its canonical text, cast once)."""
+    return sa.Text() if name == "payload" else ledger.c[name].type
+
+
+def append_rows(count: int) -> sa.Insert:
+    """`WITH moved_by AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM
+    moved_by JOIN (VALUES ...) AS v`: a session's `count` rows go in exactly when its head moved
+    from the cached position, its window stats growing by the `add_<stat>` deltas (PostgreSQL
+    only: `APPEND_ROW` for several rows, each value a parameter of its own, as the server reads
+    them fastest: an `unnest` of arrays cost a third more)."""
+    rows = sa.values(*(sa.column(name, _valued_type(name)) for name in VALUED), name="v").data(
+        [
+            tuple(sa.bindparam(f"{name}_{n}", type_=_valued_type(name)) for name in VALUED)
+            for n in range(count)
+        ]
+    )
+    return (
+        ledger.insert()
+        .from_select(
+            ["session_id", *VALUED],
+            sa.select(
+                _MOVED_BY.c.id,
+                *(
+                    sa.cast(rows.c[name], ledger.c.payload.type) if name == "payload" else rows.c[name]
+                    for name in VALUED
+                ),
+            )
+            .select_from(_MOVED_BY)
+            .join(rows, sa.true()),
+        )
+        .add_cte(_MOVED_BY)
+    )
+
+
 def _moved_head(**values: Any) -> sa.Update:
     """The session row's new head (version, position, hash) and window stats, with `values`."""
     return (

@@ -1,0 +1,92 @@
+"""A session's live adapter entries (`domain.entries`), read newest first on the driver.
+
+Entry and forget records are selected by the session's UNIQUE(session_id, position) index read
+backward (from the head down to `after`), the entry's type and key prefix tested on the
+`event_type` and `branch` columns (no payload is read for a row that does not match), a page at
+a time: a read with a `limit` stops at the first page that holds that many live entries. Each
+page is one autocommitted statement on the driver (`driver.py`): an adapter's read (a LangGraph
+`get_tuple`) is two of them, where SQLAlchemy's execution layer cost more than the database.
+`domain.entries.live_entries` then applies the forget rule, as the memory ledger does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import sqlalchemy as sa
+from sessionledger.domain.entries import EntryRow, StoredEntry, entry_row, live_entries
+from sessionledger.domain.records import Kind
+from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
+from sessionledger.infrastructure.ledger.schema import ledger
+
+FULL_PAGE = 1000
+"""The page of a read without a `limit` (it reads every page)."""
+SPARE = 2
+"""What a read with a `limit` asks for beyond it (forget records share the page)."""
+
+
+def entries_query(types: int) -> sa.Select[tuple[int, object, str, object]]:
+    """The session's readable forget records and its entries of `types` types (parameters `t0`,
+    ...) under the key prefix `prefix` (its length `plen`), between positions `after` and
+    `before`, newest first, at most `page`."""
+    branch_prefix = sa.func.substr(ledger.c.branch, 1, sa.bindparam("plen", type_=sa.Integer))
+    entry = sa.and_(
+        ledger.c.kind == Kind.ENTRY.value,
+        ledger.c.event_type.in_([sa.bindparam(f"t{n}", type_=sa.Text) for n in range(types)]),
+        branch_prefix == sa.bindparam("prefix", type_=sa.Text),
+    )
+    return (
+        sa.select(ledger.c.position, ledger.c.recorded_at, ledger.c.kind, ledger.c.payload)
+        .where(
+            ledger.c.session_id == sa.bindparam("sid", type_=sa.Text),
+            ledger.c.position > sa.bindparam("after", type_=sa.BigInteger),
+            ledger.c.position < sa.bindparam("before", type_=sa.BigInteger),
+            ledger.c.payload.is_not(None),
+            sa.or_(ledger.c.kind == Kind.FORGOTTEN.value, entry),
+        )
+        .order_by(ledger.c.position.desc())
+        .limit(sa.bindparam("page", type_=sa.Integer))
+    )
+
+
+class EntryReads:
+    """The entry reads of one database."""
+
+    def __init__(self, engine: sa.Engine, autocommit: Autocommit) -> None:
+        self._dialect = engine.dialect
+        self._autocommit = autocommit
+        self._queries: dict[int, DriverStatement] = {}
+
+    def _query(self, types: int) -> DriverStatement:
+        query = self._queries.get(types)
+        if query is None:
+            query = self._queries[types] = DriverStatement(entries_query(types), self._dialect)
+        return query
+
+    def entries(
+        self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
+    ) -> list[StoredEntry]:
+        """See `domain.ports.Ledger.entries`."""
+        query = self._query(len(types))
+        page = FULL_PAGE if limit is None else limit + SPARE
+        values = {
+            "sid": session_id,
+            "after": after,
+            "plen": len(prefix),
+            "prefix": prefix,
+            "page": page,
+            **{f"t{n}": entry_type for n, entry_type in enumerate(types)},
+        }
+
+        def rows() -> Iterator[EntryRow]:
+            before = 2**62
+            while True:
+                with self._autocommit() as driver:
+                    found = query.rows(driver.cursor(), {**values, "before": before})
+                for position, recorded_at, kind, payload in found:
+                    yield entry_row(position, recorded_at, kind, payload)
+                if len(found) < page:
+                    return
+                before = found[-1][0]
+
+        return list(live_entries(rows(), types, prefix, limit))
