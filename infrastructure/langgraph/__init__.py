@@ -1,4 +1,4 @@
-"""LangGraph on the ledger (`pip install 'sessionledger[langgraph]'`): `LedgerStore`, a long-term memory store.
+"""LangGraph on the ledger (`pip install 'sessionledger[langgraph]'`): `LedgerStore`, a memory store.
 
 Each name is imported on first use, so that importing one class loads neither the other nor
 what it needs.

@@ -26,9 +26,9 @@ import concurrent.futures
 import hashlib
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -47,12 +47,13 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
-from sessionledger.domain.entries import Entry, Forget, StoredEntry
+from sessionledger.domain.entries import Entry, Forget
 from sessionledger.domain.errors import SessionExists
 from sessionledger.infrastructure.bootstrap import open_service
 from sessionledger.infrastructure.langgraph.store_items import (
     ITEM_TYPE,
     NAMESPACE_TYPE,
+    Mirror,
     Stored,
     expiry,
     listed,
@@ -71,6 +72,8 @@ DEFAULT_USER = "langgraph"
 """The user of a store opened without `user_id` (the saver's default user too)."""
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def _session_id(*parts: str) -> str:
@@ -161,6 +164,7 @@ class LedgerStore(BaseStore):
         self._directory = _session_id(self._user_id)
         self._owned: set[str] = set()
         """Sessions known to exist and to be this user's (so reads and writes skip asking)."""
+        self._mirrors: dict[str, Mirror[Any]] = {}
         self.ttl_config = ttl
         self.index_config: IndexConfig | None = None
         self.embeddings: Embeddings | None = None
@@ -278,29 +282,38 @@ class LedgerStore(BaseStore):
 
     def _namespaces(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """The namespaces at or below `prefix` this user ever wrote to (the directory's entries)."""
-        entries = self._read(self._directory, NAMESPACE_TYPE, namespace_prefix(prefix))
-        return list(dict.fromkeys(tuple(e.value["namespace"]) for e in entries))
+        wanted = namespace_prefix(prefix)
+        listed = self._read(self._directory, self._directory_mirror)
+        return [namespace for key, namespace in listed.items() if key.startswith(wanted)]
 
     def _items(self, namespace: tuple[str, ...], key: str | None = None) -> list[Stored]:
-        """The live items of `namespace` (only `key`'s, when given): the newest entry of each key
-        that no later `Forget` matched."""
-        seen: set[str] = set()
-        items: list[Stored] = []
-        for entry in self._read(self.session_id_of(namespace), ITEM_TYPE, key or ""):
-            if entry.key in seen or (key is not None and entry.key != key):
-                continue
-            seen.add(entry.key)
-            items.append(stored(entry.value))
-        return items
+        """The live items of `namespace` (only `key`'s, when given)."""
+        live = self._read(self.session_id_of(namespace), self._item_mirror)
+        if key is None:
+            return list(live.values())
+        return [live[key]] if key in live else []
 
-    def _read(self, session_id: str, entry_type: str, prefix: str) -> list[StoredEntry]:
-        """The session's live entries, `[]` unless it is this user's. Whose a session is, is
-        asked once per process: an owner never changes."""
-        if session_id not in self._owned:
-            if self._service.get_session(session_id, user_id=self._user_id) is None:
-                return []
-            self._owned.add(session_id)
-        return self._service.entries(session_id, entry_type, prefix=prefix)
+    def _read(self, session_id: str, mirror_of: Callable[[], Mirror[T]]) -> dict[str, T]:
+        """The session's live entries by key, `{}` unless it is this user's: its mirror, caught up
+        with what the ledger recorded since this process last asked (by any process)."""
+        mirror = self._mirrors.get(session_id)
+        if mirror is None:
+            if session_id not in self._owned:
+                if self._service.get_session(session_id, user_id=self._user_id) is None:
+                    return {}
+                self._owned.add(session_id)
+            mirror = self._mirrors.setdefault(session_id, mirror_of())
+        with mirror.lock:
+            mirror.apply(self._service.entry_log(session_id, mirror.entry_type, after=mirror.position))
+            return dict(mirror.live)
+
+    @staticmethod
+    def _item_mirror() -> Mirror[Stored]:
+        return Mirror(ITEM_TYPE, stored)
+
+    @staticmethod
+    def _directory_mirror() -> Mirror[tuple[str, ...]]:
+        return Mirror(NAMESPACE_TYPE, lambda value: tuple(value["namespace"]))
 
     def session_id_of(self, namespace: tuple[str, ...]) -> str:
         """The ledger session that holds this store's items of `namespace` (for `records`,

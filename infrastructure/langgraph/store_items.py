@@ -9,13 +9,17 @@ the store's synchronous and asynchronous paths (and by nothing else, so no rule 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from langgraph.store.base import Item, MatchCondition, SearchItem, SearchOp
+from sessionledger.domain.entries import EntryRow
 from sessionledger.infrastructure.vectors.entries import cosine_distance
+
+T = TypeVar("T")
 
 ITEM_TYPE = "langgraph.store.item"
 """The type of the ledger entries that hold items (in a namespace's session, keyed by item key)."""
@@ -31,6 +35,36 @@ def namespace_prefix(namespace: Sequence[str]) -> str:
     `"a.b."`, which starts the keys of `("a", "b")` and `("a", "b", "c")` but not `("a", "bc")`.
     """
     return "".join(f"{label}." for label in namespace)
+
+
+class Mirror(Generic[T]):
+    """One session's live entries of one type as this process last read them (each value as
+    `parse` makes it, once), and the ledger position read up to: `apply` the session's entry log
+    after `position` to catch up.
+
+    Why it is safe across processes: every read first asks the ledger for what was recorded after
+    `position` (one indexed query, usually answered with no rows), so a write by any process is
+    seen by the next read; the mirror only spares re-reading and re-parsing what did not change.
+    """
+
+    def __init__(self, entry_type: str, parse: Callable[[Mapping[str, Any]], T]) -> None:
+        self.entry_type = entry_type
+        self.parse = parse
+        self.position = 0
+        self.live: dict[str, T] = {}
+        self.lock = threading.Lock()
+
+    def apply(self, rows: Iterable[EntryRow]) -> None:
+        """Apply log rows, oldest first: an entry is its key's value, a forget removes the keys it
+        matches (a session's erasure forgets all)."""
+        for row in rows:
+            if row.entry is not None:
+                self.live[row.entry.key] = self.parse(row.entry.value)
+            elif row.forget is not None:
+                forget = row.forget
+                for key in [k for k in self.live if forget.matches(self.entry_type, k)]:
+                    del self.live[key]
+            self.position = max(self.position, row.position)
 
 
 @dataclass(frozen=True, slots=True)

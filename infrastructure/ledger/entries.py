@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.domain.entries import EntryRow, StoredEntry, entry_row, live_entries
+from sessionledger.domain.entries import EntryRow, StoredEntry, entry_log_row, entry_row, live_entries
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.ledger.schema import ledger
 
@@ -21,20 +21,43 @@ MIN_PAGE = 16
 """The smallest page a read with a `limit` asks for (forget records and older values share it)."""
 
 
-def entries_query(session_id: str, types: Sequence[str], prefix: str) -> sa.Select[Any]:
-    """The session's readable forget records and its entries of `types` under `prefix`, newest
-    first (the caller adds the page's bounds)."""
+def _entry(types: Sequence[str], prefix: str) -> sa.ColumnElement[bool]:
+    """An entry record of `types` under `prefix` (tested on its columns, not its payload)."""
     entry = [ledger.c.kind == Kind.ENTRY.value, ledger.c.event_type.in_(list(types))]
     if prefix:
         entry.append(sa.func.substr(ledger.c.branch, 1, len(prefix)) == prefix)
+    return sa.and_(*entry)
+
+
+def entries_query(session_id: str, types: Sequence[str], prefix: str) -> sa.Select[Any]:
+    """The session's readable forget records and its entries of `types` under `prefix`, newest
+    first (the caller adds the page's bounds)."""
     return (
         sa.select(ledger.c.position, ledger.c.recorded_at, ledger.c.kind, ledger.c.payload)
         .where(
             ledger.c.session_id == session_id,
             ledger.c.payload.is_not(None),
-            sa.or_(ledger.c.kind == Kind.FORGOTTEN.value, sa.and_(*entry)),
+            sa.or_(ledger.c.kind == Kind.FORGOTTEN.value, _entry(types, prefix)),
         )
         .order_by(ledger.c.position.desc())
+    )
+
+
+def entry_log_query(session_id: str, types: Sequence[str], prefix: str, after: int) -> sa.Select[Any]:
+    """`entries_query`'s rows and the erasure record after position `after`, oldest first: on the
+    session's (session_id, position) index, a read of only what is new."""
+    return (
+        sa.select(ledger.c.position, ledger.c.recorded_at, ledger.c.kind, ledger.c.payload)
+        .where(
+            ledger.c.session_id == session_id,
+            ledger.c.position > after,
+            ledger.c.payload.is_not(None),
+            sa.or_(
+                ledger.c.kind.in_([Kind.FORGOTTEN.value, Kind.ERASURE.value]),
+                _entry(types, prefix),
+            ),
+        )
+        .order_by(ledger.c.position.asc())
     )
 
 
@@ -64,3 +87,9 @@ class EntryReads:
                     before = found[-1][0]
 
             return list(live_entries(rows(), types, prefix, limit))
+
+    def entry_log(self, session_id: str, types: Sequence[str], prefix: str, after: int) -> list[EntryRow]:
+        """See `domain.ports.Ledger.entry_log`."""
+        with self._engine.connect() as conn:
+            found = conn.execute(entry_log_query(session_id, types, prefix, after)).all()
+        return [entry_log_row(*row) for row in found]

@@ -305,3 +305,13 @@ def test_a_store_opened_on_a_url_closes_its_service(tmp_path: Any) -> None:
     with LedgerStore(url) as again:
         item = again.get(("docs",), "a")
         assert item is not None and item.value == {"v": 1}
+
+
+def test_a_namespace_deleted_by_the_operator_reads_as_absent(ledger: SessionService, user: str) -> None:
+    """The ledger's deletion of a namespace's session reaches a store that read it before."""
+    store = LedgerStore(service=ledger, user_id=user)
+    store.put(("memories",), "k", {"v": 1})
+    assert store.get(("memories",), "k") is not None
+    ledger.delete_session(store.session_id_of(("memories",)))
+    assert store.get(("memories",), "k") is None
+    assert store.search(("memories",)) == [] and store.list_namespaces() == []
