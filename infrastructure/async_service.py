@@ -105,7 +105,27 @@ class AsyncSessionService:
         self._opening = threading.Lock()
         self._service: SessionService | None = None
         self._fast_append: AsyncAppend | None = None
+        self._owns_service = True
         self._closed = False
+
+    @classmethod
+    def around(cls, service: SessionService) -> AsyncSessionService:
+        """The asynchronous face of an open synchronous `service` (its settings), on a pool of its
+        own: for an adapter given one service that has coroutines too (LangGraph's checkpointer).
+        Closing it stops its pool and leaves `service` open: whoever opened it closes it."""
+        face = cls(service.settings)
+        face._service = service
+        face._owns_service = False
+        return face
+
+    def synchronous(self) -> SessionService:
+        """The synchronous service this one runs its calls on, opened now if it is not yet (it
+        connects and may migrate: not from an event loop): for an adapter with a synchronous and
+        an asynchronous face on one ledger (LangGraph's checkpointer), which must share it (a
+        `memory://` ledger is a fresh one per open)."""
+        if self._closed:
+            raise RuntimeError("the async session service is closed")
+        return self._opened()
 
     @property
     def settings(self) -> Settings:
@@ -172,12 +192,19 @@ class AsyncSessionService:
         self._closed = True
         await asyncio.to_thread(self._shutdown)
 
+    def close(self) -> None:
+        """`aclose()` for a caller without an event loop (a synchronous adapter's `close()`)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._shutdown()
+
     def _shutdown(self) -> None:
         if self._fast_append is not None:
             self._fast_append.close()
         self._pool.shutdown()
         with self._opening:
-            if self._service is not None:
+            if self._service is not None and self._owns_service:
                 self._service.close()
 
     async def __aenter__(self) -> AsyncSessionService:

@@ -1,0 +1,506 @@
+"""`LedgerSaver`: LangGraph's checkpointer on the ledger (`checkpointer=LedgerSaver(url)`).
+
+A thread is a session (`thread_id` is its id, app `langgraph`), created for its user by the
+first `put`. Every checkpoint and pending write is a ledger entry (`checkpoints.py`), so verify,
+replay, timelines, digests and proofs cover a graph's state; the messages of its `messages`
+channel are also the session's message events, each stored once by id (`messages.py`), in the
+same transaction as the checkpoint. Deleting or pruning appends a forget record: the saver
+forgets, the ledger keeps what it forgot and that it did. A thread deleted this way takes new
+checkpoints again (its session stays); `SessionService.delete_session` erases it for good.
+
+The user of a call is `config["configurable"]["user_id"]`, else the saver's `user_id`, else
+`"langgraph"` (for the calls without a config: the saver's, else `"langgraph"`). Another user's
+thread reads as absent, and writing to it is a `ValueError`.
+
+Both faces run one implementation over a `SessionService`: the synchronous methods call it on
+the caller's thread, the coroutines hand the same call to the `AsyncSessionService`'s pool in
+one hop, so no coroutine blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sessionledger.domain.entries import Entry, Forget, StoredEntry
+from sessionledger.domain.errors import SessionExists, SessionNotFound
+from sessionledger.infrastructure.async_service import AsyncSessionService
+from sessionledger.infrastructure.bootstrap import open_service
+from sessionledger.infrastructure.langgraph.checkpoints import (
+    CHECKPOINT,
+    WRITE,
+    checkpoint_entry,
+    checkpoint_id_of,
+    checkpoint_key,
+    checkpoint_metadata,
+    checkpoint_tuple,
+    ns_prefix,
+    write_entries,
+    writes_prefix,
+    written_for,
+)
+from sessionledger.infrastructure.langgraph.messages import MESSAGES, new_message_events
+from sessionledger.infrastructure.service import SessionService
+
+APP_NAME = "langgraph"
+"""The app the ledger files threads under (its compaction policy, its `app:` state)."""
+
+DEFAULT_USER = "langgraph"
+"""The owner of a thread when neither the config nor the saver names one."""
+
+KEPT_THREADS = 4096
+"""How many threads' stored message ids a saver remembers (beyond, it forgets them all: a put
+then sends its messages again, and the ledger's event id rule keeps each once)."""
+
+R = TypeVar("R")
+
+
+class LedgerSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer whose threads are ledger sessions (`open_service`'s arguments, or
+    an open `SessionService` or `AsyncSessionService` as `service`, which the saver leaves open).
+
+    `serde` is langgraph's (`JsonPlusSerializer` by default). Close it with `close()` or
+    `aclose()`, or use `with` / `async with`.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        service: SessionService | AsyncSessionService | None = None,
+        user_id: str | None = None,
+        serde: SerializerProtocol | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(serde=serde)
+        if service is not None and (database_url is not None or options):
+            raise ValueError("give a database URL and options, or an open service, not both")
+        if user_id is not None and (not isinstance(user_id, str) or not user_id):
+            raise ValueError(f"user_id must be a non-empty string, not {user_id!r}")
+        self.user_id = user_id
+        self._owned = service is None  # the ledger: closed with the saver
+        self._own_pool = not isinstance(service, AsyncSessionService)  # the async face made here
+        if isinstance(service, AsyncSessionService):
+            self._async = service
+            self._sync: SessionService | None = None
+        else:
+            sync = open_service(database_url, **options) if service is None else service
+            if not isinstance(sync, SessionService):
+                raise ValueError(
+                    f"service must be a SessionService or an AsyncSessionService, not {service!r}"
+                )
+            self._sync = sync
+            self._async = AsyncSessionService.around(sync)
+        self._owners: dict[str, str] = {}  # thread -> its user, for threads known to be theirs
+        self._messages: dict[str, set[str]] = {}  # thread -> message ids stored in its session
+        self._lock = threading.Lock()
+
+    # --- the two faces ----------------------------------------------------------------------
+
+    @property
+    def service(self) -> SessionService:
+        """The ledger's service: `replay`, `records`, `get_events` of a thread for audit and recall."""
+        if self._sync is None:
+            self._sync = self._async.synchronous()
+        return self._sync
+
+    async def _run(self, call: Callable[[SessionService], R]) -> R:
+        return await self._async.run(call)
+
+    def close(self) -> None:
+        """Close the ledger the saver opened (a given service stays open); closing twice is fine."""
+        if self._own_pool:
+            self._async.close()
+        if self._owned and self._sync is not None:
+            self._sync.close()
+
+    async def aclose(self) -> None:
+        """`close()` off the event loop (it waits for the calls in flight)."""
+        if self._own_pool:
+            await self._async.aclose()
+        if self._owned and self._sync is not None:
+            await asyncio.to_thread(self._sync.close)
+
+    def __enter__(self) -> LedgerSaver:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> LedgerSaver:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- users and threads ------------------------------------------------------------------
+
+    def _user(self, config: RunnableConfig | None = None) -> str:
+        user = None if config is None else config.get("configurable", {}).get("user_id")
+        user = user or self.user_id or DEFAULT_USER
+        if not isinstance(user, str):
+            raise ValueError(f"user_id must be a string, not {user!r}")
+        return user
+
+    def _readable(self, service: SessionService, thread_id: str, user: str) -> bool:
+        """Whether the thread exists and is `user`'s (a thread known to be theirs is not asked again)."""
+        if self._owners.get(thread_id) == user:
+            return True
+        session = service.get_session(thread_id, user_id=user)
+        if session is None:
+            return False
+        self._owners[thread_id] = user
+        return True
+
+    def _writable(self, service: SessionService, thread_id: str, user: str) -> None:
+        """Make sure the thread is `user`'s, creating its session for them if it has none;
+        `ValueError` for another user's thread, or a thread whose session was deleted."""
+        if self._owners.get(thread_id) == user:
+            return
+        session = service.get_session(thread_id)
+        if session is None:
+            try:
+                service.create_session(user, session_id=thread_id, app_name=APP_NAME)
+            except SessionExists:  # created meanwhile (then checked below), or deleted for good
+                session = service.get_session(thread_id)
+                if session is None:
+                    raise ValueError(
+                        f"thread {thread_id!r} was deleted from the ledger: its id cannot be used again"
+                    ) from None
+        if session is not None and session.user_id != user:
+            raise ValueError(f"thread {thread_id!r} does not belong to user {user!r}")
+        self._owners[thread_id] = user
+
+    def _append(
+        self,
+        service: SessionService,
+        thread_id: str,
+        user: str,
+        entries: Sequence[Entry | Forget],
+        events: Any = (),
+    ) -> None:
+        """Append to a writable thread, once more if the session went away since it was known."""
+        self._writable(service, thread_id, user)
+        try:
+            service.append_entries(thread_id, entries, events=events)
+        except SessionNotFound:
+            self._owners.pop(thread_id, None)
+            self._writable(service, thread_id, user)
+            service.append_entries(thread_id, entries, events=events)
+
+    def _threads(self, service: SessionService, config: RunnableConfig | None, user: str) -> list[str]:
+        """The threads a listing or a deletion by run covers: the config's, or all the user's."""
+        if config is not None:
+            thread_id = str(config["configurable"]["thread_id"])
+            return [thread_id] if self._readable(service, thread_id, user) else []
+        threads = [s.id for s in service.list_sessions(user, app_name=APP_NAME)]
+        for thread_id in threads:
+            self._owners[thread_id] = user
+        return threads
+
+    # --- put, put_writes --------------------------------------------------------------------
+
+    def _put(
+        self,
+        service: SessionService,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        user = self._user(config)
+        entry = checkpoint_entry(
+            self.serde,
+            ns,
+            checkpoint,
+            get_checkpoint_metadata(config, metadata),
+            configurable.get("checkpoint_id"),
+        )
+        stored = self._stored_messages(thread_id)
+        messages = checkpoint["channel_values"].get(MESSAGES) if MESSAGES in new_versions else None
+        events = list(new_message_events(thread_id, messages, stored)) if isinstance(messages, list) else []
+        self._append(service, thread_id, user, [entry], events)
+        stored.update(event.id for event in events)
+        return {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        }
+
+    def _stored_messages(self, thread_id: str) -> set[str]:
+        with self._lock:
+            stored = self._messages.get(thread_id)
+            if stored is None:
+                if len(self._messages) >= KEPT_THREADS:
+                    self._messages.clear()
+                stored = self._messages[thread_id] = set()
+            return stored
+
+    def _put_writes(
+        self,
+        service: SessionService,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        entries = write_entries(self.serde, ns, configurable["checkpoint_id"], writes, task_id, task_path)
+        if entries:
+            self._append(service, thread_id, self._user(config), entries)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store the checkpoint (and its new messages as events) in one ledger transaction."""
+        return self._put(self.service, config, checkpoint, metadata, new_versions)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._run(lambda service: self._put(service, config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Store a task's writes for the config's checkpoint (one transaction)."""
+        self._put_writes(self.service, config, writes, task_id, task_path)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        await self._run(lambda service: self._put_writes(service, config, writes, task_id, task_path))
+
+    # --- get_tuple, list --------------------------------------------------------------------
+
+    def _get_tuple(self, service: SessionService, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        if not self._readable(service, thread_id, self._user(config)):
+            return None
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id is None:
+            latest = service.entries(thread_id, CHECKPOINT, prefix=ns_prefix(ns), limit=1)
+            if not latest:
+                return None
+            checkpoint_id = checkpoint_id_of(latest[0])
+            writes = service.entries(thread_id, WRITE, prefix=writes_prefix(ns, checkpoint_id))
+            return checkpoint_tuple(self.serde, thread_id, latest[0], writes)
+        key = checkpoint_key(ns, checkpoint_id)
+        found = service.entries(thread_id, [CHECKPOINT, WRITE], prefix=key)
+        stored = next((e for e in found if e.type == CHECKPOINT and e.key == key), None)
+        if stored is None:
+            return None
+        writes = [e for e in found if e.type == WRITE and e.key.startswith(writes_prefix(ns, checkpoint_id))]
+        return checkpoint_tuple(self.serde, thread_id, stored, writes)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The config's checkpoint (its `checkpoint_id`, else the thread's latest in its namespace)."""
+        return self._get_tuple(self.service, config)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._run(lambda service: self._get_tuple(service, config))
+
+    def _list(
+        self,
+        service: SessionService,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> list[CheckpointTuple]:
+        user = self._user(config)
+        configurable = {} if config is None else config["configurable"]
+        ns = configurable.get("checkpoint_ns")
+        only = get_checkpoint_id(config) if config is not None else None
+        below = get_checkpoint_id(before) if before is not None else None
+        prefix = "" if ns is None else ns_prefix(ns)
+        found: list[CheckpointTuple] = []
+        for thread_id in self._threads(service, config, user):
+            if limit is not None and len(found) >= limit:
+                break
+            stored = service.entries(thread_id, [CHECKPOINT, WRITE], prefix=prefix)
+            writes: dict[tuple[str, str], list[StoredEntry]] = {}
+            for entry in stored:
+                if entry.type == WRITE:
+                    writes.setdefault(written_for(entry), []).append(entry)
+            checkpoints = sorted(
+                (e for e in stored if e.type == CHECKPOINT), key=checkpoint_id_of, reverse=True
+            )
+            for entry in checkpoints:
+                checkpoint_id = checkpoint_id_of(entry)
+                if (only and checkpoint_id != only) or (below and checkpoint_id >= below):
+                    continue
+                metadata = checkpoint_metadata(self.serde, entry)
+                if filter and not all(metadata.get(k) == v for k, v in filter.items()):
+                    continue
+                if limit is not None and len(found) >= limit:
+                    break
+                own = writes.get((entry.value["ns"], checkpoint_id), [])
+                found.append(checkpoint_tuple(self.serde, thread_id, entry, own, metadata))
+        return found
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints of the config's thread (and namespace, when it names one), else of every
+        thread of the saver's user, newest first; `filter` matches metadata values, `before` keeps
+        checkpoints older than its checkpoint id, `limit` the first ones."""
+        return iter(self._list(self.service, config, filter, before, limit))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for found in await self._run(lambda service: self._list(service, config, filter, before, limit)):
+            yield found
+
+    # --- forgetting: delete_thread, delete_for_runs, prune ------------------------------------
+
+    def _forget(self, service: SessionService, thread_id: str, user: str, forget: Forget) -> None:
+        """Append the forget record to the user's thread; an unknown thread is a no-op, another
+        user's a `ValueError`."""
+        session = service.get_session(thread_id)
+        if session is None:
+            return
+        if session.user_id != user:
+            raise ValueError(f"thread {thread_id!r} does not belong to user {user!r}")
+        self._append(service, thread_id, user, [forget])
+
+    def _delete_thread(self, service: SessionService, thread_id: str) -> None:
+        self._forget(service, str(thread_id), self._user(), Forget())
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Forget every checkpoint and write of the thread (the ledger keeps them and the record
+        that they were forgotten; the thread's messages stay in its session)."""
+        self._delete_thread(self.service, thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._run(lambda service: self._delete_thread(service, thread_id))
+
+    def _forget_checkpoints(
+        self,
+        service: SessionService,
+        thread_id: str,
+        user: str,
+        keep: Callable[[Sequence[StoredEntry]], set[str]],
+    ) -> None:
+        """Forget the thread's checkpoints whose keys `keep(checkpoints)` leaves out, and their writes."""
+        stored = service.entries(thread_id, [CHECKPOINT, WRITE])
+        checkpoints = [e for e in stored if e.type == CHECKPOINT]
+        kept = keep(checkpoints)
+        gone = {e.key for e in checkpoints if e.key not in kept}
+        if not gone:
+            return
+        keys = gone | {e.key for e in stored if e.type == WRITE and checkpoint_key(*written_for(e)) in gone}
+        self._forget(service, thread_id, user, Forget(keys=tuple(sorted(keys))))
+
+    def _delete_for_runs(self, service: SessionService, run_ids: Sequence[str]) -> None:
+        runs = {str(run_id) for run_id in run_ids}
+        if not runs:
+            return
+        user = self._user()
+        for thread_id in self._threads(service, None, user):
+            self._forget_checkpoints(
+                service,
+                thread_id,
+                user,
+                lambda checkpoints: {e.key for e in checkpoints if e.value["run_id"] not in runs},
+            )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Forget the checkpoints (and their writes) of the runs, in every thread of the saver's user."""
+        self._delete_for_runs(self.service, run_ids)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(lambda service: self._delete_for_runs(service, run_ids))
+
+    def _prune(self, service: SessionService, thread_ids: Sequence[str], strategy: str) -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"strategy must be 'keep_latest' or 'delete', not {strategy!r}")
+        user = self._user()
+        for thread_id in map(str, thread_ids):
+            if strategy == "delete":
+                self._forget(service, thread_id, user, Forget())
+                continue
+            if self._readable(service, thread_id, user):
+                self._forget_checkpoints(service, thread_id, user, _latest_per_namespace)
+            elif service.get_session(thread_id) is not None:
+                raise ValueError(f"thread {thread_id!r} does not belong to user {user!r}")
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`keep_latest`: forget all but each namespace's latest checkpoint (and their writes);
+        `delete`: forget every checkpoint. The ledger keeps what was forgotten."""
+        self._prune(self.service, thread_ids, strategy)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._run(lambda service: self._prune(service, thread_ids, strategy))
+
+    # --- copy_thread --------------------------------------------------------------------------
+
+    def _copy_thread(self, service: SessionService, source: str, target: str) -> None:
+        user = self._user()
+        if not self._readable(service, source, user):
+            return
+        stored = service.entries(source, [CHECKPOINT, WRITE])
+        if not stored:
+            return
+        events = [replace(event, session_id=target) for event in service.get_events(source)]
+        entries = [Entry(e.type, e.key, e.value) for e in reversed(stored)]  # oldest first
+        self._append(service, target, user, entries, events)
+        self._stored_messages(target).update(event.id for event in events)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy the thread's live checkpoints, writes and messages into another thread of the
+        same user (created if it has no session)."""
+        self._copy_thread(self.service, str(source_thread_id), str(target_thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._run(
+            lambda service: self._copy_thread(service, str(source_thread_id), str(target_thread_id))
+        )
+
+
+def _latest_per_namespace(checkpoints: Sequence[StoredEntry]) -> set[str]:
+    """The keys of each namespace's latest checkpoint (the greatest id, as langgraph orders them)."""
+    latest: dict[str, StoredEntry] = {}
+    for entry in checkpoints:
+        ns = entry.value["ns"]
+        if ns not in latest or checkpoint_id_of(entry) > checkpoint_id_of(latest[ns]):
+            latest[ns] = entry
+    return {entry.key for entry in latest.values()}

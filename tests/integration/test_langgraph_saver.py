@@ -1,0 +1,183 @@
+"""`LedgerSaver` beyond the conformance suite, on memory, SQLite and PostgreSQL: a compiled graph's
+conversation is the session's messages (each stored once) and its checkpoints are on the chain;
+users are isolated; forgetting keeps the ledger's record; both faces share one ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+from langgraph.graph import START, MessagesState, StateGraph
+from sessionledger.domain import MessageType
+from sessionledger.domain.records import Kind
+from sessionledger.infrastructure import SessionService, open_async_service, open_service
+from sessionledger.infrastructure.audit import verify
+from sessionledger.infrastructure.audit.timeline import timeline
+from sessionledger.infrastructure.langgraph import LedgerSaver
+
+
+@pytest.fixture
+def service(database_url: str) -> Iterator[SessionService]:
+    with open_service(database_url) as svc:
+        yield svc
+
+
+@pytest.fixture
+def saver(service: SessionService) -> Iterator[LedgerSaver]:
+    with LedgerSaver(service=service) as saver:
+        yield saver
+
+
+def thread() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def config(thread_id: str, **configurable: Any) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable}}
+
+
+def echo_graph(saver: LedgerSaver) -> Any:
+    """Two nodes: a model that answers with the last question's length, then a reviewer."""
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        question = state["messages"][-1].content
+        return {"messages": [AIMessage(f"{question!s} has {len(str(question))} characters")]}
+
+    def reviewer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("reviewed")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", model)
+    graph.add_node("reviewer", reviewer)
+    graph.add_edge(START, "model")
+    graph.add_edge("model", "reviewer")
+    return graph.compile(checkpointer=saver)
+
+
+def test_a_graphs_conversation_is_the_sessions_messages(service: SessionService, saver: LedgerSaver) -> None:
+    tid = thread()
+    graph = echo_graph(saver)
+    graph.invoke({"messages": [HumanMessage("hello")]}, config(tid))
+    result = graph.invoke({"messages": [HumanMessage("again")]}, config(tid))
+    assert [m.content for m in result["messages"]] == [
+        "hello",
+        "hello has 5 characters",
+        "reviewed",
+        "again",
+        "again has 5 characters",
+        "reviewed",
+    ]
+    events = service.get_events(tid)
+    assert [(e.type, e.message.text) for e in events] == [
+        (MessageType.USER, "hello"),
+        (MessageType.ASSISTANT, "hello has 5 characters"),
+        (MessageType.ASSISTANT, "reviewed"),
+        (MessageType.USER, "again"),
+        (MessageType.ASSISTANT, "again has 5 characters"),
+        (MessageType.ASSISTANT, "reviewed"),
+    ]  # each once, though every later checkpoint holds it again
+    assert [e.id for e in events] == [m.id for m in result["messages"]]
+    session = service.get_session(tid)
+    assert session is not None and (session.user_id, session.app_name) == ("langgraph", "langgraph")
+    records = service.records(tid)
+    assert sum(r.kind is Kind.ENTRY for r in records) >= 8  # checkpoints and writes, on the chain
+    assert verify(service, tid).ok
+    assert any(entry.text.startswith("langgraph.checkpoint entry") for entry in timeline(service, tid))
+    state = graph.get_state(config(tid))
+    assert state.values["messages"][-1].content == "reviewed"
+    assert len(list(graph.get_state_history(config(tid)))) == len(list(saver.list(config(tid))))
+
+
+def test_another_users_thread_is_absent_and_refuses_writes(saver: LedgerSaver) -> None:
+    tid = thread()
+    stored = saver.put(config(tid, user_id="alice"), generate_checkpoint(), generate_metadata(), {})
+    assert saver.get_tuple(config(tid, user_id="alice")) is not None
+    assert saver.get_tuple(config(tid, user_id="bob")) is None
+    assert saver.get_tuple(config(tid)) is None  # the default user, "langgraph", is another one
+    assert list(saver.list(config(tid, user_id="bob"))) == []
+    with pytest.raises(ValueError, match="does not belong"):
+        saver.put(config(tid, user_id="bob"), generate_checkpoint(), generate_metadata(), {})
+    with pytest.raises(ValueError, match="does not belong"):
+        saver.put_writes(
+            {**stored, "configurable": {**stored["configurable"], "user_id": "bob"}}, [("c", 1)], "t"
+        )
+    with pytest.raises(ValueError, match="does not belong"):
+        saver.delete_thread(tid)  # the saver's user is "langgraph"
+    assert saver.get_tuple(config(tid, user_id="alice")) is not None
+
+
+def test_a_savers_user_owns_the_threads_it_creates(service: SessionService) -> None:
+    tid = thread()
+    with LedgerSaver(service=service, user_id="carol") as saver:
+        saver.put(config(tid), generate_checkpoint(), generate_metadata(), {})
+        assert saver.get_tuple(config(tid)) is not None
+    session = service.get_session(tid)
+    assert session is not None and session.user_id == "carol"
+
+
+def test_a_deleted_thread_is_forgotten_and_takes_checkpoints_again(
+    service: SessionService, saver: LedgerSaver
+) -> None:
+    tid = thread()
+    first = saver.put(config(tid), generate_checkpoint(), generate_metadata(step=0), {})
+    saver.put_writes(first, [("ch", "v")], "task")
+    saver.delete_thread(tid)
+    assert saver.get_tuple(config(tid)) is None
+    again = saver.put(config(tid), generate_checkpoint(), generate_metadata(step=5), {})
+    found = saver.get_tuple(config(tid))
+    assert found is not None and found.config == again and found.metadata["step"] == 5
+    assert found.pending_writes == []
+    kinds = [r.kind for r in service.records(tid)]
+    assert kinds.count(Kind.ENTRY) == 3 and kinds.count(Kind.FORGOTTEN) == 1  # the ledger forgets nothing
+    assert verify(service, tid).ok
+
+
+def test_a_thread_whose_session_was_deleted_reads_as_absent(
+    service: SessionService, saver: LedgerSaver
+) -> None:
+    tid = thread()
+    saver.put(config(tid), generate_checkpoint(), generate_metadata(), {})
+    service.delete_session(tid)
+    assert saver.get_tuple(config(tid)) is None
+    with pytest.raises(ValueError, match="deleted"):
+        saver.put(config(tid), generate_checkpoint(), generate_metadata(), {})
+
+
+def test_both_faces_share_one_ledger(database_url: str) -> None:
+    tid = thread()
+
+    async def run() -> None:
+        async with LedgerSaver(database_url) as saver:
+            stored = saver.put(config(tid), generate_checkpoint(), generate_metadata(step=1), {})
+            found = await saver.aget_tuple(config(tid))
+            assert found is not None and found.config == stored
+            await saver.aput_writes(stored, [("ch", "v")], "task")
+            again = saver.get_tuple(stored)
+            assert again is not None and again.pending_writes == [("task", "ch", "v")]
+            assert [t.config async for t in saver.alist(config(tid))] == [stored]
+
+    asyncio.run(run())
+
+
+def test_an_async_service_is_left_open(database_url: str) -> None:
+    tid = thread()
+
+    async def run() -> None:
+        async with open_async_service(database_url) as service:
+            async with LedgerSaver(service=service) as saver:
+                await saver.aput(config(tid), generate_checkpoint(), generate_metadata(), {})
+            assert await service.get_session(tid) is not None  # still open after the saver closed
+
+    asyncio.run(run())
+
+
+def test_a_given_service_and_a_url_are_not_both_taken(service: SessionService) -> None:
+    with pytest.raises(ValueError):
+        LedgerSaver("memory://", service=service)
+    with pytest.raises(ValueError):
+        LedgerSaver(service=service, user_id="")
