@@ -12,7 +12,8 @@ Why a session per namespace rather than one per user: a get or a search of one n
 that namespace's records only, however many other namespaces (other end users' memories, in
 langgraph's `("memories", user_id)` convention) the store holds; and the session's owner is the
 rule of isolation the service already enforces (another user's session reads as absent, refuses
-writes).
+writes). The price: a search under a prefix, and `list_namespaces`, read each namespace below
+the prefix (one query each), where `PostgresStore` reads one table.
 
 Reads go to the ledger every time (no copy of any item in the process; only which sessions this
 process already made is remembered), so stores on one database, in one process or several, see
@@ -283,8 +284,8 @@ class LedgerStore(BaseStore):
     def _namespaces(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """The namespaces at or below `prefix` this user ever wrote to (the directory's entries)."""
         wanted = namespace_prefix(prefix)
-        listed = self._read(self._directory, self._directory_mirror)
-        return [namespace for key, namespace in listed.items() if key.startswith(wanted)]
+        directory = self._read(self._directory, self._directory_mirror)
+        return [namespace for key, namespace in directory.items() if key.startswith(wanted)]
 
     def _items(self, namespace: tuple[str, ...], key: str | None = None) -> list[Stored]:
         """The live items of `namespace` (only `key`'s, when given)."""
