@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from langgraph.store.base import BaseStore, Item, TTLConfig
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import PostgresStore
@@ -154,7 +155,11 @@ def _pairs(found: list[Any]) -> list[tuple[str, float | None]]:
     return [(item.key, None if item.score is None else round(item.score, 9)) for item in found]
 
 
-@pytest.mark.parametrize("embedder", [embed, aembed], ids=["function", "async-function"])
+@pytest.mark.parametrize(
+    "embedder",
+    [embed, aembed, DeterministicFakeEmbedding(size=DIMS)],
+    ids=["function", "async-function", "langchain-embeddings"],
+)
 def test_semantic_search_ranks_as_langgraphs_in_memory_store(
     ledger: SessionService, embedder: Any, user: str
 ) -> None:
@@ -187,7 +192,7 @@ def test_semantic_search_ranks_as_langgraphs_in_memory_store(
         scored = [pair for pair in _pairs(peer) if pair[1] is not None]
         assert [pair for pair in _pairs(mine) if pair[1] is not None] == scored, query
         assert sorted(i.key for i in mine) == sorted(i.key for i in peer), query
-    if embedder is embed:
+    if embedder is not aembed:
         assert _pairs(ours.search(("docs",), query="apple", limit=3)) == _pairs(
             theirs.search(("docs",), query="apple", limit=3)
         )
