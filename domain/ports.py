@@ -100,10 +100,11 @@ class Ledger(AuditLedger, Protocol):
 
     # adapters' entries (`domain.entries`); appended through `append` as `entry_draft`s and `forgotten_draft`s
     def entries(
-        self, session_id: str, types: Sequence[str], prefix: str, limit: int | None
+        self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
     ) -> list[StoredEntry]:
-        """The session's live entries of `types` whose key starts with `prefix`, newest first, at
-        most `limit` (`domain.entries.live_entries`); `[]` for unknown or deleted sessions."""
+        """The session's live entries of `types` whose key starts with `prefix`, at positions
+        after `after`, newest first, at most `limit` (`domain.entries.live_entries`); `[]` for
+        unknown or deleted sessions."""
 
     def entry_log(self, session_id: str, types: Sequence[str], prefix: str, after: int) -> list[EntryRow]:
         """The session's entry records of `types` under `prefix`, forget records and erasure

@@ -473,19 +473,24 @@ class SessionService:
         types: str | Sequence[str],
         *,
         prefix: str = "",
+        after: int = 0,
         limit: int | None = None,
         user_id: str | None = None,
     ) -> list[StoredEntry]:
         """The session's live entries of `types` (one type or several) whose key starts with
-        `prefix`, newest first, at most `limit`: those no later `Forget` matched. `[]` for an
-        unknown or deleted session, and, with `user_id`, for another user's."""
+        `prefix`, newest first, at most `limit`: those no later `Forget` matched. With `after` (a
+        `StoredEntry.position`), only those written after that position: a read whose cost
+        follows what was written since. `[]` for an unknown or deleted session, and, with
+        `user_id`, for another user's."""
         session_id = _require_id(session_id, "session_id")
         wanted = _entry_types(types, prefix)
         if limit is not None and (type(limit) is not int or limit <= 0):
             raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
+        if type(after) is not int or after < 0:
+            raise ValueError(f"after must be a non-negative integer, not {after!r}")
         if not self._visible(session_id, user_id):
             return []
-        return self._ledger.entries(session_id, wanted, prefix, limit)
+        return self._ledger.entries(session_id, wanted, prefix, after, limit)
 
     def entry_log(
         self,

@@ -310,7 +310,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             if not latest:
                 return None
             checkpoint_id = checkpoint_id_of(latest[0])
-            writes = service.entries(thread_id, WRITE, prefix=writes_prefix(ns, checkpoint_id))
+            writes = service.entries(
+                thread_id, WRITE, prefix=writes_prefix(ns, checkpoint_id), after=latest[0].position
+            )
             return checkpoint_tuple(self.serde, thread_id, latest[0], writes)
         key = checkpoint_key(ns, checkpoint_id)
         found = service.entries(thread_id, [CHECKPOINT, WRITE], prefix=key)

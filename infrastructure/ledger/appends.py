@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.records import Draft, Kind, LedgerRecord
+from sessionledger.domain.records import ADAPTER_KINDS, Draft, Kind, LedgerRecord
 from sessionledger.domain.sessions import split_state_delta
 from sessionledger.domain.turns import starts_turn
+from sessionledger.domain.window import WindowStats
 from sessionledger.domain.window_stats import event_bytes
 from sessionledger.domain.write_plans import (
     BatchPlan,
@@ -96,6 +97,13 @@ def statement_values(
     }
 
 
+def _appended_on_head(draft: Draft) -> bool:
+    """Whether `Appends._append_on_head` can append the draft: no conditional append, and no
+    event that moves state or ends the window's run of events since its summary."""
+    event = draft.event
+    return draft.expected_version is None and (event is None or not (event.state_delta or event.is_synthetic))
+
+
 def _libpq(statement: DriverStatement) -> LibpqStatement:
     """`statement` sent through libpq itself (`libpq_statement.py`): psycopg's, so imported only
     when a PostgreSQL ledger is opened, once, by its `Appends`."""
@@ -123,6 +131,9 @@ class Appends:
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
+        self._append_rows = (
+            DriverStatement(statements.APPEND_ROWS, engine.dialect) if self._postgres else None
+        )
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -132,7 +143,54 @@ class Appends:
             return [self._append_one(drafts[0])]
         if not drafts:
             return []
+        if tally is None and self._append_rows is not None and any(d.kind in ADAPTER_KINDS for d in drafts):
+            outcomes = self._append_on_head(drafts, self._append_rows)
+            if outcomes is not None:
+                return outcomes
         return self._append_batch(drafts, tally)
+
+    def _append_on_head(
+        self, drafts: Sequence[Draft], statement: DriverStatement
+    ) -> list[AppendOutcome] | None:
+        """An adapter's append (its entries and new messages, one session) as one autocommitted
+        statement from the session's cached head, as a one-event append is (`APPEND_ROWS`: the
+        batch path's four round trips cost an adapter's put three times the peers' one). Planned
+        by `plan_batch` from the cached head and empty stats, whose result is then the stats'
+        growth: additive for events with no state delta, none synthetic. `None` (nothing written)
+        for any append it cannot make that way, which the batch path then makes: several
+        sessions, no cached head, a conditional append, a state delta, a synthetic event, a
+        duplicate, or a head that moved."""
+        session_ids = batch_session_ids(drafts)
+        head = self._heads.get(session_ids[0]) if len(session_ids) == 1 else None
+        if head is None or not all(map(_appended_on_head, drafts)):
+            return None
+        sid = session_ids[0]
+        plan = plan_batch(drafts, {sid: BatchSession(head, WindowStats(), {}, "", "")}, (), datetime.now(UTC))
+        if any(outcome is not AppendOutcome.STORED for outcome in plan.outcomes):
+            return None
+        moved = plan.sessions[sid]
+        rows = [ledger_row(record, draft.text) for record, draft in plan.appended]
+        values: dict[str, Any] = {
+            "sid": sid,
+            "cached": head.position,
+            "new_version": moved.head.version,
+            "new_position": moved.head.position,
+            "new_hash": moved.head.hash,
+            **{f"add_{name}": value for name, value in stats_columns(moved.stats).items()},
+            **{f"{name}s": [row[name] for row in rows] for name in statements.UNNESTED},
+        }
+        try:
+            with self._autocommit() as connection:
+                cursor = connection.cursor()
+                statement.execute(cursor, values)
+                stored = cursor.rowcount == len(rows)
+        except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
+            stored = False
+        if not stored:
+            self._heads.forget(sid)
+            return None
+        self._heads.keep(sid, moved.head)
+        return plan.outcomes
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
         """Move the cached head and insert the row, atomically.

@@ -301,7 +301,7 @@ class MemoryLedger:
     # --- adapters' entries ------------------------------------------------------------------
 
     def entries(
-        self, session_id: str, types: Sequence[str], prefix: str, limit: int | None
+        self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
     ) -> list[StoredEntry]:
         with self._lock:
             log = self._live(session_id)
@@ -310,6 +310,7 @@ class MemoryLedger:
                 entry_row(r.position, r.recorded_at or r.occurred_at, r.kind, r.payload)
                 for r in reversed(records)
                 if r.payload is not None
+                and r.position > after
                 and (
                     r.kind is Kind.FORGOTTEN
                     or (r.kind is Kind.ENTRY and r.event_type in types and str(r.branch).startswith(prefix))

@@ -61,7 +61,7 @@ class SqlLedger:
         self._window = WindowReads(engine, self._autocommit)
         self._events = EventReads(engine, self._window)
         self._changes = WindowChanges(engine, heads, prefix)
-        self._entries = EntryReads(engine)
+        self._entries = EntryReads(engine, self._autocommit)
         self._audit = AuditReads(engine)
 
     @property
@@ -127,9 +127,9 @@ class SqlLedger:
 
     # adapters' entries
     def entries(
-        self, session_id: str, types: Sequence[str], prefix: str, limit: int | None
+        self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
     ) -> list[StoredEntry]:
-        return self._entries.entries(session_id, types, prefix, limit)
+        return self._entries.entries(session_id, types, prefix, after, limit)
 
     def entry_log(self, session_id: str, types: Sequence[str], prefix: str, after: int) -> list[EntryRow]:
         return self._entries.entry_log(session_id, types, prefix, after)

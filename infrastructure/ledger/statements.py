@@ -22,6 +22,7 @@ from sessionledger.infrastructure.ledger.schema import (
     user_states,
     window_slots,
 )
+from sqlalchemy.dialects import postgresql
 
 EVENT = Kind.EVENT.value
 STATS = (
@@ -229,6 +230,58 @@ APPEND_ROW = (
 )
 """`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
+
+
+# One session's rows from its cached head in one statement (adapters' appends, PostgreSQL only).
+UNNESTED = tuple(name for name in ROW_COLUMNS if name not in ("session_id", "token_count"))
+"""The row columns `APPEND_ROWS` takes as arrays, one parameter `<column>s` each."""
+_ARRAY_ITEM: dict[str, Any] = {"payload": sa.Text()}
+"""The payloads go as the canonical texts they are (`CAST` to `json` per row)."""
+_ROWS = (
+    sa.func.unnest(
+        *(
+            sa.bindparam(f"{name}s", type_=postgresql.ARRAY(_ARRAY_ITEM.get(name, ledger.c[name].type)))
+            for name in UNNESTED
+        )
+    )
+    .table_valued(*UNNESTED)
+    .render_derived(name="r")
+)
+_MOVED_BY = (
+    sessions.update()
+    .where(
+        sessions.c.id == sa.bindparam("sid"),
+        sessions.c.head_position == sa.bindparam("cached"),
+        sessions.c.deleted_at.is_(None),
+    )
+    .values(
+        version=sa.bindparam("new_version", type_=sa.BigInteger),
+        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+        head_hash=sa.bindparam("new_hash", type_=sa.Text),
+        **{name: sessions.c[name] + sa.bindparam(f"add_{name}", type_=sa.BigInteger) for name in STATS},
+    )
+    .returning(sessions.c.id)
+    .cte("moved_by")
+)
+APPEND_ROWS = (
+    ledger.insert()
+    .from_select(
+        ["session_id", *UNNESTED],
+        sa.select(
+            _MOVED_BY.c.id,
+            *(
+                sa.cast(_ROWS.c[name], ledger.c.payload.type) if name == "payload" else _ROWS.c[name]
+                for name in UNNESTED
+            ),
+        )
+        .select_from(_MOVED_BY)
+        .join(_ROWS, sa.true()),
+    )
+    .add_cte(_MOVED_BY)
+)
+"""`WITH moved_by AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved_by
+JOIN unnest(...)`: a session's rows go in exactly when its head moved from the cached position,
+its window stats growing by the `add_<stat>` deltas (PostgreSQL only: `APPEND_ROW` for many rows)."""
 
 
 def _moved_head(**values: Any) -> sa.Update:

@@ -14,7 +14,14 @@ import pytest
 from sessionledger.infrastructure.offline_model import NO_KEY_MESSAGE
 
 ROOT = Path(__file__).resolve().parents[2]
-NEED_A_MODEL = ["tool_agent", "sentinel_facts", "multi_agent_branches", "chatbot", "openai_agents_session"]
+NEED_A_MODEL = [
+    "tool_agent",
+    "sentinel_facts",
+    "multi_agent_branches",
+    "chatbot",
+    "openai_agents_session",
+    "langgraph_agent",
+]
 
 
 def without_openai_settings() -> dict[str, str]:
@@ -55,6 +62,8 @@ def test_make_examples_runs_every_example_offline_and_leaves_no_file(tmp_path):
         "window: 4 messages; ledger: 8 (4 archived)",  # chatbot
         "window: 3 items; ledger: 4 events, 1 archived",  # openai_agents_session
         "hash chain verified: True",  # adk_agent
+        "agent: You asked me what 6 times 7 is: 42.",  # langgraph_agent: resumed from its checkpoint
+        "session messages: 6; checkpoints and writes on the chain: 18",
     ]:
         assert line in out, line
     assert "Traceback" not in done.stderr

@@ -60,7 +60,7 @@ values = st.fixed_dictionaries(
     {"n": st.integers(0, 9), "tag": st.sampled_from(["a", "b", "c"])},
     optional={
         "nested": st.fixed_dictionaries({"x": st.integers(0, 2)}),
-        "text": st.text(st.characters(blacklist_characters="\x00"), max_size=5),
+        "text": st.text(st.characters(codec="utf-8", blacklist_characters="\x00"), max_size=5),
     },
 )
 filters = st.one_of(
