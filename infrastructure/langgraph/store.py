@@ -27,6 +27,7 @@ import concurrent.futures
 import hashlib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -56,6 +57,7 @@ from sessionledger.infrastructure.langgraph.store_items import (
     NAMESPACE_TYPE,
     Mirror,
     Stored,
+    answered,
     expiry,
     listed,
     namespace_prefix,
@@ -75,6 +77,11 @@ DEFAULT_USER = "langgraph"
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+MIRRORED_SESSIONS = 1024
+"""How many namespaces' items (and directories) a store keeps parsed, the most recently read: a
+namespace read again after it was dropped is read whole once more. A process serving many end users
+holds their most active memories, not all of them."""
 
 
 def _session_id(*parts: str) -> str:
@@ -165,7 +172,9 @@ class LedgerStore(BaseStore):
         self._directory = _session_id(self._user_id)
         self._owned: set[str] = set()
         """Sessions known to exist and to be this user's (so reads and writes skip asking)."""
-        self._mirrors: dict[str, Mirror[Any]] = {}
+        self._mirrors: OrderedDict[str, Mirror[Any]] = OrderedDict()
+        """The mirrors of the sessions read most recently, at most `MIRRORED_SESSIONS`."""
+        self._mirrors_lock = threading.Lock()
         self.ttl_config = ttl
         self.index_config: IndexConfig | None = None
         self.embeddings: Embeddings | None = None
@@ -244,7 +253,7 @@ class LedgerStore(BaseStore):
                 found = [s for s in self._items(op.namespace, op.key) if self._alive(s, at)]
                 if found and op.refresh_ttl:
                     self._refresh(found, at, refresh)
-                results.append(found[0].item if found else None)
+                results.append(answered(found[0]) if found else None)
             elif isinstance(op, SearchOp):
                 items = [
                     s
@@ -297,13 +306,19 @@ class LedgerStore(BaseStore):
     def _read(self, session_id: str, mirror_of: Callable[[], Mirror[T]]) -> dict[str, T]:
         """The session's live entries by key, `{}` unless it is this user's: its mirror, caught up
         with what the ledger recorded since this process last asked (by any process)."""
-        mirror = self._mirrors.get(session_id)
+        with self._mirrors_lock:
+            mirror = self._mirrors.get(session_id)
+            if mirror is not None:
+                self._mirrors.move_to_end(session_id)
         if mirror is None:
             if session_id not in self._owned:
                 if self._service.get_session(session_id, user_id=self._user_id) is None:
                     return {}
                 self._owned.add(session_id)
-            mirror = self._mirrors.setdefault(session_id, mirror_of())
+            with self._mirrors_lock:
+                mirror = self._mirrors.setdefault(session_id, mirror_of())
+                while len(self._mirrors) > MIRRORED_SESSIONS:
+                    self._mirrors.popitem(last=False)
         with mirror.lock:
             mirror.apply(self._service.entry_log(session_id, mirror.entry_type, after=mirror.position))
             return dict(mirror.live)

@@ -8,6 +8,7 @@ the store's synchronous and asynchronous paths (and by nothing else, so no rule 
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -212,12 +213,25 @@ def ranked(op: SearchOp, found: Sequence[Stored], query_vector: Sequence[float])
     return [_search_item(s, score) for score, s in kept]
 
 
+def answered(s: Stored) -> Item:
+    """The item as a read returns it: its value a copy, so a caller that changes it changes
+    nothing the store holds (only a put does)."""
+    item = s.item
+    return Item(
+        value=copy.deepcopy(item.value),
+        key=item.key,
+        namespace=item.namespace,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
 def _search_item(s: Stored, score: float | None) -> SearchItem:
     item = s.item
     return SearchItem(
         namespace=item.namespace,
         key=item.key,
-        value=item.value,
+        value=copy.deepcopy(item.value),
         created_at=item.created_at,
         updated_at=item.updated_at,
         score=None if score is None or math.isnan(score) else float(score),

@@ -20,6 +20,7 @@ from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit.verify import verify
 from sessionledger.infrastructure.langgraph import LedgerStore
+from sessionledger.infrastructure.langgraph import store as store_module
 from sessionledger.infrastructure.langgraph.store_items import ITEM_TYPE, Stored, now
 
 from tests.conftest import _pg_database
@@ -320,3 +321,30 @@ def test_a_namespace_deleted_by_the_operator_reads_as_absent(ledger: SessionServ
     ledger.delete_session(store.session_id_of(("memories",)))
     assert store.get(("memories",), "k") is None
     assert store.search(("memories",)) == [] and store.list_namespaces() == []
+
+
+def test_changing_a_returned_value_changes_nothing_stored(ledger: SessionService, user: str) -> None:
+    store = LedgerStore(service=ledger, user_id=user)
+    store.put(("m",), "k", {"tags": ["a"], "n": 1})
+    got = store.get(("m",), "k")
+    assert got is not None
+    got.value["tags"].append("changed")
+    store.search(("m",))[0].value["n"] = 2
+    again = store.get(("m",), "k")
+    assert again is not None and again.value == {"tags": ["a"], "n": 1}
+
+
+def test_namespaces_past_the_mirrored_ones_are_read_again(
+    ledger: SessionService, second_service: SessionService, user: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "MIRRORED_SESSIONS", 1)
+    store = LedgerStore(service=ledger, user_id=user)
+    writer = LedgerStore(service=second_service, user_id=user)
+    for name in ("a", "b", "c"):
+        writer.put((name,), "k", {"v": name})
+    assert [store.get((name,), "k").value for name in ("a", "b", "c")] == [{"v": "a"}, {"v": "b"}, {"v": "c"}]  # type: ignore[union-attr]
+    writer.put(("a",), "k", {"v": "a2"})
+    writer.delete(("c",), "k")
+    assert store.get(("a",), "k").value == {"v": "a2"}  # type: ignore[union-attr]
+    assert store.get(("c",), "k") is None
+    assert sorted(i.value["v"] for i in store.search(())) == ["a2", "b"]
