@@ -7,14 +7,22 @@ A pending write is one `langgraph.write` entry keyed `<ns>\\x1f<checkpoint id>\\
 so a checkpoint's writes are the entries under its key and a separator (one prefix read), and
 a namespace's entries are those under `<ns>\\x1f`. `\\x1f` (the unit separator) is in no namespace
 LangGraph writes (node names and task ids, joined by `|` and `:`).
+
+The messages of a `messages` channel are not written again by every checkpoint that holds them
+(a thread of n turns would write O(n²) bytes): each message is one `langgraph.message` entry,
+written once, keyed `<message id>\x1f<digest of its serialized bytes>` (a message that add_messages
+replaced under its id is another entry), and the checkpoint holds their keys in order.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -25,11 +33,14 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sessionledger.domain.entries import Entry, StoredEntry
+from sessionledger.domain.entries import MAX_KEY_LENGTH, Entry, StoredEntry
 
 CHECKPOINT = "langgraph.checkpoint"
 WRITE = "langgraph.write"
+MESSAGE = "langgraph.message"
 SEP = "\x1f"
+MESSAGES = "messages"
+"""The channel whose messages are written once each (the key of LangGraph's `MessagesState`)."""
 
 
 def ns_prefix(ns: str) -> str:
@@ -55,15 +66,60 @@ def _untyped(serde: SerializerProtocol, pair: Sequence[str]) -> Any:
     return serde.loads_typed((pair[0], base64.b64decode(pair[1])))
 
 
+@dataclass
+class KnownMessages:
+    """What a saver knows of one thread's messages: the message object it last keyed under each
+    message id (an object seen again is not serialized again), the keys it stored as entries, and
+    the ids it stored as events."""
+
+    keyed: dict[str, tuple[BaseMessage, str]] = field(default_factory=dict)
+    stored: set[str] = field(default_factory=set)
+    events: set[str] = field(default_factory=set)
+    """The message ids stored as the session's events (`messages.new_message_events`)."""
+
+
+def message_entries(
+    serde: SerializerProtocol, values: Any, known: KnownMessages
+) -> tuple[list[str], list[Entry]] | None:
+    """The keys of a `messages` channel's messages, and the entries of those not stored yet;
+    `None` when the channel holds anything but messages with ids (it is then kept whole)."""
+    if not isinstance(values, list):
+        return None
+    keys: list[str] = []
+    entries: list[Entry] = []
+    for message in values:
+        if not isinstance(message, BaseMessage) or not isinstance(message.id, str) or not message.id:
+            return None
+        cached = known.keyed.get(message.id)
+        key = cached[1] if cached is not None and cached[0] is message else None
+        if key is None or key not in known.stored:
+            kind, data = serde.dumps_typed(message)
+            digest = hashlib.sha256(kind.encode() + b"\x00" + data).hexdigest()[:32]
+            key = f"{message.id}{SEP}{digest}"
+            if len(key) > MAX_KEY_LENGTH:
+                return None
+            known.keyed[message.id] = (message, key)
+            if key not in known.stored and all(entry.key != key for entry in entries):
+                value = {"value": [kind, base64.b64encode(data).decode("ascii")]}
+                entries.append(Entry(MESSAGE, key, value))
+        keys.append(key)
+    return keys, entries
+
+
 def checkpoint_entry(
     serde: SerializerProtocol,
     ns: str,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     parent_id: str | None,
+    message_keys: list[str] | None = None,
 ) -> Entry:
-    """The entry of a checkpoint (`metadata` as `get_checkpoint_metadata` made it)."""
+    """The entry of a checkpoint (`metadata` as `get_checkpoint_metadata` made it); with
+    `message_keys`, its `messages` channel is those message entries."""
     run_id = metadata.get("run_id")
+    if message_keys is not None:
+        values = {name: v for name, v in checkpoint["channel_values"].items() if name != MESSAGES}
+        checkpoint = {**checkpoint, "channel_values": values}
     value = {
         "ns": ns,
         "id": checkpoint["id"],
@@ -71,8 +127,32 @@ def checkpoint_entry(
         "run_id": None if run_id is None else str(run_id),
         "checkpoint": _typed(serde, checkpoint),
         "metadata": _typed(serde, metadata),
+        "messages": message_keys,
     }
     return Entry(CHECKPOINT, checkpoint_key(ns, checkpoint["id"]), value)
+
+
+def refers_to_messages(stored: StoredEntry) -> bool:
+    """Whether a stored checkpoint's `messages` channel is message entries."""
+    return stored.value.get("messages") is not None
+
+
+class MessageValues:
+    """A thread's message entries, each deserialized once, on first use."""
+
+    def __init__(self, serde: SerializerProtocol, stored: Sequence[StoredEntry]) -> None:
+        self._serde = serde
+        self._stored = {entry.key: entry.value["value"] for entry in stored}
+        self._values: dict[str, Any] = {}
+
+    def __call__(self, keys: Sequence[str]) -> list[Any]:
+        found = []
+        for key in keys:
+            value = self._values.get(key)
+            if value is None:
+                value = self._values[key] = _untyped(self._serde, self._stored[key])
+            found.append(value)
+        return found
 
 
 def write_entries(
@@ -118,13 +198,17 @@ def checkpoint_tuple(
     stored: StoredEntry,
     writes: Sequence[StoredEntry],
     metadata: CheckpointMetadata | None = None,
+    messages: MessageValues | None = None,
 ) -> CheckpointTuple:
-    """The tuple of a stored checkpoint and its live writes (newest first, as read)."""
+    """The tuple of a stored checkpoint and its live writes (newest first, as read); `messages`,
+    the thread's message entries, when the checkpoint refers to them."""
     value = stored.value
     ns, checkpoint_id, parent = value["ns"], value["id"], value["parent"]
     checkpoint: Checkpoint = _untyped(serde, value["checkpoint"])
     versions = checkpoint.get("channel_versions", {})
     values = checkpoint.get("channel_values", {})
+    if value.get("messages") is not None and messages is not None:
+        values[MESSAGES] = messages(value["messages"])
     checkpoint["channel_values"] = {name: v for name, v in values.items() if name in versions}
     return CheckpointTuple(
         config=thread_config(thread_id, ns, checkpoint_id),

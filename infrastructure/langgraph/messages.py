@@ -9,7 +9,7 @@ calls and tool results are kept; the exact message stays in the checkpoint itsel
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -23,9 +23,6 @@ from sessionledger.domain.messages import (
 )
 from sessionledger.domain.messages import SystemMessage as LedgerSystemMessage
 from sessionledger.domain.messages import UserMessage as LedgerUserMessage
-
-MESSAGES = "messages"
-"""The channel whose messages are the session's (the key of LangGraph's `MessagesState`)."""
 
 
 def text_of(content: Any) -> str:
@@ -60,9 +57,12 @@ def ledger_message(message: BaseMessage) -> Message | None:
     return None
 
 
-def new_message_events(session_id: str, values: Iterable[Any], stored: set[str]) -> Iterator[SessionEvent]:
-    """The events of the messages in `values` whose ids are not in `stored` (those this saver
-    knows the session holds), in order; messages without an id are left out."""
+def new_message_events(session_id: str, values: Any, stored: set[str]) -> Iterator[SessionEvent]:
+    """The events of the messages in `values` (a channel's list) whose ids are not in `stored`
+    (those this saver knows the session holds), in order; messages without an id are left out,
+    as is anything but a list."""
+    if not isinstance(values, list):
+        return
     for value in values:
         if not isinstance(value, BaseMessage) or not value.id or value.id in stored:
             continue

@@ -42,18 +42,24 @@ from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.bootstrap import open_service
 from sessionledger.infrastructure.langgraph.checkpoints import (
     CHECKPOINT,
+    MESSAGE,
+    MESSAGES,
     WRITE,
+    KnownMessages,
+    MessageValues,
     checkpoint_entry,
     checkpoint_id_of,
     checkpoint_key,
     checkpoint_metadata,
     checkpoint_tuple,
+    message_entries,
     ns_prefix,
+    refers_to_messages,
     write_entries,
     writes_prefix,
     written_for,
 )
-from sessionledger.infrastructure.langgraph.messages import MESSAGES, new_message_events
+from sessionledger.infrastructure.langgraph.messages import new_message_events
 from sessionledger.infrastructure.service import SessionService
 
 APP_NAME = "langgraph"
@@ -62,9 +68,17 @@ APP_NAME = "langgraph"
 DEFAULT_USER = "langgraph"
 """The owner of a thread when neither the config nor the saver names one."""
 
+STRIPES = 64
+"""Appends to one thread wait for each other in the saver (`LedgerSaver._append`), on one of this
+many locks (by the thread id's hash)."""
+
 KEPT_THREADS = 4096
-"""How many threads' stored message ids a saver remembers (beyond, it forgets them all: a put
-then sends its messages again, and the ledger's event id rule keeps each once)."""
+"""How many threads' messages a saver remembers (`KnownMessages`; beyond, it forgets them all: a
+put then writes its messages again, which reads dedupe, and the event id rule keeps each once)."""
+
+FORGET_ALL = (Forget(CHECKPOINT), Forget(WRITE))
+"""What deleting a thread forgets. Its message entries stay live: checkpoints written later may
+refer to them (a saver remembers which it stored), and each is written once for all."""
 
 R = TypeVar("R")
 
@@ -106,8 +120,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             self._sync = sync
             self._async = AsyncSessionService.around(sync)
         self._owners: dict[str, str] = {}  # thread -> its user, for threads known to be theirs
-        self._messages: dict[str, set[str]] = {}  # thread -> message ids stored in its session
+        self._messages: dict[str, KnownMessages] = {}
         self._lock = threading.Lock()
+        self._stripes = [threading.Lock() for _ in range(STRIPES)]
 
     # --- the two faces ----------------------------------------------------------------------
 
@@ -193,14 +208,20 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         entries: Sequence[Entry | Forget],
         events: Any = (),
     ) -> None:
-        """Append to a writable thread, once more if the session went away since it was known."""
+        """Append to a writable thread, once more if the session went away since it was known.
+
+        LangGraph writes a step's checkpoint and its tasks' writes from several threads at once;
+        a thread's ledger records form one chain, so its appends are made one at a time here:
+        each then finds the chain's head where the last one left it (the ledger's one-statement
+        append), where racing each other in the database they took the slower, locking path."""
         self._writable(service, thread_id, user)
-        try:
-            service.append_entries(thread_id, entries, events=events)
-        except SessionNotFound:
-            self._owners.pop(thread_id, None)
-            self._writable(service, thread_id, user)
-            service.append_entries(thread_id, entries, events=events)
+        with self._stripes[hash(thread_id) % STRIPES]:
+            try:
+                service.append_entries(thread_id, entries, events=events)
+            except SessionNotFound:
+                self._owners.pop(thread_id, None)
+                self._writable(service, thread_id, user)
+                service.append_entries(thread_id, entries, events=events)
 
     def _threads(self, service: SessionService, config: RunnableConfig | None, user: str) -> list[str]:
         """The threads a listing or a deletion by run covers: the config's, or all the user's."""
@@ -226,30 +247,45 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         user = self._user(config)
+        known = self._known_messages(thread_id)
+        values = checkpoint["channel_values"]
+        split = None
+        if MESSAGES in values and MESSAGES in checkpoint["channel_versions"]:
+            split = message_entries(self.serde, values[MESSAGES], known)
+        keys, messages = (None, []) if split is None else split
         entry = checkpoint_entry(
             self.serde,
             ns,
             checkpoint,
             get_checkpoint_metadata(config, metadata),
             configurable.get("checkpoint_id"),
+            keys,
         )
-        stored = self._stored_messages(thread_id)
-        messages = checkpoint["channel_values"].get(MESSAGES) if MESSAGES in new_versions else None
-        events = list(new_message_events(thread_id, messages, stored)) if isinstance(messages, list) else []
-        self._append(service, thread_id, user, [entry], events)
-        stored.update(event.id for event in events)
+        channel = values.get(MESSAGES) if MESSAGES in new_versions else None
+        events = list(new_message_events(thread_id, channel, known.events))
+        self._append(service, thread_id, user, [*messages, entry], events)
+        known.stored.update(message.key for message in messages)
+        known.events.update(event.id for event in events)
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
         }
 
-    def _stored_messages(self, thread_id: str) -> set[str]:
+    def _known_messages(self, thread_id: str) -> KnownMessages:
         with self._lock:
-            stored = self._messages.get(thread_id)
-            if stored is None:
+            known = self._messages.get(thread_id)
+            if known is None:
                 if len(self._messages) >= KEPT_THREADS:
                     self._messages.clear()
-                stored = self._messages[thread_id] = set()
-            return stored
+                known = self._messages[thread_id] = KnownMessages()
+            return known
+
+    def _message_values(
+        self, service: SessionService, thread_id: str, checkpoints: Sequence[StoredEntry]
+    ) -> MessageValues | None:
+        """The thread's message entries, when one of `checkpoints` refers to them."""
+        if not any(map(refers_to_messages, checkpoints)):
+            return None
+        return MessageValues(self.serde, service.entries(thread_id, MESSAGE))
 
     def _put_writes(
         self,
@@ -313,14 +349,16 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             writes = service.entries(
                 thread_id, WRITE, prefix=writes_prefix(ns, checkpoint_id), after=latest[0].position
             )
-            return checkpoint_tuple(self.serde, thread_id, latest[0], writes)
+            messages = self._message_values(service, thread_id, latest)
+            return checkpoint_tuple(self.serde, thread_id, latest[0], writes, messages=messages)
         key = checkpoint_key(ns, checkpoint_id)
         found = service.entries(thread_id, [CHECKPOINT, WRITE], prefix=key)
         stored = next((e for e in found if e.type == CHECKPOINT and e.key == key), None)
         if stored is None:
             return None
         writes = [e for e in found if e.type == WRITE and e.key.startswith(writes_prefix(ns, checkpoint_id))]
-        return checkpoint_tuple(self.serde, thread_id, stored, writes)
+        messages = self._message_values(service, thread_id, [stored])
+        return checkpoint_tuple(self.serde, thread_id, stored, writes, messages=messages)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The config's checkpoint (its `checkpoint_id`, else the thread's latest in its namespace)."""
@@ -355,6 +393,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             checkpoints = sorted(
                 (e for e in stored if e.type == CHECKPOINT), key=checkpoint_id_of, reverse=True
             )
+            messages = self._message_values(service, thread_id, checkpoints)
             for entry in checkpoints:
                 checkpoint_id = checkpoint_id_of(entry)
                 if (only and checkpoint_id != only) or (below and checkpoint_id >= below):
@@ -365,7 +404,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 if limit is not None and len(found) >= limit:
                     break
                 own = writes.get((entry.value["ns"], checkpoint_id), [])
-                found.append(checkpoint_tuple(self.serde, thread_id, entry, own, metadata))
+                found.append(checkpoint_tuple(self.serde, thread_id, entry, own, metadata, messages))
         return found
 
     def list(
@@ -394,18 +433,18 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     # --- forgetting: delete_thread, delete_for_runs, prune ------------------------------------
 
-    def _forget(self, service: SessionService, thread_id: str, user: str, forget: Forget) -> None:
-        """Append the forget record to the user's thread; an unknown thread is a no-op, another
+    def _forget(self, service: SessionService, thread_id: str, user: str, forgets: Sequence[Forget]) -> None:
+        """Append the forget records to the user's thread; an unknown thread is a no-op, another
         user's a `ValueError`."""
         session = service.get_session(thread_id)
         if session is None:
             return
         if session.user_id != user:
             raise ValueError(f"thread {thread_id!r} does not belong to user {user!r}")
-        self._append(service, thread_id, user, [forget])
+        self._append(service, thread_id, user, forgets)
 
     def _delete_thread(self, service: SessionService, thread_id: str) -> None:
-        self._forget(service, str(thread_id), self._user(), Forget())
+        self._forget(service, str(thread_id), self._user(), FORGET_ALL)
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint and write of the thread (the ledger keeps them and the record
@@ -429,8 +468,11 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         gone = {e.key for e in checkpoints if e.key not in kept}
         if not gone:
             return
-        keys = gone | {e.key for e in stored if e.type == WRITE and checkpoint_key(*written_for(e)) in gone}
-        self._forget(service, thread_id, user, Forget(keys=tuple(sorted(keys))))
+        writes = {e.key for e in stored if e.type == WRITE and checkpoint_key(*written_for(e)) in gone}
+        forgets = [Forget(CHECKPOINT, keys=tuple(sorted(gone)))]
+        if writes:
+            forgets.append(Forget(WRITE, keys=tuple(sorted(writes))))
+        self._forget(service, thread_id, user, forgets)
 
     def _delete_for_runs(self, service: SessionService, run_ids: Sequence[str]) -> None:
         runs = {str(run_id) for run_id in run_ids}
@@ -458,7 +500,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         user = self._user()
         for thread_id in map(str, thread_ids):
             if strategy == "delete":
-                self._forget(service, thread_id, user, Forget())
+                self._forget(service, thread_id, user, FORGET_ALL)
                 continue
             if self._readable(service, thread_id, user):
                 self._forget_checkpoints(service, thread_id, user, _latest_per_namespace)
@@ -479,13 +521,15 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         user = self._user()
         if not self._readable(service, source, user):
             return
-        stored = service.entries(source, [CHECKPOINT, WRITE])
+        stored = service.entries(source, [CHECKPOINT, WRITE, MESSAGE])
         if not stored:
             return
         events = [replace(event, session_id=target) for event in service.get_events(source)]
         entries = [Entry(e.type, e.key, e.value) for e in reversed(stored)]  # oldest first
         self._append(service, target, user, entries, events)
-        self._stored_messages(target).update(event.id for event in events)
+        known = self._known_messages(target)
+        known.stored.update(e.key for e in stored if e.type == MESSAGE)
+        known.events.update(event.id for event in events)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy the thread's live checkpoints, writes and messages into another thread of the

@@ -104,12 +104,12 @@ def _appended_on_head(draft: Draft) -> bool:
     return draft.expected_version is None and (event is None or not (event.state_delta or event.is_synthetic))
 
 
-def _libpq(statement: DriverStatement) -> LibpqStatement:
+def _libpq(statement: DriverStatement, binary: bool = False) -> LibpqStatement:
     """`statement` sent through libpq itself (`libpq_statement.py`): psycopg's, so imported only
     when a PostgreSQL ledger is opened, once, by its `Appends`."""
     from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
-    return LibpqStatement(statement)
+    return LibpqStatement(statement, binary)
 
 
 class Appends:
@@ -131,9 +131,8 @@ class Appends:
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
-        self._append_rows = (
-            DriverStatement(statements.APPEND_ROWS, engine.dialect) if self._postgres else None
-        )
+        rows = DriverStatement(statements.APPEND_ROWS, engine.dialect) if self._postgres else None
+        self._append_rows = None if rows is None else _libpq(rows, binary=True)
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -150,7 +149,7 @@ class Appends:
         return self._append_batch(drafts, tally)
 
     def _append_on_head(
-        self, drafts: Sequence[Draft], statement: DriverStatement
+        self, drafts: Sequence[Draft], statement: LibpqStatement
     ) -> list[AppendOutcome] | None:
         """An adapter's append (its entries and new messages, one session) as one autocommitted
         statement from the session's cached head, as a one-event append is (`APPEND_ROWS`: the
@@ -181,9 +180,7 @@ class Appends:
         }
         try:
             with self._autocommit() as connection:
-                cursor = connection.cursor()
-                statement.execute(cursor, values)
-                stored = cursor.rowcount == len(rows)
+                stored = statement.execute(connection, values) == len(rows)
         except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
             stored = False
         if not stored:

@@ -93,6 +93,30 @@ def test_a_graphs_conversation_is_the_sessions_messages(service: SessionService,
     assert len(list(graph.get_state_history(config(tid)))) == len(list(saver.list(config(tid))))
 
 
+def test_each_message_is_written_once_and_each_checkpoint_reads_its_own(
+    service: SessionService, saver: LedgerSaver
+) -> None:
+    tid = thread()
+    graph = echo_graph(saver)
+    graph.invoke({"messages": [HumanMessage("hello")]}, config(tid))
+    graph.invoke({"messages": [HumanMessage("again")]}, config(tid))
+    assert len(service.entries(tid, "langgraph.message")) == 6  # not once per checkpoint holding it
+    first = graph.get_state(config(tid)).values["messages"][0]
+    # add_messages replaces a message given again under its id: the new text is another entry
+    graph.update_state(config(tid), {"messages": [HumanMessage("hello, edited", id=first.id)]})
+    history = [state.values.get("messages", []) for state in graph.get_state_history(config(tid))]
+    assert history[0][0].content == "hello, edited" and history[1][0].content == "hello"
+    assert [m.content for m in history[0][1:]] == [m.content for m in history[1][1:]]
+    assert len(service.entries(tid, "langgraph.message")) == 7
+    with LedgerSaver(service=service) as fresh:  # a saver that knows nothing of the thread
+        latest = fresh.get_tuple(config(tid))
+        assert latest is not None
+        assert [m.content for m in latest.checkpoint["channel_values"]["messages"]] == [
+            m.content for m in history[0]
+        ]
+        assert [m.id for m in latest.checkpoint["channel_values"]["messages"]] == [m.id for m in history[0]]
+
+
 def test_another_users_thread_is_absent_and_refuses_writes(saver: LedgerSaver) -> None:
     tid = thread()
     stored = saver.put(config(tid, user_id="alice"), generate_checkpoint(), generate_metadata(), {})
@@ -133,7 +157,7 @@ def test_a_deleted_thread_is_forgotten_and_takes_checkpoints_again(
     assert found is not None and found.config == again and found.metadata["step"] == 5
     assert found.pending_writes == []
     kinds = [r.kind for r in service.records(tid)]
-    assert kinds.count(Kind.ENTRY) == 3 and kinds.count(Kind.FORGOTTEN) == 1  # the ledger forgets nothing
+    assert kinds.count(Kind.ENTRY) == 3 and kinds.count(Kind.FORGOTTEN) == 2  # the ledger forgets nothing
     assert verify(service, tid).ok
 
 
