@@ -51,6 +51,7 @@ from langgraph.store.base import (
 )
 from sessionledger.domain.entries import Entry, Forget
 from sessionledger.domain.errors import SessionExists
+from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.bootstrap import open_service
 from sessionledger.infrastructure.langgraph.store_items import (
     ITEM_TYPE,
@@ -126,7 +127,8 @@ class LedgerStore(BaseStore):
     """A langgraph `BaseStore` whose items are ledger records: `LedgerStore(url)` where langgraph's
     examples write `PostgresStore.from_conn_string(url)` or `InMemoryStore()`.
 
-    `database_url` is `open_service`'s (or pass an open `service`; the store then leaves it open).
+    `database_url` is `open_service`'s, or pass an open `service`, a `SessionService` or an
+    `AsyncSessionService` (whose threads then run `abatch`), which the store leaves open.
     Semantics are langgraph's stores': `put`, `get`, `search` (namespace prefix, `filter`, `query`,
     `limit`, `offset`; newest update first, or by similarity with a `query`), `delete`,
     `list_namespaces` (prefix, suffix, `max_depth`, `limit`, `offset`), each with its `a…` twin,
@@ -157,7 +159,7 @@ class LedgerStore(BaseStore):
         self,
         database_url: str | None = None,
         *,
-        service: SessionService | None = None,
+        service: SessionService | AsyncSessionService | None = None,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         user_id: str | None = None,
@@ -165,7 +167,13 @@ class LedgerStore(BaseStore):
         if service is not None and database_url is not None:
             raise ValueError("give LedgerStore a database_url or a service, not both")
         self._owns_service = service is None
-        self._service = open_service(database_url) if service is None else service
+        self._async = service if isinstance(service, AsyncSessionService) else None
+        if self._async is not None:
+            self._service = self._async.synchronous()
+        elif service is None or isinstance(service, SessionService):
+            self._service = open_service(database_url) if service is None else service
+        else:
+            raise ValueError(f"service must be a SessionService or an AsyncSessionService, not {service!r}")
         self._user_id = DEFAULT_USER if user_id is None else user_id
         if not isinstance(self._user_id, str) or not self._user_id.strip():
             raise ValueError("user_id must be a non-empty string")
@@ -216,6 +224,8 @@ class LedgerStore(BaseStore):
                 vectors = self._checked_vectors(await self.embeddings.aembed_documents(texts), len(texts))
             answers = await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
             found = {q: self._checked_vectors([a], 1)[0] for q, a in zip(queries, answers, strict=True)}
+        if self._async is not None:  # on the async service's own threads
+            return await self._async.run(lambda _: self._run(ops, plan, vectors, found))
         return await asyncio.to_thread(self._run, ops, plan, vectors, found)
 
     # --- embedding ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import PostgresStore
 from sessionledger.domain.entries import Entry
 from sessionledger.domain.records import Kind
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService, open_async_service, open_service
 from sessionledger.infrastructure.audit.verify import verify
 from sessionledger.infrastructure.langgraph import LedgerStore
 from sessionledger.infrastructure.langgraph import store as store_module
@@ -348,3 +348,17 @@ def test_namespaces_past_the_mirrored_ones_are_read_again(
     assert store.get(("a",), "k").value == {"v": "a2"}  # type: ignore[union-attr]
     assert store.get(("c",), "k") is None
     assert sorted(i.value["v"] for i in store.search(())) == ["a2", "b"]
+
+
+def test_an_async_service_serves_both_faces(database_url: str, user: str) -> None:
+    async def story() -> list[Any]:
+        async with open_async_service(database_url) as service:
+            store = LedgerStore(service=service, user_id=user)
+            await store.aput(("a",), "k", {"v": 1})
+            store.put(("a",), "j", {"v": 2})  # the synchronous face: the same ledger
+            got = await store.aget(("a",), "j")
+            return [got.value if got else None, sorted(i.key for i in store.search(("a",)))]
+
+    assert asyncio.run(story()) == [{"v": 2}, ["j", "k"]]
+    with pytest.raises(ValueError, match="SessionService"):
+        LedgerStore(service=object())  # type: ignore[arg-type]
