@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
+from langgraph.graph import START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore, Item, TTLConfig
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import PostgresStore
@@ -362,3 +364,39 @@ def test_an_async_service_serves_both_faces(database_url: str, user: str) -> Non
     assert asyncio.run(story()) == [{"v": 2}, ["j", "k"]]
     with pytest.raises(ValueError, match="SessionService"):
         LedgerStore(service=object())  # type: ignore[arg-type]
+
+
+class _Turn(TypedDict):
+    user: str
+    text: str
+    recalled: list[str]
+
+
+def _remembering_graph(store: BaseStore) -> Any:
+    """A graph whose one node recalls the user's memories from `runtime.store` and remembers the
+    new text, as langgraph's long-term memory examples do."""
+
+    def remember(state: _Turn, runtime: Runtime[None]) -> dict[str, Any]:
+        assert runtime.store is not None
+        namespace = ("memories", state["user"])
+        recalled = [item.value["text"] for item in runtime.store.search(namespace, limit=100)]
+        runtime.store.put(namespace, str(len(recalled)), {"text": state["text"]})
+        return {"recalled": sorted(recalled)}
+
+    graph = StateGraph(_Turn)
+    graph.add_node("remember", remember)
+    graph.add_edge(START, "remember")
+    return graph.compile(store=store)
+
+
+def test_a_compiled_graph_remembers_through_the_store_across_invocations(
+    ledger: SessionService, user: str
+) -> None:
+    graph = _remembering_graph(LedgerStore(service=ledger, user_id=user))
+    for text in ("likes tea", "lives in Oslo"):
+        graph.invoke({"user": "ada", "text": text, "recalled": []})
+    graph.invoke({"user": "bob", "text": "likes chess", "recalled": []})
+    answer = asyncio.run(graph.ainvoke({"user": "ada", "text": "?", "recalled": []}))
+    assert answer["recalled"] == ["likes tea", "lives in Oslo"]
+    again = _remembering_graph(LedgerStore(service=ledger, user_id=user))  # a new process's store
+    assert again.invoke({"user": "bob", "text": "?", "recalled": []})["recalled"] == ["likes chess"]
