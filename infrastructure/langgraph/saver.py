@@ -2,11 +2,12 @@
 
 A thread is a session (`thread_id` is its id, app `langgraph`), created for its user by the
 first `put`. Every checkpoint and pending write is a ledger entry (`checkpoints.py`), so verify,
-replay, timelines, digests and proofs cover a graph's state; the messages of its `messages`
-channel are also the session's message events, each stored once by id (`messages.py`), in the
-same transaction as the checkpoint. Deleting or pruning appends a forget record: the saver
-forgets, the ledger keeps what it forgot and that it did. A thread deleted this way takes new
-checkpoints again (its session stays); `SessionService.delete_session` erases it for good.
+replay, timelines, digests and proofs cover a graph's state; each message of its `messages`
+channel is written once (an entry the checkpoints refer to) and is also one of the session's
+message events, stored once by id (`messages.py`), in the same transaction as the checkpoint.
+Deleting or pruning appends forget records: the saver forgets, the ledger keeps what it forgot
+and that it did. A thread deleted this way takes new checkpoints again (its session stays);
+`SessionService.delete_session` erases it for good.
 
 The user of a call is `config["configurable"]["user_id"]`, else the saver's `user_id`, else
 `"langgraph"` (for the calls without a config: the saver's, else `"langgraph"`). Another user's
@@ -73,8 +74,9 @@ STRIPES = 64
 many locks (by the thread id's hash)."""
 
 KEPT_THREADS = 4096
-"""How many threads' messages a saver remembers (`KnownMessages`; beyond, it forgets them all: a
-put then writes its messages again, which reads dedupe, and the event id rule keeps each once)."""
+"""How many threads' owners and messages a saver remembers (`KnownMessages`; beyond, it forgets
+them all: an owner is then asked again, a put writes its messages again, which reads dedupe, and
+the event id rule keeps each event once)."""
 
 FORGET_ALL = (Forget(CHECKPOINT), Forget(WRITE))
 """What deleting a thread forgets. Its message entries stay live: checkpoints written later may
@@ -178,7 +180,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         session = service.get_session(thread_id, user_id=user)
         if session is None:
             return False
-        self._owners[thread_id] = user
+        self._own(thread_id, user)
         return True
 
     def _writable(self, service: SessionService, thread_id: str, user: str) -> None:
@@ -198,7 +200,14 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                     ) from None
         if session is not None and session.user_id != user:
             raise ValueError(f"thread {thread_id!r} does not belong to user {user!r}")
-        self._owners[thread_id] = user
+        self._own(thread_id, user)
+
+    def _own(self, thread_id: str, user: str) -> None:
+        """Remember that the thread is `user`'s (at most `KEPT_THREADS`; then all are forgotten)."""
+        with self._lock:
+            if len(self._owners) >= KEPT_THREADS:
+                self._owners.clear()
+            self._owners[thread_id] = user
 
     def _append(
         self,
@@ -230,7 +239,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             return [thread_id] if self._readable(service, thread_id, user) else []
         threads = [s.id for s in service.list_sessions(user, app_name=APP_NAME)]
         for thread_id in threads:
-            self._owners[thread_id] = user
+            self._own(thread_id, user)
         return threads
 
     # --- put, put_writes --------------------------------------------------------------------

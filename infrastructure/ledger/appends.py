@@ -104,12 +104,12 @@ def _appended_on_head(draft: Draft) -> bool:
     return draft.expected_version is None and (event is None or not (event.state_delta or event.is_synthetic))
 
 
-def _libpq(statement: DriverStatement, binary: bool = False) -> LibpqStatement:
+def _libpq(statement: DriverStatement) -> LibpqStatement:
     """`statement` sent through libpq itself (`libpq_statement.py`): psycopg's, so imported only
     when a PostgreSQL ledger is opened, once, by its `Appends`."""
     from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
-    return LibpqStatement(statement, binary)
+    return LibpqStatement(statement)
 
 
 class Appends:
@@ -131,8 +131,7 @@ class Appends:
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
-        rows = DriverStatement(statements.APPEND_ROWS, engine.dialect) if self._postgres else None
-        self._append_rows = None if rows is None else _libpq(rows, binary=True)
+        self._append_rows: dict[int, LibpqStatement] = {}  # by row count (`statements.append_rows`)
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -142,23 +141,23 @@ class Appends:
             return [self._append_one(drafts[0])]
         if not drafts:
             return []
-        if tally is None and self._append_rows is not None and any(d.kind in ADAPTER_KINDS for d in drafts):
-            outcomes = self._append_on_head(drafts, self._append_rows)
+        if tally is None and self._postgres and any(d.kind in ADAPTER_KINDS for d in drafts):
+            outcomes = self._append_on_head(drafts)
             if outcomes is not None:
                 return outcomes
         return self._append_batch(drafts, tally)
 
-    def _append_on_head(
-        self, drafts: Sequence[Draft], statement: LibpqStatement
-    ) -> list[AppendOutcome] | None:
+    def _append_on_head(self, drafts: Sequence[Draft]) -> list[AppendOutcome] | None:
         """An adapter's append (its entries and new messages, one session) as one autocommitted
-        statement from the session's cached head, as a one-event append is (`APPEND_ROWS`: the
+        statement from the session's cached head, as a one-event append is (`append_rows`: the
         batch path's four round trips cost an adapter's put three times the peers' one). Planned
         by `plan_batch` from the cached head and empty stats, whose result is then the stats'
         growth: additive for events with no state delta, none synthetic. `None` (nothing written)
         for any append it cannot make that way, which the batch path then makes: several
-        sessions, no cached head, a conditional append, a state delta, a synthetic event, a
-        duplicate, or a head that moved."""
+        sessions, more than `ON_HEAD_ROWS` rows, no cached head, a conditional append, a state
+        delta, a synthetic event, a duplicate, or a head that moved."""
+        if len(drafts) > statements.ON_HEAD_ROWS:
+            return None
         session_ids = batch_session_ids(drafts)
         head = self._heads.get(session_ids[0]) if len(session_ids) == 1 else None
         if head is None or not all(map(_appended_on_head, drafts)):
@@ -176,8 +175,12 @@ class Appends:
             "new_position": moved.head.position,
             "new_hash": moved.head.hash,
             **{f"add_{name}": value for name, value in stats_columns(moved.stats).items()},
-            **{f"{name}s": [row[name] for row in rows] for name in statements.UNNESTED},
+            **{f"{name}_{n}": row[name] for n, row in enumerate(rows) for name in statements.VALUED},
         }
+        statement = self._append_rows.get(len(rows))
+        if statement is None:
+            made = DriverStatement(statements.append_rows(len(rows)), self._engine.dialect)
+            statement = self._append_rows[len(rows)] = _libpq(made)
         try:
             with self._autocommit() as connection:
                 stored = statement.execute(connection, values) == len(rows)

@@ -69,13 +69,11 @@ class LibpqStatement:
     """`DriverStatement`'s statement, run by `execute(connection, values)`, which returns the
     number of rows it changed."""
 
-    def __init__(self, statement: DriverStatement, binary: bool = False) -> None:
-        """`binary`: every value sent in binary (an array of texts then goes as its texts, with
-        no escaping for either side to do), else in the format psycopg picks for it."""
+    def __init__(self, statement: DriverStatement) -> None:
         self._statement = statement
         sql, self._names = numbered(statement.sql)
         self._sql = sql.encode()
-        self._formats = [PyFormat.BINARY if binary else PyFormat.AUTO] * len(self._names)
+        self._formats = [PyFormat.AUTO] * len(self._names)
         self._connections: weakref.WeakKeyDictionary[psycopg.Connection[Any], _Prepared] = (
             weakref.WeakKeyDictionary()
         )

@@ -197,3 +197,20 @@ def test_the_async_service_has_both_methods(database_url: str) -> None:
             assert [e.value for e in await service.entries(sid, "checkpoint")] == [{"v": 1}]
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_writers_on_one_database_keep_one_chain(backend: str, request: pytest.FixtureRequest) -> None:
+    """Each service caches the head it last wrote; the other's appends move it, and the next
+    append finds out (the one-statement append changes nothing then, and the batch path writes)."""
+    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url_shared")
+    with open_service(url) as first, open_service(url) as second:
+        sid = first.create_session("ada").id
+        for n in range(6):
+            writer = first if n % 2 == 0 else second
+            event = SessionEvent(session_id=sid, message=UserMessage(f"m{n}"), id=f"m{n}")
+            writer.append_entries(sid, [Entry("checkpoint", f"c|{n}", {"n": n})], events=[event])
+        assert keys(first.entries(sid, "checkpoint")) == [f"c|{n}" for n in reversed(range(6))]
+        assert [m.text for m in second.get_messages(sid)] == [f"m{n}" for n in range(6)]
+        assert first.event_version(sid) == 6 and first.window_stats(sid).events == 6  # type: ignore[union-attr]
+        assert verify(first, sid).ok
