@@ -116,6 +116,14 @@ def entry_row(position: int, recorded_at: datetime, kind: str, payload: Mapping[
     return EntryRow(position, recorded_at, entry=Entry(payload["type"], payload["key"], payload["value"]))
 
 
+def entry_log_row(position: int, recorded_at: datetime, kind: str, payload: Mapping[str, Any]) -> EntryRow:
+    """`entry_row`, and a session's erasure record as a forget of every entry (`Forget()`): for a
+    reader that catches up on a session's entry log (`Ledger.entry_log`), a deletion forgets all."""
+    if kind == "erasure":
+        return EntryRow(position, recorded_at, forget=Forget())
+    return entry_row(position, recorded_at, kind, payload)
+
+
 def live_entries(
     rows: Iterable[EntryRow], types: Iterable[str], prefix: str, limit: int | None
 ) -> Iterator[StoredEntry]:

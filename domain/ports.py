@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from sessionledger.domain.append_outcomes import AppendOutcome, Tally
     from sessionledger.domain.compaction.result import CompactionResult
-    from sessionledger.domain.entries import StoredEntry
+    from sessionledger.domain.entries import EntryRow, StoredEntry
     from sessionledger.domain.events import SessionEvent
     from sessionledger.domain.filters import EventFilter
     from sessionledger.domain.messages import Message
@@ -105,6 +105,11 @@ class Ledger(AuditLedger, Protocol):
         """The session's live entries of `types` whose key starts with `prefix`, at positions
         after `after`, newest first, at most `limit` (`domain.entries.live_entries`); `[]` for
         unknown or deleted sessions."""
+
+    def entry_log(self, session_id: str, types: Sequence[str], prefix: str, after: int) -> list[EntryRow]:
+        """The session's entry records of `types` under `prefix`, forget records and erasure
+        (`domain.entries.entry_log_row`) after position `after`, oldest first: what a reader that
+        keeps a session's live entries applies to catch up. `[]` for an unknown session."""
 
     # window changes (compare-and-swap on the window epoch)
     def apply_compaction(

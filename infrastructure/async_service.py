@@ -263,6 +263,7 @@ class AsyncSessionService:
     ingest = _async_twin(SessionService.ingest)
     append_entries = _async_twin(SessionService.append_entries)
     entries = _async_twin(SessionService.entries)
+    entry_log = _async_twin(SessionService.entry_log)
     get_events = _async_twin(SessionService.get_events)
     get_messages = _async_twin(SessionService.get_messages)
     window_payloads = _async_twin(SessionService.window_payloads)

@@ -14,7 +14,7 @@ from uuid import uuid4
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.codec import ensure_json
-from sessionledger.domain.entries import Entry, Forget, StoredEntry
+from sessionledger.domain.entries import Entry, EntryRow, Forget, StoredEntry
 from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
@@ -64,6 +64,16 @@ def _not_owned(session: Session, user_id: str | None, app_name: str | None = Non
     if app_name is not None and session.app_name != app_name:
         return f"session {session.id!r} does not belong to app {app_name!r}"
     return None
+
+
+def _entry_types(types: str | Sequence[str], prefix: object) -> list[str]:
+    """The checked `types` (one or several non-empty strings) and `prefix` of an entry read."""
+    wanted = [types] if isinstance(types, str) else list(types)
+    if not wanted or not all(isinstance(t, str) and t for t in wanted):
+        raise ValueError(f"types must be one non-empty string or several, not {types!r}")
+    if not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string, not {prefix!r}")
+    return wanted
 
 
 def _now() -> datetime:
@@ -473,11 +483,7 @@ class SessionService:
         follows what was written since. `[]` for an unknown or deleted session, and, with
         `user_id`, for another user's."""
         session_id = _require_id(session_id, "session_id")
-        wanted = [types] if isinstance(types, str) else list(types)
-        if not wanted or not all(isinstance(t, str) and t for t in wanted):
-            raise ValueError(f"types must be one non-empty string or several, not {types!r}")
-        if not isinstance(prefix, str):
-            raise ValueError(f"prefix must be a string, not {prefix!r}")
+        wanted = _entry_types(types, prefix)
         if limit is not None and (type(limit) is not int or limit <= 0):
             raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
         if type(after) is not int or after < 0:
@@ -485,6 +491,30 @@ class SessionService:
         if not self._visible(session_id, user_id):
             return []
         return self._ledger.entries(session_id, wanted, prefix, after, limit)
+
+    def entry_log(
+        self,
+        session_id: str,
+        types: str | Sequence[str],
+        *,
+        prefix: str = "",
+        after: int = 0,
+        user_id: str | None = None,
+    ) -> list[EntryRow]:
+        """The session's entry records of `types` under `prefix`, its forget records and its
+        erasure (as a `Forget()` of everything) after ledger position `after`, oldest first.
+
+        For a reader that keeps a session's live entries in memory: it applies these in order
+        (an entry is its key's newest value, a forget removes what it matches) and asks again
+        after the last position it saw, reading only what was written since, by anyone. `[]` for
+        an unknown session, and, with `user_id`, for another user's or a deleted one."""
+        session_id = _require_id(session_id, "session_id")
+        wanted = _entry_types(types, prefix)
+        if type(after) is not int or after < 0:
+            raise ValueError(f"after must be a non-negative integer, not {after!r}")
+        if user_id is not None and not self._visible(session_id, user_id):
+            return []
+        return self._ledger.entry_log(session_id, wanted, prefix, after)
 
     def get_events(
         self, session_id: str, filter: EventFilter | None = None, *, user_id: str | None = None

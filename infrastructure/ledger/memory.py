@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
 from sessionledger.domain.audit_port import StoredSession
 from sessionledger.domain.codec import event_to_payload
-from sessionledger.domain.entries import StoredEntry, entry_row, live_entries
+from sessionledger.domain.entries import EntryRow, StoredEntry, entry_log_row, entry_row, live_entries
 from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
@@ -317,6 +317,20 @@ class MemoryLedger:
                 )
             ]  # the rows the SQL ledger selects (`entries.entries_query`)
         return list(live_entries(rows, types, prefix, limit))
+
+    def entry_log(self, session_id: str, types: Sequence[str], prefix: str, after: int) -> list[EntryRow]:
+        with self._lock:
+            log = self._sessions.get(session_id)  # a deleted one too: its erasure is in the log
+            return [
+                entry_log_row(r.position, r.recorded_at or r.occurred_at, r.kind, r.payload)
+                for r in ([] if log is None else log.records)
+                if r.position > after
+                and r.payload is not None
+                and (
+                    r.kind in (Kind.FORGOTTEN, Kind.ERASURE)
+                    or (r.kind is Kind.ENTRY and r.event_type in types and str(r.branch).startswith(prefix))
+                )
+            ]  # the rows the SQL ledger selects (`entries.entry_log_query`)
 
     # --- window changes ---------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
-from sessionledger.domain.entries import StoredEntry
+from sessionledger.domain.entries import EntryRow, StoredEntry
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.messages import Message
@@ -130,6 +130,9 @@ class SqlLedger:
         self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
     ) -> list[StoredEntry]:
         return self._entries.entries(session_id, types, prefix, after, limit)
+
+    def entry_log(self, session_id: str, types: Sequence[str], prefix: str, after: int) -> list[EntryRow]:
+        return self._entries.entry_log(session_id, types, prefix, after)
 
     # window changes
     def apply_compaction(

@@ -1,0 +1,476 @@
+"""`LedgerStore`: LangGraph's long-term memory store (`BaseStore`) on the ledger (extra `langgraph`).
+
+Where items live: each namespace a user writes to is a ledger session of that user (app
+`langgraph-store`, never expiring, its id a digest of user and namespace), made by the first put;
+each item is an adapter entry of it keyed by the item's key. A put records a new entry (the
+newest entry of a key is its value), a delete a `Forget` of the key. A session's records are thus
+the audit trail of what was remembered and forgotten in that namespace, on the hash chain that
+`verify` checks. A directory session per user holds one entry per namespace it wrote to, keyed by
+`namespace_prefix`, so a search under a prefix or `list_namespaces` finds the namespaces to read.
+
+Why a session per namespace rather than one per user: a get or a search of one namespace reads
+that namespace's records only, however many other namespaces (other end users' memories, in
+langgraph's `("memories", user_id)` convention) the store holds; and the session's owner is the
+rule of isolation the service already enforces (another user's session reads as absent, refuses
+writes). The price: a search under a prefix, and `list_namespaces`, read each namespace below
+the prefix (one query each), where `PostgresStore` reads one table.
+
+Reads go to the ledger every time (no copy of any item in the process; only which sessions this
+process already made is remembered), so stores on one database, in one process or several, see
+each other's writes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+from sessionledger.domain.entries import Entry, Forget
+from sessionledger.domain.errors import SessionExists
+from sessionledger.infrastructure.async_service import AsyncSessionService
+from sessionledger.infrastructure.bootstrap import open_service
+from sessionledger.infrastructure.langgraph.store_items import (
+    ITEM_TYPE,
+    NAMESPACE_TYPE,
+    Mirror,
+    Stored,
+    answered,
+    expiry,
+    listed,
+    namespace_prefix,
+    now,
+    page,
+    ranked,
+    stored,
+)
+from sessionledger.infrastructure.service import SessionService
+
+APP_NAME = "langgraph-store"
+"""The app the ledger files the store's sessions under."""
+
+DEFAULT_USER = "langgraph"
+"""The user of a store opened without `user_id` (the saver's default user too)."""
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MIRRORED_SESSIONS = 1024
+"""How many namespaces' items (and directories) a store keeps parsed, the most recently read: a
+namespace read again after it was dropped is read whole once more. A process serving many end users
+holds their most active memories, not all of them."""
+
+
+def _session_id(*parts: str) -> str:
+    """A session id from the user (and namespace) it holds: a digest, so any label length fits."""
+    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
+    return f"{APP_NAME}:{digest}"
+
+
+def _embeddings(index: IndexConfig) -> Embeddings:
+    embed = index.get("embed")
+    if isinstance(embed, str):
+        raise ValueError(
+            f"LedgerStore's index 'embed' must be a langchain Embeddings or a function, not the string "
+            f"{embed!r}: pass langchain's init_embeddings({embed!r}) instead"
+        )
+    return ensure_embeddings(embed)
+
+
+class _Plan:
+    """A batch's puts, deduplicated (the last put of a key wins, as in langgraph's stores), and the
+    texts each asks to embed."""
+
+    def __init__(self, ops: Sequence[Op], fields: Sequence[tuple[str, Any]] | None) -> None:
+        self.puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, PutOp):
+                self.puts[(op.namespace, op.key)] = op
+        self.texts: list[tuple[tuple[tuple[str, ...], str], str, str]] = []
+        if fields is None:
+            return
+        for where, op in self.puts.items():
+            if op.value is None or op.index is False:
+                continue
+            paths = fields if op.index is None else [(p, tokenize_path(p)) for p in op.index]
+            for path, tokens in paths:
+                texts = get_text_at_path(op.value, tokens)
+                for i, text in enumerate(texts):
+                    self.texts.append((where, f"{path}.{i}" if len(texts) > 1 else path, text))
+
+
+class LedgerStore(BaseStore):
+    """A langgraph `BaseStore` whose items are ledger records: `LedgerStore(url)` where langgraph's
+    examples write `PostgresStore.from_conn_string(url)` or `InMemoryStore()`.
+
+    `database_url` is `open_service`'s, or pass an open `service`, a `SessionService` or an
+    `AsyncSessionService` (whose threads then run `abatch`), which the store leaves open.
+    Semantics are langgraph's stores': `put`, `get`, `search` (namespace prefix, `filter`, `query`,
+    `limit`, `offset`; newest update first, or by similarity with a `query`), `delete`,
+    `list_namespaces` (prefix, suffix, `max_depth`, `limit`, `offset`), each with its `a…` twin,
+    and `batch` / `abatch`, where a batch's reads see the store as it was before the batch's puts.
+    A put sets both `created_at` and `updated_at` (as `InMemoryStore`; the ledger keeps each put).
+
+    `index` (`{"dims": N, "embed": ..., "fields": [...]}`) turns on semantic search: `embed` is a
+    langchain `Embeddings` or a function of a list of texts (sync or async); the vectors of each
+    item are recorded with it, and a search ranks the items under the prefix by their best cosine
+    similarity to the query (the `score`), as `InMemoryStore` does.
+
+    `ttl` is langgraph's `TTLConfig`: `default_ttl` minutes for puts that give none,
+    `refresh_on_read` (default `True`: a get or search moves the item's expiry, recorded in the
+    ledger), `omit_expired` (expired items read as absent before a sweep), `sweep_interval_minutes`
+    for `start_ttl_sweeper()`. `sweep_ttl()` forgets the expired items now.
+
+    Isolation: a store acts for one user, `user_id` (default `"langgraph"`); its namespaces are that
+    user's. Another user's namespaces are neither readable nor writable through it: a store for
+    `"bob"` never sees what `"alice"`'s store put, even under the same namespace (say
+    `("memories", "alice")`), and its puts and deletes there change only bob's items. Give each end
+    user a store of their own (they share one service), and keep langgraph's `("memories", user_id)`
+    convention for the names.
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        service: SessionService | AsyncSessionService | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        if service is not None and database_url is not None:
+            raise ValueError("give LedgerStore a database_url or a service, not both")
+        self._owns_service = service is None
+        self._async = service if isinstance(service, AsyncSessionService) else None
+        if self._async is not None:
+            self._service = self._async.synchronous()
+        elif service is None or isinstance(service, SessionService):
+            self._service = open_service(database_url) if service is None else service
+        else:
+            raise ValueError(f"service must be a SessionService or an AsyncSessionService, not {service!r}")
+        self._user_id = DEFAULT_USER if user_id is None else user_id
+        if not isinstance(self._user_id, str) or not self._user_id.strip():
+            raise ValueError("user_id must be a non-empty string")
+        self._directory = _session_id(self._user_id)
+        self._owned: set[str] = set()
+        """Sessions known to exist and to be this user's (so reads and writes skip asking)."""
+        self._mirrors: OrderedDict[str, Mirror[Any]] = OrderedDict()
+        """The mirrors of the sessions read most recently, at most `MIRRORED_SESSIONS`."""
+        self._mirrors_lock = threading.Lock()
+        self.ttl_config = ttl
+        self.index_config: IndexConfig | None = None
+        self.embeddings: Embeddings | None = None
+        self._fields: list[tuple[str, Any]] | None = None
+        if index is not None:
+            if "dims" not in index:
+                raise ValueError("LedgerStore's index needs 'dims', the size of the embedding vectors")
+            self.index_config = index
+            self.embeddings = _embeddings(index)
+            self._fields = [(p, p if p == "$" else tokenize_path(p)) for p in index.get("fields") or ["$"]]
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+
+    # --- the abstract pair ------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = _checked(ops)
+        plan = _Plan(ops, self._fields)
+        queries = self._queries(ops)
+        vectors: list[list[float]] = []
+        found: dict[str, list[float]] = {}
+        if self.embeddings is not None:
+            texts = [text for _, _, text in plan.texts]
+            vectors = (
+                self._checked_vectors(self.embeddings.embed_documents(texts), len(texts)) if texts else []
+            )
+            found = {q: self._checked_vectors([self.embeddings.embed_query(q)], 1)[0] for q in queries}
+        return self._run(ops, plan, vectors, found)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = _checked(ops)
+        plan = _Plan(ops, self._fields)
+        queries = self._queries(ops)
+        vectors: list[list[float]] = []
+        found: dict[str, list[float]] = {}
+        if self.embeddings is not None:
+            texts = [text for _, _, text in plan.texts]
+            if texts:
+                vectors = self._checked_vectors(await self.embeddings.aembed_documents(texts), len(texts))
+            answers = await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
+            found = {q: self._checked_vectors([a], 1)[0] for q, a in zip(queries, answers, strict=True)}
+        if self._async is not None:  # on the async service's own threads
+            return await self._async.run(lambda _: self._run(ops, plan, vectors, found))
+        return await asyncio.to_thread(self._run, ops, plan, vectors, found)
+
+    # --- embedding ----------------------------------------------------------------------------------
+
+    def _queries(self, ops: Sequence[Op]) -> list[str]:
+        """The distinct query texts of the batch's searches (each embedded once)."""
+        return sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
+
+    def _checked_vectors(self, vectors: Sequence[Sequence[float]], count: int) -> list[list[float]]:
+        """The embedder's vectors as floats; `ValueError` unless there is one per text, of `dims`."""
+        dims = self.index_config["dims"] if self.index_config else None
+        if len(vectors) != count:
+            raise ValueError(f"the embedder gave {len(vectors)} vectors for {count} texts")
+        for vector in vectors:
+            if len(vector) != dims:
+                raise ValueError(
+                    f"the embedder gave a vector of {len(vector)} dimensions; index dims is {dims}"
+                )
+        return [[float(x) for x in vector] for vector in vectors]
+
+    # --- one batch against the ledger ---------------------------------------------------------------
+
+    def _run(
+        self,
+        ops: Sequence[Op],
+        plan: _Plan,
+        vectors: list[list[float]],
+        query_vectors: Mapping[str, list[float]],
+    ) -> list[Result]:
+        at = now()
+        refresh: dict[tuple[str, ...], dict[str, Stored]] = {}
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                found = [s for s in self._items(op.namespace, op.key) if self._alive(s, at)]
+                if found and op.refresh_ttl:
+                    self._refresh(found, at, refresh)
+                results.append(answered(found[0]) if found else None)
+            elif isinstance(op, SearchOp):
+                items = [
+                    s
+                    for namespace in self._namespaces(op.namespace_prefix)
+                    for s in self._items(namespace)
+                    if self._alive(s, at)
+                ]
+                query = query_vectors.get(op.query) if op.query else None
+                answer = page(op, items) if query is None else ranked(op, items, query)
+                if op.refresh_ttl:
+                    chosen = {(r.namespace, r.key) for r in answer}
+                    self._refresh([s for s in items if (s.item.namespace, s.item.key) in chosen], at, refresh)
+                results.append(answer)
+            elif isinstance(op, ListNamespacesOp):
+                live = [ns for ns in self._namespaces(()) if any(self._alive(s, at) for s in self._items(ns))]
+                results.append(listed(live, op.match_conditions or (), op.max_depth, op.limit, op.offset))
+            else:
+                results.append(None)
+        self._write(plan, vectors, refresh, at)
+        return results
+
+    def _alive(self, s: Stored, at: datetime) -> bool:
+        omit = bool(self.ttl_config and self.ttl_config.get("omit_expired"))
+        return not (omit and s.expired(at))
+
+    @staticmethod
+    def _refresh(
+        items: Iterable[Stored], at: datetime, refresh: dict[tuple[str, ...], dict[str, Stored]]
+    ) -> None:
+        for s in items:
+            moved = s.refreshed(at)
+            if moved is not None:
+                refresh.setdefault(s.item.namespace, {})[s.item.key] = moved
+
+    # --- reading the ledger -------------------------------------------------------------------------
+
+    def _namespaces(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """The namespaces at or below `prefix` this user ever wrote to (the directory's entries)."""
+        wanted = namespace_prefix(prefix)
+        directory = self._read(self._directory, self._directory_mirror)
+        return [namespace for key, namespace in directory.items() if key.startswith(wanted)]
+
+    def _items(self, namespace: tuple[str, ...], key: str | None = None) -> list[Stored]:
+        """The live items of `namespace` (only `key`'s, when given)."""
+        live = self._read(self.session_id_of(namespace), self._item_mirror)
+        if key is None:
+            return list(live.values())
+        return [live[key]] if key in live else []
+
+    def _read(self, session_id: str, mirror_of: Callable[[], Mirror[T]]) -> dict[str, T]:
+        """The session's live entries by key, `{}` unless it is this user's: its mirror, caught up
+        with what the ledger recorded since this process last asked (by any process)."""
+        with self._mirrors_lock:
+            mirror = self._mirrors.get(session_id)
+            if mirror is not None:
+                self._mirrors.move_to_end(session_id)
+        if mirror is None:
+            if session_id not in self._owned:
+                if self._service.get_session(session_id, user_id=self._user_id) is None:
+                    return {}
+                self._owned.add(session_id)
+            with self._mirrors_lock:
+                mirror = self._mirrors.setdefault(session_id, mirror_of())
+                while len(self._mirrors) > MIRRORED_SESSIONS:
+                    self._mirrors.popitem(last=False)
+        with mirror.lock:
+            mirror.apply(self._service.entry_log(session_id, mirror.entry_type, after=mirror.position))
+            return dict(mirror.live)
+
+    @staticmethod
+    def _item_mirror() -> Mirror[Stored]:
+        return Mirror(ITEM_TYPE, stored)
+
+    @staticmethod
+    def _directory_mirror() -> Mirror[tuple[str, ...]]:
+        return Mirror(NAMESPACE_TYPE, lambda value: tuple(value["namespace"]))
+
+    def session_id_of(self, namespace: tuple[str, ...]) -> str:
+        """The ledger session that holds this store's items of `namespace` (for `records`,
+        `verify`, `replay` and the rest of the audit tools)."""
+        return _session_id(self._user_id, *namespace)
+
+    # --- writing the ledger -------------------------------------------------------------------------
+
+    def _write(
+        self,
+        plan: _Plan,
+        vectors: list[list[float]],
+        refresh: dict[tuple[str, ...], dict[str, Stored]],
+        at: datetime,
+    ) -> None:
+        """One append per namespace the batch changes: its puts' entries, its deletes' forget, and
+        the items whose expiry a read moved (unless the batch puts them anew)."""
+        by_item: dict[tuple[tuple[str, ...], str], dict[str, list[float]]] = {}
+        for (where, path, _), vector in zip(plan.texts, vectors, strict=True):
+            by_item.setdefault(where, {})[path] = vector
+        changes: dict[tuple[str, ...], tuple[list[str], list[Entry]]] = {}
+        for (namespace, key), op in plan.puts.items():
+            deleted, written = changes.setdefault(namespace, ([], []))
+            refresh.get(namespace, {}).pop(key, None)
+            if op.value is None:
+                deleted.append(key)
+                continue
+            item = Item(value=dict(op.value), key=key, namespace=namespace, created_at=at, updated_at=at)
+            ttl = None if op.ttl is None else float(op.ttl)
+            held = Stored(item, ttl, expiry(at, ttl), by_item.get((namespace, key), {}))
+            written.append(Entry(ITEM_TYPE, key, held.payload()))
+        for namespace, moved in refresh.items():
+            written = changes.setdefault(namespace, ([], []))[1]
+            written.extend(Entry(ITEM_TYPE, key, s.payload()) for key, s in moved.items())
+        for namespace, (deleted, written) in changes.items():
+            records: list[Entry | Forget] = [Forget(ITEM_TYPE, keys=tuple(deleted))] if deleted else []
+            records.extend(written)
+            if records:
+                self._append(namespace, records)
+
+    def _append(self, namespace: tuple[str, ...], records: list[Entry | Forget]) -> None:
+        session_id = self.session_id_of(namespace)
+        if session_id not in self._owned:
+            self._make(self._directory)
+            directory = Entry(NAMESPACE_TYPE, namespace_prefix(namespace), {"namespace": list(namespace)})
+            self._service.append_entries(self._directory, [directory])
+            self._make(session_id)
+        self._service.append_entries(session_id, records)
+
+    def _make(self, session_id: str) -> None:
+        """Make the user's session `session_id` unless it exists; `ValueError` when it exists and
+        is not this user's (or was deleted)."""
+        if session_id in self._owned:
+            return
+        try:
+            self._service.create_session(self._user_id, session_id=session_id, app_name=APP_NAME, ttl=None)
+        except SessionExists:
+            if self._service.get_session(session_id, user_id=self._user_id) is None:
+                raise ValueError(
+                    f"the store session {session_id!r} cannot be written by user {self._user_id!r}: "
+                    "it is another user's, or was deleted"
+                ) from None
+        self._owned.add(session_id)
+
+    # --- TTL ----------------------------------------------------------------------------------------
+
+    def sweep_ttl(self) -> int:
+        """Forget the items whose time to live has passed; returns how many."""
+        at = now()
+        swept = 0
+        for namespace in self._namespaces(()):
+            expired = tuple(s.item.key for s in self._items(namespace) if s.expired(at))
+            if expired:
+                self._append(namespace, [Forget(ITEM_TYPE, keys=expired)])
+                swept += len(expired)
+        return swept
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> concurrent.futures.Future[None]:
+        """Sweep every `sweep_interval_minutes` (the `ttl` config's, else 5) on a daemon thread,
+        until `stop_ttl_sweeper()`; the future ends when it stops."""
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if not self.ttl_config or (self._sweeper is not None and self._sweeper.is_alive()):
+            future.set_result(None)
+            return future
+        interval = float(sweep_interval_minutes or self.ttl_config.get("sweep_interval_minutes") or 5) * 60
+        self._sweeper_stop.clear()
+
+        def sweep() -> None:
+            while not self._sweeper_stop.wait(interval):
+                try:
+                    self.sweep_ttl()
+                except Exception:
+                    logger.exception("LedgerStore TTL sweep failed")
+            future.set_result(None)
+
+        self._sweeper = threading.Thread(target=sweep, daemon=True, name="ledger-store-ttl-sweeper")
+        self._sweeper.start()
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; `False` when it did not stop within `timeout` seconds."""
+        if self._sweeper is None:
+            return True
+        self._sweeper_stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    # --- lifetime -----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the sweeper, and close the service when the store opened it."""
+        self.stop_ttl_sweeper()
+        if self._owns_service:
+            self._service.close()
+
+    def __enter__(self) -> LedgerStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _checked(ops: Iterable[Op]) -> list[Op]:
+    """The ops as a list, each namespace checked (ops given to `batch` directly skip the checks of
+    `put`, `get` and the rest)."""
+    listed_ops = list(ops)
+    for op in listed_ops:
+        validate_op_namespace(op)
+        if not isinstance(op, GetOp | SearchOp | ListNamespacesOp | PutOp):
+            raise ValueError(f"Unknown operation type: {type(op)}")
+    return listed_ops
