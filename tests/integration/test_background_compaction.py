@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from sessionledger.domain import AssistantMessage, UserMessage
+from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
 from sessionledger.domain.filters import EventFilter
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.async_service import open_async_service
@@ -117,6 +117,23 @@ def test_closing_drains_a_compaction_due_at_close(durable_url, tmp_path):
     with open_service(durable_url) as service:
         assert compactions(service, session_id) == 1
         assert_intact(service, session_id, appended)
+
+
+def test_a_batch_ingested_is_compacted_as_appends_are(durable_url):
+    """`ingest` (the workers' batch path, any sessions in one transaction) tells the compactor too."""
+    with open_service(durable_url, compaction="background", policy=POLICY) as service:
+        sessions = [service.create_session("user").id for _ in range(3)]
+        batch = [
+            SessionEvent(session_id=session_id, message=message(f"{kind} {turn}"))
+            for turn in range(6)
+            for session_id in sessions
+            for kind, message in (("question", UserMessage), ("answer", AssistantMessage))
+        ]
+        service.ingest(batch)
+    with open_service(durable_url) as service:
+        assert [compactions(service, session_id) for session_id in sessions] == [1, 1, 1]
+        for session_id in sessions:
+            assert_intact(service, session_id, [e.id for e in batch if e.session_id == session_id])
 
 
 def test_the_async_twin_compacts_appends_made_from_an_event_loop(durable_url):
