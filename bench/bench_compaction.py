@@ -1,6 +1,6 @@
 """Compaction costs, on PostgreSQL and ShareGPT text.
 
-- trigger evaluation after each append, through the workers' own path (`workers.tasks.should_compact`:
+- trigger evaluation after each append, through the workers' own path (`Compactions.evaluate`:
   session, the app's policy, the window's running stats, `trigger.should_compact`) with the built-in
   default policy, for a 10-event against a 10,000-event session (whose token counts the evaluator
   filled once, as it does when the threshold comes within reach);
@@ -22,11 +22,10 @@ from sessionledger.domain.compaction import CompactionResult, RecursiveSummariza
 from sessionledger.domain.ports import Ledger
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import open_storage
+from sessionledger.infrastructure.policies import load_policies
 from sessionledger.infrastructure.settings import DEFAULT_MODEL, Settings
 from sessionledger.infrastructure.tokens import counter_for
-from sessionledger.workers.policy import load_policies
 from sessionledger.workers.runtime import WorkerRuntime
-from sessionledger.workers.tasks import should_compact
 
 from bench import payloads, raw, report
 from bench.database import fresh_postgres
@@ -67,7 +66,7 @@ def _trigger_evaluation(runtime: WorkerRuntime) -> list[Row]:
     def after_append(name: str, session_id: str) -> float:
         service.append_message(session_id, next(appended))
         decision: list[str] = []
-        seconds = timed(lambda: decision.append(should_compact(runtime, session_id)))
+        seconds = timed(lambda: decision.append(runtime.compactions.evaluate(session_id)))
         decisions[name].add(decision[0])
         return seconds
 

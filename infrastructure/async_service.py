@@ -44,7 +44,8 @@ from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
 from sessionledger.domain.records import Draft
-from sessionledger.infrastructure.bootstrap import check_database_url, open_storage
+from sessionledger.domain.write_plans import appended_event
+from sessionledger.infrastructure.bootstrap import check_database_url, open_storage, service_settings
 from sessionledger.infrastructure.service import (
     AppendSteps,
     SessionService,
@@ -55,26 +56,31 @@ from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.thread_pool import ThreadPool
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from sessionledger.infrastructure.ledger.async_append import AsyncAppend
+    from sessionledger.infrastructure.policies import PolicyBook
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 def open_async_service(
-    database_url: str | None = None, *, broker_url: str | None = None, **options: Any
+    database_url: str | None = None,
+    *,
+    broker_url: str | None = None,
+    compaction: str = "workers",
+    policy: str | Path | None = None,
+    **options: Any,
 ) -> AsyncSessionService:
     """`open_service`'s arguments and meaning, as an `AsyncSessionService`; close it with `aclose()`
-    (or use `async with`). Bad options and malformed URLs are a `ValueError` here, at once; the
-    database is first reached by the first call, off the event loop."""
-    overrides = dict(options)
-    if database_url is not None:
-        overrides["database_url"] = database_url
-    if broker_url is not None:
-        overrides["broker_url"] = broker_url
-    settings = Settings(**overrides)
+    (or use `async with`). Bad options, malformed URLs and a bad `policy` are a `ValueError` here,
+    at once; the database is first reached by the first call, off the event loop. With
+    `compaction="background"` the compactor's thread starts with the service, at that first call,
+    and `aclose()` drains it (off the loop)."""
+    settings, background = service_settings(database_url, broker_url, compaction, policy, options)
     check_database_url(settings)
-    return AsyncSessionService(settings)
+    return AsyncSessionService(settings, background=background)
 
 
 def _async_twin(
@@ -98,9 +104,11 @@ class AsyncSessionService:
     at once (it is as thread-safe as the service).
     """
 
-    def __init__(self, settings: Settings) -> None:
-        """Built by `open_async_service`; the synchronous service is opened by the first call."""
+    def __init__(self, settings: Settings, *, background: PolicyBook | None = None) -> None:
+        """Built by `open_async_service`; the synchronous service is opened by the first call (with
+        a background compactor running `background`'s policies, if given)."""
         self._settings = settings
+        self._background = background
         self._pool = ThreadPool(settings.pool_size, "sessionledger-async")
         self._opening = threading.Lock()
         self._service: SessionService | None = None
@@ -145,7 +153,7 @@ class AsyncSessionService:
                 if self._closed:
                     raise RuntimeError("the async session service is closed")
                 if self._service is None:
-                    storage = open_storage(self._settings)
+                    storage = open_storage(self._settings, background=self._background)
                     self._service = storage.service  # first: a loop that sees the fast append finds it open
                     self._fast_append = storage.async_append(
                         self._settings.statement_timeout, self._settings.pool_size
@@ -174,6 +182,8 @@ class AsyncSessionService:
         draft, outcome = made
         if outcome is None:
             outcome = await self.run(lambda service: service.append_steps.store(draft))
+        else:
+            steps.announce(appended_event(draft).session_id, outcome)
         return result(draft, outcome)
 
     async def run(self, call: Callable[[SessionService], R]) -> R:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -23,23 +23,57 @@ from sessionledger.infrastructure.tokens import counter_for
 
 if TYPE_CHECKING:
     from sessionledger.infrastructure.ledger.async_append import AsyncAppend
+    from sessionledger.infrastructure.policies import PolicyBook
 
 
 def open_service(
-    database_url: str | None = None, *, broker_url: str | None = None, **options: Any
+    database_url: str | None = None,
+    *,
+    broker_url: str | None = None,
+    compaction: str = "workers",
+    policy: str | Path | None = None,
+    **options: Any,
 ) -> SessionService:
     """A ready service: the schema is created or migrated on open; close it (or use `with`).
 
     `database_url=None` takes `SESSIONLEDGER_DATABASE_URL`, else the embedded default (the SQLite
     file `./sessionledger.db`); `"memory://"` is a fresh, empty in-memory store on every open.
     `options` override any `Settings` field by name (e.g. `max_payload_bytes=...`).
+    `compaction="workers"` leaves compaction to the workers watching the database;
+    `"background"` runs the workers' evaluation and compaction on a thread of this process
+    (`background_compaction.py`), with `policy` (TOML text or a file's path; `None`: the
+    configured `SESSIONLEDGER_POLICY`/`SESSIONLEDGER_POLICY_FILE`, else the built-in default), and
+    closing the service drains it. An unknown mode or a bad policy is a `ValueError` here.
     """
+    settings, background = service_settings(database_url, broker_url, compaction, policy, options)
+    return open_storage(settings, background=background).service
+
+
+def service_settings(
+    database_url: str | None,
+    broker_url: str | None,
+    compaction: str,
+    policy: str | Path | None,
+    options: Mapping[str, Any],
+) -> tuple[Settings, PolicyBook | None]:
+    """`open_service`'s (and `open_async_service`'s) arguments as settings, and the policies of
+    its background compactor (`None` for `compaction="workers"`); `ValueError` saying what is
+    wrong with them."""
     overrides = dict(options)
     if database_url is not None:
         overrides["database_url"] = database_url
     if broker_url is not None:
         overrides["broker_url"] = broker_url
-    return open_storage(Settings(**overrides)).service
+    settings = Settings(**overrides)
+    if compaction == "workers" and policy is None:
+        return settings, None  # nothing of the compaction modules is imported
+    from sessionledger.infrastructure.background_compaction import (
+        background_policies,
+        compaction_settings,
+    )
+
+    settings = compaction_settings(settings, compaction, policy)
+    return settings, background_policies(settings) if compaction == "background" else None
 
 
 @dataclass(frozen=True)
@@ -71,14 +105,24 @@ class NoLedger(LookupError):
     file or no schema at the URL, or a schema at another revision (a reader never migrates one)."""
 
 
-def open_storage(settings: Settings, *, create: bool = True) -> Storage:
+def open_storage(settings: Settings, *, create: bool = True, background: PolicyBook | None = None) -> Storage:
     """The service on the ledger the settings name (counting tokens for their model), and the
     workers' stores built on the same engine (or the same in-memory ledger), the schema up to date.
 
     `create=False` opens an existing ledger for reading only: nothing is created, migrated or
     written (every transaction is read-only), and `NoLedger` says when there is none to read.
-    `memory://` is a fresh, empty ledger either way.
+    `memory://` is a fresh, empty ledger either way. With `background` policies, the service
+    compacts its sessions on a thread of its own (`background_compaction.py`).
     """
+    storage = _open_storage(settings, create)
+    if background is not None:
+        from sessionledger.infrastructure.background_compaction import compact_in_background
+
+        compact_in_background(storage.service, storage.leases, background)
+    return storage
+
+
+def _open_storage(settings: Settings, create: bool) -> Storage:
     counter = counter_for(settings.model)
     if settings.database_url == MEMORY_URL:
         from sessionledger.infrastructure.ledger.memory import MemoryLedger  # not for a SQL ledger

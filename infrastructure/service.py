@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import uuid4
 
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
@@ -133,6 +133,14 @@ def within_limit(draft: Draft, what: str, max_payload_bytes: int) -> Draft:
     return draft
 
 
+class AppendWatcher(Protocol):
+    """Hears of appends as they are stored, and is closed with the service (`watch_appends`)."""
+
+    def appended(self, session_id: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class AppendSteps:
     """A one-event append in its two steps, the ones `SessionService.append_event` and
     `append_message` are made of: the checked draft (no I/O) and its storing.
@@ -150,6 +158,8 @@ class AppendSteps:
         self._ledger = ledger
         self._max_payload_bytes = max_payload_bytes
         self._require_owner = require_owner
+        self.appended: Callable[[str], None] | None = None
+        """Told the session id of each append stored (`SessionService.watch_appends`); `None`: no one."""
 
     def draft_event(self, event: SessionEvent, expected_version: int | None = None) -> Draft:
         """What `append_event(event, expected_version=...)` stores (`append_draft`'s checks:
@@ -176,8 +186,17 @@ class AppendSteps:
         """Append the draft, on behalf of `user_id` if given (`ValueError` unless the session is
         theirs); the outcome as the ledger answers it (`append_event_result` and
         `append_message_result` turn it into each method's answer)."""
-        self._require_owner(appended_event(draft).session_id, user_id)
-        return self._ledger.append([draft])[0]
+        session_id = appended_event(draft).session_id
+        self._require_owner(session_id, user_id)
+        outcome = self._ledger.append([draft])[0]
+        if self.appended is not None:
+            self.announce(session_id, outcome)
+        return outcome
+
+    def announce(self, session_id: str, outcome: AppendOutcome) -> None:
+        """Tell the watcher (`appended`) of a one-event append to the session that was stored."""
+        if self.appended is not None and outcome is AppendOutcome.STORED:
+            self.appended(session_id)
 
 
 class SessionService:
@@ -190,6 +209,7 @@ class SessionService:
         self._settings = settings
         self._token_counter = token_counter
         self._steps = AppendSteps(ledger, settings.max_payload_bytes, self._require_owner)
+        self._watcher: AppendWatcher | None = None
 
     @property
     def ledger(self) -> Ledger:
@@ -215,7 +235,17 @@ class SessionService:
         the ledger), so workers on the same database compact its sessions whatever this is."""
         return self._settings.broker_url
 
+    def watch_appends(self, watcher: AppendWatcher) -> None:
+        """Tell `watcher` of every append stored from now on, once it is committed (the in-process
+        compactor: `background_compaction.py`), and close it before the ledger when the service
+        closes. Without a watcher an append announces nothing: workers hear of appends from the
+        relay, which tails the ledger."""
+        self._watcher = watcher
+        self._steps.appended = watcher.appended
+
     def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
         self._ledger.close()
 
     def __enter__(self) -> SessionService:
@@ -419,8 +449,16 @@ class SessionService:
         return self._draft(event)
 
     def _append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
-        """The workers hear of appends from the relay, which tails the ledger: nothing to announce here."""
-        return self._ledger.append(drafts, tally)
+        """The batch appended; its sessions announced to the watcher, if any (`watch_appends`)."""
+        outcomes = self._ledger.append(drafts, tally)
+        appended = self._steps.appended
+        if appended is not None:
+            stored = zip(drafts, outcomes, strict=True)
+            for session_id in dict.fromkeys(
+                appended_event(d).session_id for d, o in stored if o is AppendOutcome.STORED
+            ):
+                appended(session_id)
+        return outcomes
 
     # --- adapters' entries (docs/api.md "Adapter entries") --------------------------------------
 

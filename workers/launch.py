@@ -24,11 +24,11 @@ import time
 from collections.abc import Sequence
 
 from sessionledger.infrastructure.bootstrap import check_database_url
+from sessionledger.infrastructure.policies import policies_from_settings
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.workers.app import check_broker, create_app, required_broker, worker_arguments
 from sessionledger.workers.failures import operator_message
-from sessionledger.workers.policy import policies_from_settings
 
 ROLES = ("all", "ingest", "tasks", "relay")
 

@@ -15,11 +15,12 @@ from celery import Celery
 from sessionledger.domain.tokens import TokenCounter
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
+from sessionledger.infrastructure.compaction_runs import Compactions
+from sessionledger.infrastructure.policies import PolicyBook, policies_from_settings
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.workers.app import settings_of
-from sessionledger.workers.metrics import Metrics
-from sessionledger.workers.policy import PolicyBook, policies_from_settings
+from sessionledger.workers.metrics import COMPACTION_TALLY, Metrics
 
 
 class WorkerRuntime:
@@ -48,6 +49,13 @@ class WorkerRuntime:
         if self._given_policies is not None:
             return self._given_policies
         return policies_from_settings(lambda: summarizer_from_settings(self.settings), self.settings)
+
+    @cached_property
+    def compactions(self) -> Compactions:
+        """Evaluating and compacting sessions, a written compaction counted (`COMPACTION_TALLY`)."""
+        return Compactions(
+            self.service, self.policies, self.storage.leases, self.settings.lease, COMPACTION_TALLY
+        )
 
     @cached_property
     def metrics(self) -> Metrics:

@@ -10,11 +10,10 @@
   is reordered; Redis puts a requeued message at the back. A batch replayed from the dead-letter
   queue loses the events that would land after later events of their session (`replay_refusal`).
   A bound publisher's events for sessions of another user (or app) are dead-lettered too.
-- `evaluate(session_id)`: the app's trigger, decided from the window's running stats (token
-  counts filled in one batch when the threshold is within reach); fires -> `compact`. It and
-  `compact` return an `Outcome`.
-- `compact(session_id)`: claim the session's lease, run `SessionService.compact` (the LLM call
-  runs with no transaction or lock held; the write-back is version-checked), release.
+- `evaluate(session_id)`: the app's trigger (`infrastructure/compaction_runs.py`, whose rules the
+  in-process compactor runs too); fires -> `compact`. It and `compact` return an `Outcome`.
+- `compact(session_id)`: the session compacted under its lease (`Compactions.compact`); a
+  compaction written -> `evaluate` again (appends made meanwhile).
 - `sweep()`: delete expired sessions.
 """
 
@@ -24,11 +23,9 @@ import functools
 import gc
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from itertools import groupby
 from typing import Any, NoReturn, TypeVar
 
@@ -36,12 +33,11 @@ from celery import Task, shared_task, signals
 from celery.exceptions import Ignore, Reject
 from celery.worker import state as worker_state
 from sessionledger.domain.append_outcomes import AppendOutcome
-from sessionledger.domain.compaction import CompactionRequest
-from sessionledger.domain.errors import ConcurrencyConflict, SessionNotFound
-from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.domain.records import Draft
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure import SessionService
+from sessionledger.infrastructure.compaction_runs import Outcome, gives_up, is_outage, retry_delay
 from sessionledger.infrastructure.failures import database_unavailable
 from sessionledger.infrastructure.queue_names import (
     COMPACT_TASK,
@@ -50,7 +46,6 @@ from sessionledger.infrastructure.queue_names import (
     SWEEP_TASK,
     partition_of,
 )
-from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.wire import (
     PublisherIdentity,
     UndecodableEvent,
@@ -98,12 +93,11 @@ class LedgerTask(Task[..., Any]):
     def retry_later(self, error: Exception) -> NoReturn:
         settings = settings_of(self.app)
         retries = self.request.retries or 0
-        outage = isinstance(error, database_unavailable())
-        outlasted = not outage or waited_at_least(settings, retries) >= settings.database_retry_window
-        if retries >= settings.max_retries and outlasted:
+        if gives_up(settings, retries, error):
             self.give_up(f"{type(error).__name__}: {error} (gave up after {retries} retries)")
         # the decision is made above: Celery's own retry limit must not make it again
-        raise self.retry(exc=error, countdown=retry_delay(settings, retries, outage), max_retries=retries + 1)
+        countdown = retry_delay(settings, retries, is_outage(error))
+        raise self.retry(exc=error, countdown=countdown, max_retries=retries + 1)
 
     def give_up(self, reason: str) -> NoReturn:
         """Dead-letter the work and ack it; if even that fails, requeue it for later."""
@@ -117,24 +111,6 @@ class LedgerTask(Task[..., Any]):
 
     def dead_letter(self, reason: str) -> DeadLetter:
         return dead_letter_of(self, list(self.request.args or ()), dict(self.request.kwargs or {}), reason)
-
-
-def backoff(settings: Settings, retries: int) -> float:
-    """The longest wait before the retry that follows `retries` retries: doubling from
-    `retry_backoff`, capped at `retry_backoff_max`."""
-    return float(min(settings.retry_backoff * 2**retries, settings.retry_backoff_max))
-
-
-def retry_delay(settings: Settings, retries: int, outage: bool) -> float:
-    """Full jitter (anything up to the backoff) for the work's own failures; at least half the
-    backoff while the database is unreachable, so that the retries surely span the window."""
-    longest = backoff(settings, retries)
-    return random.uniform(longest / 2 if outage else 0.0, longest)
-
-
-def waited_at_least(settings: Settings, retries: int) -> float:
-    """How long `retries` retries of an unreachable database have surely waited, in seconds."""
-    return sum(backoff(settings, done) / 2 for done in range(retries))
 
 
 def dead_letter_of(task: Task[..., Any], args: list[Any], kwargs: dict[str, Any], reason: str) -> DeadLetter:
@@ -383,34 +359,14 @@ def store(service: SessionService, items: list[Decoded], report: IngestReport) -
             )
 
 
-# --- evaluate and compact --------------------------------------------------------------------
-
-
-class Outcome(StrEnum):
-    """What an `evaluate` or `compact` task did with its session; a `StrEnum`, so logs and task
-    results read as plain words."""
-
-    COMPACT = "compact"
-    """evaluate: the app's trigger fired, a `compact` task was sent."""
-    BELOW_THRESHOLD = "below threshold"
-    """evaluate: the app's trigger did not fire."""
-    COMPACTED = "compacted"
-    """compact: a compaction was written to the session's window."""
-    NOTHING_TO_COMPACT = "nothing to compact"
-    """compact: the strategy archived nothing."""
-    BUSY = "busy"
-    """compact: another compaction holds the session's lease."""
-    DISABLED = "disabled"
-    """The session's app has no compaction policy."""
-    GONE = "gone"
-    """The session was deleted, or never existed."""
+# --- evaluate and compact (the decisions are `infrastructure/compaction_runs.py`'s) -----------
 
 
 @shared_task(bind=True, base=LedgerTask, name=EVALUATE_TASK)
 def evaluate(self: LedgerTask, session_id: str) -> Outcome:
     runtime = runtime_of(self.app)
     try:
-        decision = should_compact(runtime, session_id)
+        decision = runtime.compactions.evaluate(session_id)
     except Exception as error:
         self.retry_later(error)
     runtime.metrics.add(metrics.EVALUATIONS)
@@ -420,46 +376,12 @@ def evaluate(self: LedgerTask, session_id: str) -> Outcome:
     return decision
 
 
-def should_compact(runtime: WorkerRuntime, session_id: str) -> Outcome:
-    """`Outcome.COMPACT` when the app's trigger fires on the window; otherwise why not."""
-    service = runtime.service
-    session = service.get_session(session_id)
-    if session is None:
-        return Outcome.GONE
-    policy = runtime.policies.for_app(session.app_name)
-    if policy is None:
-        return Outcome.DISABLED
-    stats = service.window_stats(session_id)
-    if stats is None:
-        return Outcome.GONE
-    threshold = policy.token_threshold
-    if threshold is not None and stats.uncounted and stats.tokens < threshold <= stats.bytes:
-        service.fill_token_counts(session_id, runtime.token_counter)
-        stats = service.window_stats(session_id) or stats
-    request = CompactionRequest.of(
-        session,
-        lambda: service.get_events(session_id, EventFilter.active()),
-        stats,
-        counter=runtime.token_counter,
-    )
-    return Outcome.COMPACT if policy.trigger.should_compact(request) else Outcome.BELOW_THRESHOLD
-
-
 @shared_task(bind=True, base=LedgerTask, name=COMPACT_TASK)
 def compact(self: LedgerTask, session_id: str) -> Outcome:
     runtime = runtime_of(self.app)
-    owner = self.request.id or "local"
     try:
-        leases = runtime.storage.leases  # opening the storage may fail too: retried like the rest
-        if not leases.claim(session_id, owner, runtime.settings.lease):
-            if leases.holder(session_id) is None:
-                return Outcome.GONE
-            log_event(log, "compaction already running elsewhere", session_id=session_id)
-            return Outcome.BUSY
-        try:
-            outcome = run_compaction(runtime, session_id)
-        finally:
-            leases.release(session_id, owner)
+        # opening the storage may fail too: retried like the rest
+        outcome = runtime.compactions.compact(session_id, self.request.id or "local")
     except Exception as error:
         runtime.metrics.add(metrics.COMPACTIONS_FAILED)
         if isinstance(error, ConcurrencyConflict):
@@ -470,34 +392,6 @@ def compact(self: LedgerTask, session_id: str) -> Outcome:
         # appends made during the summarizer call were evaluated while the lease was held
         evaluate.apply_async(args=(session_id,))
     return outcome
-
-
-def run_compaction(runtime: WorkerRuntime, session_id: str) -> Outcome:
-    service = runtime.service
-    session = service.get_session(session_id)
-    policy = runtime.policies.for_app(session.app_name) if session else None
-    if session is None or policy is None:
-        return Outcome.GONE if session is None else Outcome.DISABLED
-    if policy.token_threshold is not None:
-        service.fill_token_counts(session_id, runtime.token_counter)
-    started = time.monotonic()
-    try:
-        result = service.compact(session_id, policy.trigger, policy.strategy, tally=metrics.COMPACTION_TALLY)
-    except SessionNotFound:
-        return Outcome.GONE
-    if not result.archived:
-        return Outcome.NOTHING_TO_COMPACT
-    log_event(
-        log,
-        "compacted",
-        session_id=session_id,
-        app_name=session.app_name,
-        archived=result.events_removed,
-        window=len(result.compacted),
-        tokens_saved=result.tokens_saved,
-        seconds=round(time.monotonic() - started, 3),
-    )
-    return Outcome.COMPACTED
 
 
 @shared_task(bind=True, base=LedgerTask, name=SWEEP_TASK)

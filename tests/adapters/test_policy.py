@@ -17,8 +17,8 @@ from sessionledger.domain.compaction import (
     TurnWindowStrategy,
     context_window_for,
 )
+from sessionledger.infrastructure.policies import load_policies, policies_from_settings
 from sessionledger.infrastructure.settings import Settings
-from sessionledger.workers.policy import load_policies, policies_from_settings
 
 
 class CountingSummarizer:

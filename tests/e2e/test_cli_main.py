@@ -31,7 +31,7 @@ def run(
     return subprocess.run([CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_demo_on_the_embedded_default_publishes_compacts_and_verifies(tmp_path: Path) -> None:
+def test_demo_on_the_embedded_default_appends_compacts_and_verifies(tmp_path: Path) -> None:
     shown = run("demo", "--conversations", "12", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert (tmp_path / "sessionledger.db").exists(), "the embedded default is ./sessionledger.db"
@@ -67,8 +67,8 @@ def test_demo_says_what_it_will_do_fits_80_columns_and_ends_with_commands_that_w
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert max(map(len, lines)) <= 80, [line for line in lines if len(line) > 80]
-    start = next(i for i, line in enumerate(lines) if "publishing fire-and-forget" in line)
-    assert "publishing 15 ShareGPT conversations as user demo-user" in "\n".join(lines[:start])
+    start = next(i for i, line in enumerate(lines) if "appending, compacted in the background" in line)
+    assert "appending 15 ShareGPT conversations as user demo-user" in "\n".join(lines[:start])
     (policy,) = [line for line in lines[:start] if line.startswith("policy: ")]
     assert "4 turns" in policy and "3,000 tokens" in policy and "last 4 events" in policy
 

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 from kombu import Connection
+from sessionledger.infrastructure.policies import load_policies
 from sessionledger.infrastructure.queue_names import QueueNames
 from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
 from sessionledger.workers.cli import main as sessionledger_command
-from sessionledger.workers.policy import load_policies
 
 import sessionledger
 from tests.e2e.queue_deployment import RABBITMQ_URL, remove_queues

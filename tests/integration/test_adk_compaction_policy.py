@@ -17,8 +17,8 @@ from sessionledger.domain.compaction import (
 )
 from sessionledger.infrastructure.adk import LedgerSessionService
 from sessionledger.infrastructure.adk.compaction import compaction_policy, policy_toml
+from sessionledger.infrastructure.policies import load_policies
 from sessionledger.infrastructure.summarizers.extractive import ExtractiveSummarizer
-from sessionledger.workers.policy import load_policies
 
 
 def policy_for(app: str, config: EventsCompactionConfig):

@@ -1,9 +1,10 @@
 """`sessionledger demo`: the main job on the embedded default, end to end, shown as tables.
 
-Real ShareGPT conversations are published fire-and-forget through the same pipeline production
-runs (publisher -> ingest -> ledger -> relay -> evaluate -> compact), here in one process on
-SQLite; then every session's ledger, window, summaries and tokens are shown, and the commands
-that look at what it stored. It says first what it will do, and fits an 80-column terminal.
+Real ShareGPT conversations are appended as an application appends them, here on SQLite, and
+compacted in the background by the in-process compactor (`open_service(compaction="background")`:
+the workers' evaluate and compact on a thread, no broker); then every session's ledger, window,
+summaries and tokens are shown, and the commands that look at what it stored. It says first what it
+will do, and fits an 80-column terminal.
 """
 
 from __future__ import annotations
@@ -75,21 +76,20 @@ def demo(
 ) -> None:
     """Publish real conversations, compact them in the background, and show the result."""
     # imported here, not with the module: every command registers this one, and the openai
-    # client, Celery's worker and the data set would add a second to each command's start
+    # client, the compaction modules and the data set would add a second to each command's start
     from uuid import uuid4
 
     from rich.markup import escape
-    from sessionledger.domain import SessionEvent
+    from sessionledger.infrastructure.background_compaction import compact_in_background
     from sessionledger.infrastructure.bootstrap import open_storage
+    from sessionledger.infrastructure.policies import load_policies
     from sessionledger.infrastructure.sharegpt import conversations
     from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
-    from sessionledger.workers.embedded import EmbeddedPipeline
-    from sessionledger.workers.policy import load_policies
 
     if count <= 0:
         fail("--conversations must be greater than 0")
     if broker_url:
-        errors.print("note: the demo runs its own in-process pipeline; --broker-url is not used")
+        errors.print("note: the demo compacts in its own process; --broker-url is not used")
     settings = settings_for(database_url)
     url = hide_passwords(settings.database_url)  # shown, never used to connect
     summarizer = summarizer_from_settings(settings)
@@ -99,12 +99,12 @@ def demo(
     if not quiet:
         console.print(f"ledger: [bold]{escape(_describe(url))}[/]")
         console.print(f"summarizer: [bold]{_describe_summarizer(summarizer)}[/]")
-        console.print(f"publishing {count:,} ShareGPT conversations as user {DEMO_USER}, app {DEMO_APP}")
+        console.print(f"appending {count:,} ShareGPT conversations as user {DEMO_USER}, app {DEMO_APP}")
         console.print(f"policy: {POLICY_IN_ONE_LINE}")
     started = time.perf_counter()
-    with open_storage(settings) as storage, EmbeddedPipeline(storage, policies=policies) as pipeline:
-        service = pipeline.service
-        assert pipeline.publisher is not None
+    with open_storage(settings) as storage:
+        service = storage.service
+        compactor = compact_in_background(service, storage.leases, policies)
         loaded = list(conversations(limit=count))
         total = sum(len(c.messages) for c in loaded)
         session_ids = [
@@ -112,16 +112,16 @@ def demo(
             for c in loaded
         ]
         with _progress(quiet) as progress:
-            publishing = progress.add_task("publishing fire-and-forget", total=total)
-            publish_started = time.perf_counter()
+            appending = progress.add_task("appending, compacted in the background", total=total)
+            append_started = time.perf_counter()
             for session_id, conversation in zip(session_ids, loaded, strict=True):
                 for message in conversation.messages:
-                    pipeline.publisher.publish(SessionEvent(session_id=session_id, message=message))
-                progress.advance(publishing, len(conversation.messages))
-            published_in = time.perf_counter() - publish_started
-            settling = progress.add_task("ingest, evaluate, compact in the background", total=None)
-            if not pipeline.wait_idle(timeout=300):
-                fail("the pipeline did not settle within 300 s", status=1)
+                    service.append_message(session_id, message)
+                progress.advance(appending, len(conversation.messages))
+            published_in = time.perf_counter() - append_started
+            settling = progress.add_task("evaluate, compact in the background", total=None)
+            if not compactor.wait_idle(timeout=300):
+                fail("the background compaction did not settle within 300 s", status=1)
             progress.update(settling, total=1, completed=1)
         reports = [_report(service, sid, settings.model) for sid in session_ids]
         elapsed = time.perf_counter() - started
@@ -196,9 +196,9 @@ def _show(
         )
     console.print(window)
     console.print(
-        f"{total:,} events published in {published_in * 1000:.0f} ms "
-        f"({total / published_in:,.0f} events/s, without waiting for the ledger); all stored and "
-        f"compacted {elapsed:.1f} s after the start."
+        f"{total:,} events appended in {published_in * 1000:.0f} ms "
+        f"({total / published_in:,.0f} events/s, each stored before the next, compaction running "
+        f"beside them); all compacted {elapsed:.1f} s after the start."
     )
     _show_next_steps(url, compacted.session_id)
 
