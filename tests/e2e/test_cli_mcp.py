@@ -300,3 +300,57 @@ def test_no_ledger_is_one_line_and_exit_2(tmp_path: Any) -> None:
     )
     assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "none.db").exists()
+
+
+def test_help_loads_no_mcp_sdk() -> None:
+    """`sessionledger mcp --help` (and every other command) imports the SDK only when it serves."""
+    probe = (
+        "import sys\n"
+        "sys.argv = ['sessionledger', 'mcp', '--help']\n"
+        "from sessionledger.workers.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('mcp', 'uvicorn', 'starlette', 'anyio') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "--http" in done.stdout
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
+README_BLOCK = """\
+import asyncio, sys
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+
+with open_service() as service:  # ./sessionledger.db, which `sessionledger mcp` opens too
+    service.create_session("ada", session_id="trip")
+    service.append_message("trip", UserMessage("I want to visit Kyoto in April."))
+
+async def recall() -> None:  # what any MCP client does: start the server, call a tool
+    command = [sys.executable, "-m", "sessionledger", "mcp", "--user", "ada"]  # or just sessionledger
+    server = StdioServerParameters(command=command[0], args=command[1:])
+    async with stdio_client(server) as streams, ClientSession(*streams) as client:
+        await client.initialize()
+        found = await client.call_tool("cross_session_search", {"query": "kyoto"})
+        print(found.content[0].text)  # [{"sessionId":"trip",...,"text":"I want to visit Kyoto in April."}]
+
+asyncio.run(recall())
+"""
+"""The block proposed for the README's "Recall from any MCP client" section."""
+
+
+def test_the_readme_block_runs_as_written(tmp_path: Any) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", README_BLOCK],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (item,) = json.loads(done.stdout)
+    assert (item["sessionId"], item["text"]) == ("trip", "I want to visit Kyoto in April.")

@@ -14,7 +14,14 @@ import pytest
 from sessionledger.infrastructure.offline_model import NO_KEY_MESSAGE
 
 ROOT = Path(__file__).resolve().parents[2]
-NEED_A_MODEL = ["tool_agent", "sentinel_facts", "multi_agent_branches", "chatbot", "openai_agents_session"]
+NEED_A_MODEL = [
+    "tool_agent",
+    "sentinel_facts",
+    "multi_agent_branches",
+    "chatbot",
+    "openai_agents_session",
+    "mcp_agent",
+]
 
 
 def without_openai_settings() -> dict[str, str]:
@@ -55,9 +62,13 @@ def test_make_examples_runs_every_example_offline_and_leaves_no_file(tmp_path):
         "window: 4 messages; ledger: 8 (4 archived)",  # chatbot
         "window: 3 items; ledger: 4 events, 1 archived",  # openai_agents_session
         "hash chain verified: True",  # adk_agent
+        # mcp_agent: the recall tool served by `sessionledger mcp --user ada`, which reaches no other user
+        'recalled: [{"sessionId":"trip",',
+        "agent: You were planning to visit Kyoto in April, for the cherry blossoms.",
     ]:
         assert line in out, line
     assert "Traceback" not in done.stderr
+    assert "Reykjavik" not in out  # mcp_agent: Bob's trip, which Ada's recall server cannot reach
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone
     assert sorted(p.relative_to(ROOT) for p in ROOT.rglob("*") if ".venv" not in p.parts) == before
 
