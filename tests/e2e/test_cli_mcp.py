@@ -32,13 +32,15 @@ TRANSPORTS = ["stdio", "http"]
 
 
 def seed(url: str) -> None:
-    """Ada has two sessions (`trip`, `food`), Bob one (`bob-notes`) holding the secret."""
+    """Ada has three sessions (`trip`, `food`, `app/ada/s1`), Bob one (`bob-notes`) holding the secret."""
     with open_service(url) as service:
         service.create_session(USER, session_id="trip")
         service.append_message("trip", UserMessage("I want to see Kyoto in April"))
         service.append_message("trip", AssistantMessage("Kyoto in April: cherry blossoms."))
         service.create_session(USER, session_id="food")
         service.append_message("food", UserMessage("Where can I eat ramen in Kyoto?"))
+        service.create_session(USER, session_id="app/ada/s1")  # named as the ADK adapter names them
+        service.append_message("app/ada/s1", UserMessage("hello"))
         service.create_session("bob", session_id="bob-notes")
         service.append_message("bob-notes", UserMessage(SECRET))
 
@@ -154,6 +156,10 @@ def test_tools_and_resources_answer_as_the_cli_and_recall_tools_do(ledger: str, 
             ),
             "window": (await client.read_resource("session://trip/window")).contents[0],
             "timeline": (await client.read_resource("session://trip/timeline")).contents[0],
+            "slashed": [
+                (await client.read_resource(f"session://{id}/window")).contents[0].text
+                for id in ("app%2Fada%2Fs1", "app/ada/s1")
+            ],
         }
 
     found = run(transport, ledger, scenario)
@@ -165,8 +171,9 @@ def test_tools_and_resources_answer_as_the_cli_and_recall_tools_do(ledger: str, 
         "page",
     }
     assert found["resources"] == [
-        f"session://{s}/{v}" for s in ("food", "trip") for v in ("timeline", "window")
+        f"session://{s}/{v}" for s in ("app%2Fada%2Fs1", "food", "trip") for v in ("timeline", "window")
     ]
+    assert found["slashed"][0] == found["slashed"][1] and '"text": "hello"' in found["slashed"][0]
     assert found["templates"] == ["session://{session_id}/timeline", "session://{session_id}/window"]
     assert found["in one"] == (False, expected(ledger, "conversation_search", {"query": "kyoto"}, "trip"))
     assert "cherry blossoms" in found["in one"][1]

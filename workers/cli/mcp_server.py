@@ -22,7 +22,7 @@ import json
 import logging
 import re
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import anyio.to_thread
 import mcp.types as types
@@ -139,12 +139,14 @@ class _Recall:
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        """Both views of each of the user's sessions, oldest session first."""
+        """Both views of each of the user's sessions, oldest session first (an id is percent-encoded,
+        as RFC 6570 expands the template: an ADK session `app/user/id` is `app%2Fuser%2Fid`; a read
+        takes it either way)."""
         sessions = await anyio.to_thread.run_sync(self._service.list_sessions, self._user)
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
-                    uri=f"session://{session.id}/{view}",
+                    uri=f"session://{quote(session.id, safe='')}/{view}",  # as the template expands it
                     name=f"{session.id} {view}",
                     description=description,
                     mime_type="application/json",
