@@ -19,7 +19,7 @@ demo: install
 
 # Every example with --offline (no key, no network), each on its own SQLite file in a temporary
 # directory removed afterwards; tests/e2e/test_make_examples.py runs this target.
-EXAMPLES := tool_agent sentinel_facts multi_agent_branches chatbot openai_agents_session adk_agent langgraph_agent
+EXAMPLES := tool_agent sentinel_facts multi_agent_branches chatbot openai_agents_session adk_agent langgraph_agent mcp_agent
 
 examples: install
 	@dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && \

@@ -4,7 +4,9 @@ The graph is LangGraph's usual agent loop (a model node, a tool node, back to th
 answers in text) over `MessagesState`. Each of its checkpoints and pending writes is a ledger
 record on the thread's hash chain, and its messages are also the session's events, each stored
 once: `get_events`, search, recall and the workers see the conversation like any other, and a
-second question on the same thread resumes from the last checkpoint.
+second question on the same thread resumes from the last checkpoint. The recall tools
+(`RecallTools.as_langchain_tools`) are bound beside the agent's own: the model can search what
+compaction took out of its window.
 
 Runs against any OpenAI-compatible endpoint: the openai client reads OPENAI_BASE_URL and
 OPENAI_API_KEY (a real key with no base URL talks to OpenAI itself). With --offline, the built-in
@@ -31,8 +33,11 @@ from langchain_core.messages import (
     ToolMessage,
     convert_to_openai_messages,
 )
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from sessionledger.domain.records import Kind
+from sessionledger.infrastructure.agents import RecallTools
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.langgraph import LedgerSaver
 from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args, tool_call
@@ -53,6 +58,7 @@ SYSTEM = SystemMessage("You are a helpful assistant. Use multiply for arithmetic
 OFFLINE_SCRIPT = (
     Reply.calling(tool_call("multiply", {"a": 6, "b": 7})),
     Reply.text("6 times 7 is 42."),
+    Reply.calling(tool_call("conversation_search", {"innerThought": "look back", "query": "times"})),
     Reply.text("You asked me what 6 times 7 is: 42."),
 )
 """What the offline model answers, in order (`--offline`)."""
@@ -66,12 +72,15 @@ def multiply(arguments: dict[str, Any]) -> str:
         return f"Error: {error}"
 
 
-def agent_graph(client: openai.OpenAI, model: str, saver: LedgerSaver) -> Any:
-    """The agent loop, compiled with the ledger as its checkpointer."""
+def agent_graph(client: openai.OpenAI, model: str, saver: LedgerSaver, recall: list[BaseTool]) -> Any:
+    """The agent loop, compiled with the ledger as its checkpointer; `recall` are the recall tools
+    of the thread's session, answered beside `multiply`."""
+    tools = {tool.name: tool for tool in recall}
+    schemas = [CALCULATOR, *(convert_to_openai_tool(tool) for tool in recall)]
 
     def call_model(state: MessagesState) -> dict[str, Any]:
         messages = convert_to_openai_messages([SYSTEM, *state["messages"]])
-        reply = client.chat.completions.create(model=model, messages=messages, tools=[CALCULATOR])
+        reply = client.chat.completions.create(model=model, messages=messages, tools=schemas)
         message = reply.choices[0].message
         calls = [
             {"id": call.id, "name": call.function.name, "args": json.loads(call.function.arguments)}
@@ -85,7 +94,13 @@ def agent_graph(client: openai.OpenAI, model: str, saver: LedgerSaver) -> Any:
         assert isinstance(last, AIMessage)
         return {
             "messages": [
-                ToolMessage(multiply(call["args"]), tool_call_id=call["id"], name=call["name"])
+                ToolMessage(
+                    multiply(call["args"])
+                    if call["name"] == "multiply"
+                    else str(tools[call["name"]].invoke(call["args"])),
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                )
                 for call in last.tool_calls
             ]
         }
@@ -114,8 +129,9 @@ def main() -> None:
     database_url = options.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'agent.db'}"
 
     with LedgerSaver(database_url, user_id=options.user) as saver, client:
-        graph = agent_graph(client, options.model, saver)
         thread_id = f"thread-{uuid.uuid4().hex[:12]}"
+        recall = RecallTools(saver.service).as_langchain_tools(thread_id, user_id=options.user)
+        graph = agent_graph(client, options.model, saver, recall)
         config = {"configurable": {"thread_id": thread_id}}
         for text in ("What is 6 times 7?", "What did I just ask you?"):
             result = graph.invoke({"messages": [HumanMessage(text)]}, config)

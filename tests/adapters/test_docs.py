@@ -188,7 +188,7 @@ def test_the_readme_benchmark_ratios_are_those_of_docs_benchmarks():
 
 
 def configuration_variables(markdown: str) -> set[str]:
-    """The variables the README's configuration table names (`_X` is short for `SESSIONLEDGER_X`;
+    """The variables a configuration table names (docs/production.md's) (`_X` is short for `SESSIONLEDGER_X`;
     the `openai` package's own `OPENAI_*` names aside)."""
     table = section(markdown, "configuration")
     found: set[str] = set()
@@ -201,9 +201,9 @@ def test_the_configuration_table_names_every_setting_and_no_other():
     from sessionledger.infrastructure.settings import Settings
 
     settings = {f"SESSIONLEDGER_{name.upper()}" for name in Settings.model_fields}
-    named = configuration_variables(readme())
-    assert not settings - named, f"settings the README does not list: {sorted(settings - named)}"
-    assert not named - settings, f"the README lists settings that do not exist: {sorted(named - settings)}"
+    named = configuration_variables((ROOT / "docs" / "production.md").read_text(encoding="utf-8"))
+    assert not settings - named, f"settings production.md does not list: {sorted(settings - named)}"
+    assert not named - settings, f"production.md lists settings that do not exist: {sorted(named - settings)}"
 
 
 def test_the_configuration_table_reading_expands_short_names():

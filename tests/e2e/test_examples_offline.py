@@ -21,6 +21,7 @@ NEED_A_MODEL = [
     "chatbot",
     "openai_agents_session",
     "langgraph_agent",
+    "mcp_agent",
 ]
 
 
@@ -63,11 +64,16 @@ def test_make_examples_runs_every_example_offline_and_leaves_no_file(tmp_path):
         "window: 3 items; ledger: 4 events, 1 archived",  # openai_agents_session
         "hash chain verified: True",  # adk_agent
         "agent: You asked me what 6 times 7 is: 42.",  # langgraph_agent: resumed from its checkpoint
-        "on its hash chain: 8 checkpoints, 10 pending writes, 6 messages (each written once); "
-        "the session's messages: 6",
+        "on its hash chain: 10 checkpoints, 14 pending writes, 8 messages (each written once); "
+        "the session's messages: 8",
+        '  assistant: conversation_search({"innerThought": "look back", "query": "times"})',  # recall bound
+        # mcp_agent: the recall tool served by `sessionledger mcp --user ada`, which reaches no other user
+        'recalled: [{"sessionId":"trip",',
+        "agent: You were planning to visit Kyoto in April, for the cherry blossoms.",
     ]:
         assert line in out, line
     assert "Traceback" not in done.stderr
+    assert "Reykjavik" not in out  # mcp_agent: Bob's trip, which Ada's recall server cannot reach
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone
     assert sorted(p.relative_to(ROOT) for p in ROOT.rglob("*") if ".venv" not in p.parts) == before
 

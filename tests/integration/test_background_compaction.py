@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,8 @@ from sessionledger.domain.filters import EventFilter
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.async_service import open_async_service
 from sessionledger.infrastructure.audit.verify import verify
+
+from tests.e2e.test_readme import README, fenced_blocks, run_block
 
 POLICY = """
 apps.default.trigger = { type = "turns", max_turns = 4 }
@@ -215,36 +216,11 @@ def test_a_failing_summarizer_is_retried_then_dead_lettered(sqlite_url, caplog):
         assert_intact(service, session_id, appended)
 
 
-README_BLOCK = '''
-from sessionledger import AssistantMessage, UserMessage, open_service
-
-POLICY = """
-[apps.default]
-trigger = { type = "turns", max_turns = 4 }
-strategy = { type = "recursive", max_events_to_keep = 4, overlap_size = 1 }
-"""
-with open_service("sqlite:///chat.db", compaction="background", policy=POLICY) as service:
-    chat = service.create_session("erin").id
-    for turn in range(6):  # compacted on a thread of this process, no broker, no workers
-        service.append_message(chat, UserMessage(f"question {turn}"))
-        service.append_message(chat, AssistantMessage(f"answer {turn}"))
-# closing drained the compactor: the window is a summary turn and the last 4 events
-with open_service("sqlite:///chat.db") as service:
-    print(len(service.get_messages(chat)), "messages in the window")
-'''
-
-
-def test_the_proposed_readme_block_runs_as_written(tmp_path):
-    """The "Compaction without a broker" block proposed for the README, in a fresh process with
-    no SESSIONLEDGER_/OPENAI_ environment, as tests/e2e/test_readme.py runs the README's blocks."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
-    ran = subprocess.run(
-        [sys.executable, "-c", README_BLOCK],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_the_readme_block_ends_with_a_compacted_window(tmp_path):
+    """The README's "Compaction without a broker" block, run as test_readme runs every block: the
+    service's close drained the compactor, so the window is a summary turn and the last 4 events."""
+    blocks = fenced_blocks(README, "python")
+    ((line, code),) = [block for block in blocks if 'compaction="background"' in block[1]]
+    ran = run_block(line, code, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "6 messages in the window\n"

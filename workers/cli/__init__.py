@@ -7,7 +7,7 @@ from importlib import import_module
 
 from sessionledger.workers.cli.app import cli
 
-MODULES = ("audit", "browse", "demo", "digests", "fake_llm", "migrate", "queue")
+MODULES = ("audit", "browse", "demo", "digests", "fake_llm", "mcp", "migrate", "queue")
 """The modules whose commands make up the application (importing one registers its commands)."""
 HOMES = {
     **dict.fromkeys(("sessions", "events"), "browse"),
@@ -15,6 +15,7 @@ HOMES = {
     **dict.fromkeys(("replay", "verify", "export", "import", "timeline"), "audit"),
     "demo": "demo",
     "fake-llm": "fake_llm",
+    "mcp": "mcp",
     "migrate": "migrate",
     **dict.fromkeys(("worker", "relay", "stats", "dlq"), "queue"),
 }

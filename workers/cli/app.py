@@ -168,8 +168,13 @@ def time_column(header: str) -> Any:
     return Column(header, no_wrap=True, min_width=TIME_WIDTH)
 
 
+def json_text(data: Any) -> str:
+    """What `--json` prints (and the MCP server's resources hold)."""
+    return json.dumps(data, ensure_ascii=False, indent=2, default=str)
+
+
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.write(json_text(data) + "\n")
 
 
 def settings_for(database_url: str | None, broker_url: str | None = None) -> Settings:

@@ -1,0 +1,63 @@
+"""`sessionledger mcp`: serve recall to MCP clients (`mcp_server.py`), on stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from sessionledger.workers.cli.app import DatabaseUrl, cli, fail, settings_for
+
+NO_EXTRA = "the MCP server needs the mcp extra: pip install 'sessionledger[mcp]'"
+
+
+@cli.command("mcp")
+def serve_mcp(
+    user: Annotated[
+        str,
+        typer.Option(
+            "--user",
+            help="The user whose sessions the server answers for, on either transport: no tool "
+            "argument or resource names a user, and another user's session is as unknown as a "
+            "missing one. (There are no bearer tokens yet: whoever reaches the server is this user.)",
+        ),
+    ],
+    database_url: DatabaseUrl = None,
+    http: Annotated[
+        bool,
+        typer.Option("--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
+    ] = False,
+    host: Annotated[str | None, typer.Option("--host", help="With --http: the address (127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="With --http: the port (8000).")] = None,
+) -> None:
+    """Serve recall over the Model Context Protocol, read-only: tools conversation_search and
+    cross_session_search, resources session://{session_id}/window and session://{session_id}/timeline.
+
+    Stdio by default, for an MCP client that starts this command itself; --http for one that connects.
+    """
+    if not user.strip():
+        fail("--user must not be empty")
+    if not http and (host is not None or port is not None):
+        fail("--host and --port go with --http")
+    if port is not None and not 1 <= port <= 65535:
+        fail(f"--port must be between 1 and 65535, not {port}")
+    try:  # imported here: every command registers this one, and the extra is optional
+        import anyio
+        from sessionledger.workers.cli.mcp_server import recall_server, serve_http, serve_stdio
+    except ImportError as error:
+        if error.name is None or error.name.split(".")[0] not in ("mcp", "uvicorn", "starlette"):
+            raise
+        fail(NO_EXTRA)
+    from sessionledger.infrastructure.bootstrap import open_storage
+
+    with open_storage(settings_for(database_url), create=False) as storage:
+        server = recall_server(storage.service, user)
+        try:
+            if http:
+                host, port = host or "127.0.0.1", port or 8000
+                print(f"serving MCP for user {user} at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+                anyio.run(serve_http, server, host, port)
+            else:
+                anyio.run(serve_stdio, server)
+        except KeyboardInterrupt:
+            pass
