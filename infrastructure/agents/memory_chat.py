@@ -72,7 +72,7 @@ class _ChatRules(Generic[A, T]):
             raise ValueError("model must be a non-empty string")
         for index, advisor in enumerate(advisors):
             if not isinstance(advisor, self._ADVISOR):
-                raise ValueError(f"advisor {index} has no {self._ADVISOR.__name__} before() and after()")
+                raise ValueError(f"advisor {index} has no before() and after()")
         if recall is not None and not isinstance(recall, self._RECALL):
             raise ValueError(f"recall must be a {self._RECALL.__name__} or None")
         for name, bound in (
