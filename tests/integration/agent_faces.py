@@ -94,6 +94,8 @@ class Face:
         return self.loop is not None
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in agent_classes.__all__:
+            raise AttributeError(name)
         if self.loop is None:
             return getattr(agent_classes, name)  # type: ignore[no-any-return]
         twin = getattr(agent_classes, f"Async{name}", None)
