@@ -19,6 +19,7 @@ one synchronously, the other on the event loop.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -53,7 +54,7 @@ class _ChatRules(Generic[A, T]):
     """What both chat classes decide: the checked call, the request's tools, which recall calls a
     reply has answered, the results stored with it and when the loop ends."""
 
-    _ADVISOR: type[Any] = Advisor
+    _ASYNC = False
     _RECALL: type[Any] = RecallTools
 
     def __init__(
@@ -71,8 +72,9 @@ class _ChatRules(Generic[A, T]):
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-empty string")
         for index, advisor in enumerate(advisors):
-            if not isinstance(advisor, self._ADVISOR):
-                raise ValueError(f"advisor {index} has no before() and after()")
+            if not _advises(advisor, self._ASYNC):
+                kind = "coroutine" if self._ASYNC else "synchronous"
+                raise ValueError(f"advisor {index} has no {kind} before() and after()")
         if recall is not None and not isinstance(recall, self._RECALL):
             raise ValueError(f"recall must be a {self._RECALL.__name__} or None")
         for name, bound in (
@@ -219,7 +221,7 @@ class AsyncMemoryChat(_ChatRules[AsyncAdvisor, AsyncRecallTools]):
     """`MemoryChat` over an async client (`openai.AsyncOpenAI` and its kin), `AsyncAdvisor`s and
     `AsyncRecallTools`: the same arguments and rules, nothing of it blocking the event loop."""
 
-    _ADVISOR = AsyncAdvisor
+    _ASYNC = True
     _RECALL = AsyncRecallTools
 
     async def complete(
@@ -279,6 +281,12 @@ class AsyncMemoryChat(_ChatRules[AsyncAdvisor, AsyncRecallTools]):
     async def _after(self, conversation_id: str, turn: list[Message], user_id: str | None) -> None:
         for advisor in reversed(self._advisors):
             await advisor.after(conversation_id, turn, user_id=user_id)
+
+
+def _advises(advisor: object, asynchronous: bool) -> bool:
+    """Whether `advisor` has `before` and `after`, coroutines or not as the chat class awaits them."""
+    methods = [getattr(advisor, name, None) for name in ("before", "after")]
+    return all(callable(m) and inspect.iscoroutinefunction(m) == asynchronous for m in methods)
 
 
 def _wire(prompt: list[Message]) -> list[ChatCompletionMessageParam]:
