@@ -170,7 +170,7 @@ def test_async_memory_chat_takes_azure_openai_and_a_bare_completions_object(serv
         async with open_async_service("memory://") as service:
             for client in (
                 azure(server.base_url, openai.AsyncAzureOpenAI),
-                bare(offline_async_client([Reply.text("bare reply")])),
+                bare(offline_async_client([Reply.text("bare reply")]), asynchronous=True),
             ):
                 conversation = unique("c")
                 chat = AsyncMemoryChat(client, AsyncSessionMemory(service), model="gpt-4o")
@@ -185,12 +185,12 @@ def test_async_memory_chat_takes_azure_openai_and_a_bare_completions_object(serv
     asyncio.run(scenario())
 
 
-def bare(client: Any) -> Any:
+def bare(client: Any, *, asynchronous: bool = False) -> Any:
     """An object with nothing but `chat.completions.create`, its stream a plain (async) iterator
     with no context manager: a hand-written client or another SDK's shim."""
     create = client.chat.completions.create
 
-    if inspect.iscoroutinefunction(create):
+    if asynchronous:
 
         async def create_async(**kwargs: Any) -> Any:
             answer = await create(**kwargs)
