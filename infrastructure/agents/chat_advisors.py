@@ -60,10 +60,21 @@ class _MemoryAdvisorRules(ABC, Generic[M]):
             raise ValueError("chatMemory cannot be null")
         self._memory: M = chat_memory
 
-    def _stored_replies(self, replies: Iterable[Message]) -> list[Message] | None:
-        """What `after` adds to the memory; `None` for nothing."""
+    def _request(
+        self, conversation_id: str, messages: Iterable[Message], user_id: str | None
+    ) -> tuple[str, list[Message], list[Message]]:
+        """`before`'s checked conversation id and prompt, and what it stores of the prompt."""
+        conversation_id = _checked(self._memory, conversation_id, user_id)
+        prompt = checked_messages(messages)
+        return conversation_id, prompt, [_last_user_or_tool(prompt)]  # the protocol's list
+
+    def _replies(
+        self, conversation_id: str, replies: Iterable[Message], user_id: str | None
+    ) -> tuple[str, list[Message] | None]:
+        """`after`'s checked conversation id, and what it adds to the memory (`None`: nothing)."""
+        conversation_id = _checked(self._memory, conversation_id, user_id)
         stored = checked_messages(replies)
-        return stored if stored or self._STORES_NO_REPLIES else None
+        return conversation_id, stored if stored or self._STORES_NO_REPLIES else None
 
     @abstractmethod
     def _with_memory(self, prompt: list[Message], memory: list[Message]) -> list[Message]:
@@ -81,15 +92,13 @@ class _ChatMemoryAdvisor(_MemoryAdvisorRules[ChatMemory]):
         user_id: str | None = None,
         event_filter: Any = None,
     ) -> list[Message]:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        prompt = checked_messages(messages)
+        conversation_id, prompt, current = self._request(conversation_id, messages, user_id)
         processed = self._with_memory(prompt, self._memory.get(conversation_id))
-        self._memory.add(conversation_id, [_last_user_or_tool(prompt)])  # the protocol's list
+        self._memory.add(conversation_id, current)
         return processed
 
     def after(self, conversation_id: str, replies: Iterable[Message], *, user_id: str | None = None) -> None:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        stored = self._stored_replies(replies)
+        conversation_id, stored = self._replies(conversation_id, replies, user_id)
         if stored is not None:
             self._memory.add(conversation_id, stored)
 
@@ -105,17 +114,15 @@ class _AsyncChatMemoryAdvisor(_MemoryAdvisorRules[AsyncChatMemory]):
         user_id: str | None = None,
         event_filter: Any = None,
     ) -> list[Message]:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        prompt = checked_messages(messages)
+        conversation_id, prompt, current = self._request(conversation_id, messages, user_id)
         processed = self._with_memory(prompt, await self._memory.get(conversation_id))
-        await self._memory.add(conversation_id, [_last_user_or_tool(prompt)])
+        await self._memory.add(conversation_id, current)
         return processed
 
     async def after(
         self, conversation_id: str, replies: Iterable[Message], *, user_id: str | None = None
     ) -> None:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        stored = self._stored_replies(replies)
+        conversation_id, stored = self._replies(conversation_id, replies, user_id)
         if stored is not None:
             await self._memory.add(conversation_id, stored)
 
