@@ -92,7 +92,7 @@ async def concurrent_turns(chat: AsyncMemoryChat, user_id: str, turns: int = CON
     return await largest_stall(lambda: asyncio.gather(*(turn(n) for n in range(turns))))
 
 
-async def _client_alone(client: openai.AsyncOpenAI, tools: list[dict[str, Any]]) -> float:
+async def client_alone(client: openai.AsyncOpenAI, tools: list[dict[str, Any]]) -> float:
     """The same model calls as `concurrent_turns`'s, made by the client alone."""
     question = UserMessage("tea?")
     call = AssistantMessage(None, [ToolCall(SEARCH_CALL.id, SEARCH_CALL.name, SEARCH_CALL.arguments)])
@@ -120,7 +120,7 @@ def _stalls(url: str) -> list[Row]:
 
         cases = {
             "chat": lambda: measured("chat", lambda: concurrent_turns(chat, "bench")),
-            "client": lambda: measured("client", lambda: _client_alone(client, recall.definitions())),
+            "client": lambda: measured("client", lambda: client_alone(client, recall.definitions())),
             "idle": lambda: measured("idle", lambda: largest_stall(lambda: asyncio.sleep(IDLE_SECONDS))),
         }
         try:

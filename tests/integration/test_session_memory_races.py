@@ -1,5 +1,6 @@
 """SessionMemory's (and AsyncSessionMemory's) find-or-create under a race: two first turns at once
-of one conversation both succeed, on one session, with both messages stored (memory, SQLite and PostgreSQL)."""
+of one conversation both succeed, on one session, with both messages stored (memory, SQLite and
+PostgreSQL; on the async face, two coroutines at once on one event loop)."""
 
 from __future__ import annotations
 
