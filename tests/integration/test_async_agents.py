@@ -32,7 +32,7 @@ from sessionledger.infrastructure.offline_model import (
     offline_client,
 )
 
-from bench.bench_agents import RecallingModel, client_alone, concurrent_turns
+from bench.bench_agents import STALL_POOL, RecallingModel, client_alone, concurrent_turns
 from bench.timing import largest_stall
 
 TWINS = [
@@ -79,12 +79,13 @@ def test_the_chat_classes_refuse_the_other_faces_parts():
 
 def test_one_hundred_concurrent_turns_never_stall_the_event_loop(pg_url_shared):
     """Each turn: the memory's read and write, a recall call answered and stored, the model called
-    twice. The loop's largest stall stays under the one the client alone causes making the same
-    calls (the ledger's work adds none: it runs on the pool), and far under the stall of the
-    synchronous classes on the loop itself (the measure can fail)."""
+    twice, on an async service with the small pool an event loop's latency wants (`pool_size=2`).
+    The loop's largest stall stays under the one the client alone causes making the same calls at
+    once, and far under the stall of the synchronous classes on the loop itself (the measure can
+    fail)."""
 
     async def scenario() -> tuple[float, float, float]:
-        async with open_async_service(pg_url_shared) as service:
+        async with open_async_service(pg_url_shared, pool_size=STALL_POOL) as service:
             user = unique("u")
             client = offline_async_client(RecallingModel())
             recall = AsyncRecallTools(service)
@@ -114,13 +115,10 @@ def test_one_hundred_concurrent_turns_never_stall_the_event_loop(pg_url_shared):
         return stall, floor, blocking_stall
 
     stall, floor, blocking_stall = asyncio.run(scenario())
-    # 10 ms is the target bench_agents reports against. What the loop runs is the openai client's
-    # own work (building each request is 1.5-2 ms of Python); on a loaded 2-core machine many turns
-    # become ready at once and the stall grows with the load (17-23 ms at a quiet moment, 115-160 ms
-    # under load), as the client's alone does (175-425 ms for the same calls started together).
-    assert stall < 1.5 * max(floor, 0.010), (
-        f"stalled {stall * 1000:.1f} ms, the client alone {floor * 1000:.1f}"
-    )
+    # 10 ms is the target bench_agents reports against: 6-13 ms, up to 40 ms when the machine's
+    # neighbours load it (on the default pool of 5 threads, 40-130 ms: the loop waits for the GIL)
+    assert stall < 0.06, f"the event loop stalled {stall * 1000:.1f} ms"
+    assert stall < floor, f"stalled {stall * 1000:.1f} ms, the client alone {floor * 1000:.1f} ms"
     assert blocking_stall > 2 * stall
 
 
