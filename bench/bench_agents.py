@@ -6,22 +6,49 @@
 - `RecallTools.conversation_search` on a 100,000-event session against the same search on a
   1,000-event one: a keyword that is common (found on the first page at once), one of middling
   frequency, and a blank query (page 0 of everything); a keyword no event holds is reported too,
-  without a target: with no text index, finding nothing means reading everything.
+  without a target: with no text index, finding nothing means reading everything;
+- the event loop's largest stall while 100 `AsyncMemoryChat` turns run at once (each: the memory's
+  read and write, the model asking for a recall search, the search answered and stored, the model's
+  answer), against the offline model, on an async service with a pool of 2 threads and on one
+  with the default 5; beside them the stall of the same 200 model calls made at once by the client
+  alone (the `openai` client's own work on the loop) and of an idle loop (what the machine's load
+  costs it).
 Sessions hold real ShareGPT messages, loaded through the batch ingest path. Cases alternate round
 by round; figures are medians.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import statistics
+import uuid
+from typing import Any
+
+import openai
 import psycopg
 from sessionledger.domain import AssistantMessage, EventFilter, Message, SessionEvent, UserMessage
-from sessionledger.infrastructure import SessionService, open_service
-from sessionledger.infrastructure.agents import RecallTools, SessionMemory
+from sessionledger.domain.messages import ToolCall, ToolResponse, ToolResponseMessage, to_openai
+from sessionledger.infrastructure import SessionService, open_async_service, open_service
+from sessionledger.infrastructure.agents import (
+    AsyncMemoryChat,
+    AsyncRecallTools,
+    AsyncSessionMemory,
+    RecallTools,
+    SessionMemory,
+)
+from sessionledger.infrastructure.offline_model import (
+    OfflineModel,
+    Reply,
+    Request,
+    offline_async_client,
+    tool_call,
+)
 
 from bench import payloads, report
 from bench.database import fresh_postgres
 from bench.report import Row
-from bench.timing import alternating, interleaved, timed
+from bench.timing import alternating, interleaved, largest_stall, timed
 
 WINDOW_EVENTS = 1_000
 TURNS_PER_ROUND = 20
@@ -33,13 +60,113 @@ SEARCH_TARGET = 1.5
 QUERIES = {"common keyword 'the'": "the", "middling keyword 'python'": "python", "blank query": ""}
 ABSENT = "zqxjkv-nowhere"
 """A keyword no event holds: the search reads the whole history (reported, no target)."""
+CONCURRENT_TURNS, STALL_ROUNDS, IDLE_SECONDS = 100, 5, 1.0
+STALL_TARGET = 0.010
+STALL_POOL, DEFAULT_POOL = 2, 5
+"""The async service's pool for an agent's event loop (`pool_size=2`), and its default: each pool
+thread running Python is one more for the loop to wait on for the GIL."""
+SEARCH_CALL = tool_call("conversation_search", {"innerThought": "recall", "query": "tea"}, id="call_tea")
 
 
 def run() -> list[Row]:
     with fresh_postgres() as url, open_service(url) as service:
         rows = _turns(service, url)
         rows += _searches(service, url)
+        rows += _stalls(url)
     return rows
+
+
+class RecallingModel(OfflineModel):
+    """The offline model as a recalling agent's: asks to search the conversation for tea, then
+    answers once the search's result is in the request."""
+
+    def next_reply(self, request: Request) -> Reply:
+        if request.body["messages"][-1]["role"] == "tool":
+            return Reply.text("tea it is")
+        return Reply.calling(SEARCH_CALL)
+
+
+async def concurrent_turns(chat: AsyncMemoryChat, user_id: str, turns: int = CONCURRENT_TURNS) -> float:
+    """The event loop's largest stall (s) while `turns` turns of `chat` run at once, each in a
+    conversation of its own."""
+
+    async def turn(number: int) -> None:
+        await chat.complete(f"turn-{uuid.uuid4().hex}", [UserMessage(f"tea {number}?")], user_id=user_id)
+
+    return await largest_stall(lambda: asyncio.gather(*(turn(n) for n in range(turns))))
+
+
+async def client_alone(client: openai.AsyncOpenAI, tools: list[dict[str, Any]]) -> float:
+    """The same model calls as `concurrent_turns`'s, made by the client alone."""
+    question = UserMessage("tea?")
+    call = AssistantMessage(None, [ToolCall(SEARCH_CALL.id, SEARCH_CALL.name, SEARCH_CALL.arguments)])
+    results = ToolResponseMessage([ToolResponse(SEARCH_CALL.id, SEARCH_CALL.name, "No results found.")])
+    first, second = to_openai([question]), to_openai([question, call, results])
+
+    async def calls() -> None:
+        await client.chat.completions.create(model="m", messages=first, tools=tools)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="m", messages=second, tools=tools)  # type: ignore[arg-type]
+
+    return await largest_stall(lambda: asyncio.gather(*(calls() for _ in range(CONCURRENT_TURNS))))
+
+
+def _stalls(url: str) -> list[Row]:
+    with asyncio.Runner() as loop:
+        services = {pool: open_async_service(url, pool_size=pool) for pool in (STALL_POOL, DEFAULT_POOL)}
+        client = offline_async_client(RecallingModel())
+        chats = {
+            pool: AsyncMemoryChat(
+                client, AsyncSessionMemory(service), model="m", recall=AsyncRecallTools(service)
+            )
+            for pool, service in services.items()
+        }
+        definitions = AsyncRecallTools(services[STALL_POOL]).definitions()
+        stalls: dict[str, list[float]] = {"small": [], "default": [], "client": [], "idle": []}
+
+        def measured(name: str, work: Any) -> float:
+            stalls[name].append(loop.run(work()))
+            return stalls[name][-1]
+
+        cases = {
+            "small": lambda: measured("small", lambda: concurrent_turns(chats[STALL_POOL], "bench")),
+            "default": lambda: measured("default", lambda: concurrent_turns(chats[DEFAULT_POOL], "bench")),
+            "client": lambda: measured("client", lambda: client_alone(client, definitions)),
+            "idle": lambda: measured("idle", lambda: largest_stall(lambda: asyncio.sleep(IDLE_SECONDS))),
+        }
+        try:
+            for case in cases.values():  # warm: connections, the client's first calls
+                case()
+            gc.freeze()  # as bench_adapters_openai: start-up's objects leave the collector's full passes
+            for measures in stalls.values():
+                measures.clear()
+            alternating(STALL_ROUNDS, cases)
+        finally:
+            loop.run(client.close())
+            for service in services.values():
+                loop.run(service.aclose())
+    shown = {
+        name: f"{max(measures) * 1000:.1f} ms; {statistics.median(measures) * 1000:.1f} ms"
+        for name, measures in stalls.items()
+    }
+    worst = max(stalls["small"])
+    return [
+        Row(
+            f"AsyncMemoryChat, {CONCURRENT_TURNS} concurrent turns, pool_size={STALL_POOL}: "
+            "event loop's largest stall (worst round; median)",
+            shown["small"],
+            f"idle loop {shown['idle']}",
+            None,
+            f"< {STALL_TARGET * 1000:.0f} ms",
+            worst < STALL_TARGET,
+        ),
+        Row(
+            f"  the same on the default pool ({DEFAULT_POOL} threads)",
+            shown["default"],
+            f"client alone, the same calls at once {shown['client']}",
+            None,
+            "report",
+        ),
+    ]
 
 
 def _analyzed(url: str) -> None:

@@ -26,3 +26,21 @@ class Advisor(Protocol):
     ) -> list[Message]: ...
 
     def after(self, conversation_id: str, replies: list[Message], *, user_id: str | None = None) -> None: ...
+
+
+@runtime_checkable
+class AsyncAdvisor(Protocol):
+    """`Advisor` for `AsyncMemoryChat`: the same two halves and meaning, as coroutines."""
+
+    async def before(
+        self,
+        conversation_id: str,
+        messages: list[Message],
+        *,
+        user_id: str | None = None,
+        event_filter: EventFilter | None = None,
+    ) -> list[Message]: ...
+
+    async def after(
+        self, conversation_id: str, replies: list[Message], *, user_id: str | None = None
+    ) -> None: ...

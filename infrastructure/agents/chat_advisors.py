@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 from xml.sax.saxutils import escape
 
 from sessionledger.domain.chat_window import checked_id, checked_messages
 from sessionledger.domain.messages import Message, MessageType, SystemMessage, UserMessage
-from sessionledger.infrastructure.agents.chat_memory import ChatMemory
+from sessionledger.infrastructure.agents.chat_memory import AsyncChatMemory, ChatMemory
 
 DEFAULT_PROMPT_TEMPLATE = (
     "{instructions}\n\n"
@@ -44,15 +44,45 @@ class VectorStore(Protocol):
     ) -> list[Message]: ...
 
 
-class _ChatMemoryAdvisor(ABC):
-    """What the two advisors over a `ChatMemory` share: `before` checks the call, renders the prompt
-    with the stored messages (`_with_memory`), then stores the prompt's last user or tool message;
-    `after` stores the replies (an empty list too, unless `_STORES_NO_REPLIES` is false)."""
+M = TypeVar("M", ChatMemory, AsyncChatMemory)
+
+
+class _MemoryAdvisorRules(ABC, Generic[M]):
+    """What the advisors over a chat memory share, synchronous or not: `before` checks the call,
+    renders the prompt with the stored messages (`_with_memory`), then stores the prompt's last
+    user or tool message; `after` stores the replies (an empty list too, unless
+    `_STORES_NO_REPLIES` is false). Subclasses only wait for the memory."""
 
     _STORES_NO_REPLIES = True
 
-    def __init__(self, chat_memory: ChatMemory) -> None:
-        self._memory = _required_memory(chat_memory)
+    def __init__(self, chat_memory: M) -> None:
+        if chat_memory is None:
+            raise ValueError("chatMemory cannot be null")
+        self._memory: M = chat_memory
+
+    def _request(
+        self, conversation_id: str, messages: Iterable[Message], user_id: str | None
+    ) -> tuple[str, list[Message], list[Message]]:
+        """`before`'s checked conversation id and prompt, and what it stores of the prompt."""
+        conversation_id = _checked(self._memory, conversation_id, user_id)
+        prompt = checked_messages(messages)
+        return conversation_id, prompt, [_last_user_or_tool(prompt)]  # the protocol's list
+
+    def _replies(
+        self, conversation_id: str, replies: Iterable[Message], user_id: str | None
+    ) -> tuple[str, list[Message] | None]:
+        """`after`'s checked conversation id, and what it adds to the memory (`None`: nothing)."""
+        conversation_id = _checked(self._memory, conversation_id, user_id)
+        stored = checked_messages(replies)
+        return conversation_id, stored if stored or self._STORES_NO_REPLIES else None
+
+    @abstractmethod
+    def _with_memory(self, prompt: list[Message], memory: list[Message]) -> list[Message]:
+        """The prompt to send, given the conversation's stored messages."""
+
+
+class _ChatMemoryAdvisor(_MemoryAdvisorRules[ChatMemory]):
+    """The rules over a `ChatMemory`."""
 
     def before(
         self,
@@ -62,47 +92,54 @@ class _ChatMemoryAdvisor(ABC):
         user_id: str | None = None,
         event_filter: Any = None,
     ) -> list[Message]:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        prompt = checked_messages(messages)
+        conversation_id, prompt, current = self._request(conversation_id, messages, user_id)
         processed = self._with_memory(prompt, self._memory.get(conversation_id))
-        self._memory.add(conversation_id, [_last_user_or_tool(prompt)])  # the protocol's list
+        self._memory.add(conversation_id, current)
         return processed
 
     def after(self, conversation_id: str, replies: Iterable[Message], *, user_id: str | None = None) -> None:
-        conversation_id = _checked(self._memory, conversation_id, user_id)
-        stored = checked_messages(replies)
-        if stored or self._STORES_NO_REPLIES:
+        conversation_id, stored = self._replies(conversation_id, replies, user_id)
+        if stored is not None:
             self._memory.add(conversation_id, stored)
 
-    @abstractmethod
-    def _with_memory(self, prompt: list[Message], memory: list[Message]) -> list[Message]:
-        """The prompt to send, given the conversation's stored messages."""
+
+class _AsyncChatMemoryAdvisor(_MemoryAdvisorRules[AsyncChatMemory]):
+    """The rules over an `AsyncChatMemory`, `before` and `after` coroutines."""
+
+    async def before(
+        self,
+        conversation_id: str,
+        messages: Iterable[Message],
+        *,
+        user_id: str | None = None,
+        event_filter: Any = None,
+    ) -> list[Message]:
+        conversation_id, prompt, current = self._request(conversation_id, messages, user_id)
+        processed = self._with_memory(prompt, await self._memory.get(conversation_id))
+        await self._memory.add(conversation_id, current)
+        return processed
+
+    async def after(
+        self, conversation_id: str, replies: Iterable[Message], *, user_id: str | None = None
+    ) -> None:
+        conversation_id, stored = self._replies(conversation_id, replies, user_id)
+        if stored is not None:
+            await self._memory.add(conversation_id, stored)
 
 
-class MessageChatMemoryAdvisor(_ChatMemoryAdvisor):
-    """The memory's messages before the prompt's (Spring AI 2.0's `MessageChatMemoryAdvisor`).
-
-    `before` prepends the stored messages (not when the prompt already holds them as one run, so
-    a tool loop does not repeat them), moves the first system message to the front, and stores
-    the prompt's last user or tool message; `after` stores the replies.
-    """
+class _MessageRendering(_MemoryAdvisorRules[Any]):
+    """`MessageChatMemoryAdvisor`'s prompt: the memory's messages first (see there)."""
 
     def _with_memory(self, prompt: list[Message], memory: list[Message]) -> list[Message]:
         return _system_first(([] if _memory_in_prompt(prompt, memory) else memory) + prompt)
 
 
-class PromptChatMemoryAdvisor(_ChatMemoryAdvisor):
-    """The memory as text in the system message (Spring AI 1.x's `PromptChatMemoryAdvisor`).
-
-    `before` renders the stored user and assistant messages one per line (`USER: ...`,
-    `ASSISTANT: ...`) into the first system message after its instructions (adding a system
-    message when there is none) and stores the prompt's last user or tool message; `after`
-    stores the replies, if any. A custom `template` must hold `{instructions}` and `{memory}`.
-    """
+class _PromptRendering(_MemoryAdvisorRules[Any]):
+    """`PromptChatMemoryAdvisor`'s prompt: the memory as lines in the system message (see there)."""
 
     _STORES_NO_REPLIES = False
 
-    def __init__(self, chat_memory: ChatMemory, template: str | None = None) -> None:
+    def __init__(self, chat_memory: Any, template: str | None = None) -> None:
         super().__init__(chat_memory)
         self._template = _checked_template(template, DEFAULT_PROMPT_TEMPLATE, "instructions", "memory")
 
@@ -113,6 +150,33 @@ class PromptChatMemoryAdvisor(_ChatMemoryAdvisor):
             if m.type in (MessageType.USER, MessageType.ASSISTANT) and m.text
         ]
         return _with_system_text(prompt, self._template, memory="\n".join(lines))
+
+
+class MessageChatMemoryAdvisor(_MessageRendering, _ChatMemoryAdvisor):
+    """The memory's messages before the prompt's (Spring AI 2.0's `MessageChatMemoryAdvisor`).
+
+    `before` prepends the stored messages (not when the prompt already holds them as one run, so
+    a tool loop does not repeat them), moves the first system message to the front, and stores
+    the prompt's last user or tool message; `after` stores the replies.
+    """
+
+
+class PromptChatMemoryAdvisor(_PromptRendering, _ChatMemoryAdvisor):
+    """The memory as text in the system message (Spring AI 1.x's `PromptChatMemoryAdvisor`).
+
+    `before` renders the stored user and assistant messages one per line (`USER: ...`,
+    `ASSISTANT: ...`) into the first system message after its instructions (adding a system
+    message when there is none) and stores the prompt's last user or tool message; `after`
+    stores the replies, if any. A custom `template` must hold `{instructions}` and `{memory}`.
+    """
+
+
+class AsyncMessageChatMemoryAdvisor(_MessageRendering, _AsyncChatMemoryAdvisor):
+    """`MessageChatMemoryAdvisor` over an `AsyncChatMemory`, for `AsyncMemoryChat`."""
+
+
+class AsyncPromptChatMemoryAdvisor(_PromptRendering, _AsyncChatMemoryAdvisor):
+    """`PromptChatMemoryAdvisor` over an `AsyncChatMemory`, for `AsyncMemoryChat`."""
 
 
 class VectorStoreChatMemoryAdvisor:
@@ -185,13 +249,7 @@ class VectorStoreChatMemoryAdvisor:
             self._store.add(conversation_id, stored, user_id=user_id or self._default_user_id)
 
 
-def _required_memory(chat_memory: ChatMemory) -> ChatMemory:
-    if chat_memory is None:
-        raise ValueError("chatMemory cannot be null")
-    return chat_memory
-
-
-def _checked(memory: ChatMemory, conversation_id: str, user_id: str | None) -> str:
+def _checked(memory: object, conversation_id: str, user_id: str | None) -> str:
     """The conversation id; a memory bound to one user (a ledger repository's) serves that user only."""
     conversation_id = checked_id(conversation_id)
     bound = getattr(memory, "user_id", None)

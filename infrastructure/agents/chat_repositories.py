@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.chat_window import checked_id, checked_messages
@@ -13,7 +14,10 @@ from sessionledger.domain.errors import ConcurrencyConflict, SessionExists
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
 from sessionledger.domain.sessions import Session
+from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.service import SessionService
+
+S = TypeVar("S", SessionService, AsyncSessionService)
 
 
 class InMemoryChatMemoryRepository:
@@ -49,7 +53,97 @@ class InMemoryChatMemoryRepository:
             self._conversations.pop(conversation_id, None)
 
 
-class LedgerChatMemoryRepository:
+class AsyncInMemoryChatMemoryRepository:
+    """`InMemoryChatMemoryRepository` with coroutine methods, for `AsyncMessageWindowChatMemory`
+    (its default): each step holds the lock for a dict operation, never long enough to stall a loop."""
+
+    def __init__(self) -> None:
+        self._repository = InMemoryChatMemoryRepository()
+
+    async def find_conversation_ids(self) -> list[str]:
+        return self._repository.find_conversation_ids()
+
+    async def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        return self._repository.find_by_conversation_id(conversation_id)
+
+    async def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None:
+        self._repository.save_all(conversation_id, messages)
+
+    async def update(self, conversation_id: str, change: Callable[[list[Message]], list[Message]]) -> None:
+        self._repository.update(conversation_id, change)
+
+    async def delete_by_conversation_id(self, conversation_id: str) -> None:
+        self._repository.delete_by_conversation_id(conversation_id)
+
+
+class _LedgerRepositoryRules(Generic[S]):
+    """The ledger repository's rules, once for both faces: each step takes the synchronous service
+    it runs on (the caller's, or the async service's pool thread, one hop a step)."""
+
+    def __init__(self, service: S, *, user_id: str = "default-user", app_name: str = "chat-memory") -> None:
+        for name, value in (("user_id", user_id), ("app_name", app_name)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-empty string")
+        self._service: S = service
+        self._user_id = user_id
+        self._app_name = app_name
+
+    @property
+    def user_id(self) -> str:
+        return self._user_id
+
+    def _find_conversation_ids(self, service: SessionService) -> list[str]:
+        return [
+            session.id
+            for session in service.list_sessions(self._user_id, app_name=self._app_name)
+            if (stats := service.window_stats(session.id)) is not None and stats.events
+        ]
+
+    def _find_by_conversation_id(self, service: SessionService, conversation_id: str) -> list[Message]:
+        if self._owned(service, checked_id(conversation_id)) is None:
+            return []
+        return service.get_messages(conversation_id, user_id=self._user_id)
+
+    def _update(
+        self, service: SessionService, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> None:
+        checked_id(conversation_id)
+        if self._owned(service, conversation_id) is None:
+            if not checked_messages(change([])):
+                return
+            self._create(service, conversation_id)
+        replacing = _Replacement(conversation_id, change)
+        while True:  # each lost round is a compaction another writer won: the loop ends
+            try:
+                result = service.compact(conversation_id, replacing, replacing, user_id=self._user_id)
+                break
+            except ConcurrencyConflict:
+                continue
+        if not result.archived and replacing.appended:  # nothing left the window: the compaction
+            outcomes = service.ingest(replacing.appended, user_id=self._user_id)  # wrote nothing
+            if any(outcome is not AppendOutcome.STORED for outcome in outcomes):
+                raise ValueError(f"conversation {conversation_id!r} could not be written: {outcomes}")
+
+    def _delete(self, service: SessionService, conversation_id: str) -> None:
+        if self._owned(service, checked_id(conversation_id)) is not None:
+            self._update(service, conversation_id, lambda _: [])
+
+    def _owned(self, service: SessionService, conversation_id: str) -> Session | None:
+        """The conversation's session; `None` when there is none; `ValueError` for another user's."""
+        session = service.get_session(conversation_id)
+        if session is not None and session.user_id != self._user_id:
+            raise ValueError(f"conversation {conversation_id!r} does not belong to user {self._user_id!r}")
+        return session
+
+    def _create(self, service: SessionService, conversation_id: str) -> None:
+        try:
+            service.create_session(self._user_id, session_id=conversation_id, app_name=self._app_name)
+        except SessionExists:
+            if self._owned(service, conversation_id) is None:  # not created meanwhile by another
+                raise  # writer: a deleted session's id, which the ledger never hands out again
+
+
+class LedgerChatMemoryRepository(_LedgerRepositoryRules[SessionService]):
     """A chat-memory repository over the ledger: a conversation is a session of `user_id` in
     `app_name`, its messages that session's active window.
 
@@ -64,73 +158,46 @@ class LedgerChatMemoryRepository:
     another user is neither readable nor writable (`ValueError`, nothing changes).
     """
 
-    def __init__(
-        self, service: SessionService, *, user_id: str = "default-user", app_name: str = "chat-memory"
-    ) -> None:
-        for name, value in (("user_id", user_id), ("app_name", app_name)):
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{name} must be a non-empty string")
-        self._service = service
-        self._user_id = user_id
-        self._app_name = app_name
-
-    @property
-    def user_id(self) -> str:
-        return self._user_id
-
     def find_conversation_ids(self) -> list[str]:
         """The user's conversations in this app with a non-empty window, oldest first."""
-        return [
-            session.id
-            for session in self._service.list_sessions(self._user_id, app_name=self._app_name)
-            if (stats := self._service.window_stats(session.id)) is not None and stats.events
-        ]
+        return self._find_conversation_ids(self._service)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
-        if self._owned(checked_id(conversation_id)) is None:
-            return []
-        return self._service.get_messages(conversation_id, user_id=self._user_id)
+        return self._find_by_conversation_id(self._service, conversation_id)
 
     def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None:
         replacement = checked_messages(messages)
-        self.update(conversation_id, lambda _: replacement)
+        self._update(self._service, conversation_id, lambda _: replacement)
 
     def update(self, conversation_id: str, change: Callable[[list[Message]], list[Message]]) -> None:
         """Replace the window with `change(its messages)`, as read by the compaction that writes it."""
-        checked_id(conversation_id)
-        if self._owned(conversation_id) is None:
-            if not checked_messages(change([])):
-                return
-            self._create(conversation_id)
-        replacing = _Replacement(conversation_id, change)
-        while True:  # each lost round is a compaction another writer won: the loop ends
-            try:
-                result = self._service.compact(conversation_id, replacing, replacing, user_id=self._user_id)
-                break
-            except ConcurrencyConflict:
-                continue
-        if not result.archived and replacing.appended:  # nothing left the window: the compaction
-            outcomes = self._service.ingest(replacing.appended, user_id=self._user_id)  # wrote nothing
-            if any(outcome is not AppendOutcome.STORED for outcome in outcomes):
-                raise ValueError(f"conversation {conversation_id!r} could not be written: {outcomes}")
+        self._update(self._service, conversation_id, change)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
-        if self._owned(checked_id(conversation_id)) is not None:
-            self.save_all(conversation_id, [])
+        self._delete(self._service, conversation_id)
 
-    def _owned(self, conversation_id: str) -> Session | None:
-        """The conversation's session; `None` when there is none; `ValueError` for another user's."""
-        session = self._service.get_session(conversation_id)
-        if session is not None and session.user_id != self._user_id:
-            raise ValueError(f"conversation {conversation_id!r} does not belong to user {self._user_id!r}")
-        return session
 
-    def _create(self, conversation_id: str) -> None:
-        try:
-            self._service.create_session(self._user_id, session_id=conversation_id, app_name=self._app_name)
-        except SessionExists:
-            if self._owned(conversation_id) is None:  # not created meanwhile by another writer: a
-                raise  # deleted session's id, which the ledger never hands out again
+class AsyncLedgerChatMemoryRepository(_LedgerRepositoryRules[AsyncSessionService]):
+    """`LedgerChatMemoryRepository` on an `AsyncSessionService`: the same arguments and rules, every
+    method a coroutine run in one hop to the service's pool (a whole `update` included)."""
+
+    async def find_conversation_ids(self) -> list[str]:
+        return await self._service.run(self._find_conversation_ids)
+
+    async def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        return await self._service.run(
+            lambda service: self._find_by_conversation_id(service, conversation_id)
+        )
+
+    async def save_all(self, conversation_id: str, messages: Iterable[Message]) -> None:
+        replacement = checked_messages(messages)
+        await self._service.run(lambda service: self._update(service, conversation_id, lambda _: replacement))
+
+    async def update(self, conversation_id: str, change: Callable[[list[Message]], list[Message]]) -> None:
+        await self._service.run(lambda service: self._update(service, conversation_id, change))
+
+    async def delete_by_conversation_id(self, conversation_id: str) -> None:
+        await self._service.run(lambda service: self._delete(service, conversation_id))
 
 
 class _Replacement:

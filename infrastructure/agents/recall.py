@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter, MatchMode
 from sessionledger.domain.json_text import read_json
 from sessionledger.domain.times import in_utc
+from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.service import SessionService
 
 if TYPE_CHECKING:
@@ -34,15 +35,19 @@ _INNER_THOUGHT = {
 _PAGE = {"type": "integer", "description": "Zero-based page of results (default 0)."}
 
 
-class RecallTools:
-    """The two recall tools over one service, as methods, OpenAI tool definitions and a handler."""
+S = TypeVar("S", SessionService, AsyncSessionService)
 
-    def __init__(self, service: SessionService, *, page_size: int = EventFilter.DEFAULT_PAGE_SIZE) -> None:
+
+class _RecallRules(Generic[S]):
+    """The recall tools' rules, once for both faces: each search takes the synchronous service it
+    runs on (the caller's, or the async service's pool thread, one hop a search)."""
+
+    def __init__(self, service: S, *, page_size: int = EventFilter.DEFAULT_PAGE_SIZE) -> None:
         if service is None:
             raise ValueError("service must not be None")
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size <= 0:
             raise ValueError("page_size must be positive")
-        self._service = service
+        self._service: S = service
         self._page_size = page_size
 
     @property
@@ -54,45 +59,40 @@ class RecallTools:
         """The payload limit of the service's ledger, which the tools' results are stored in."""
         return self._service.settings.max_payload_bytes
 
-    def owner_of(self, session_id: str) -> str | None:
-        """The user a session belongs to, for a caller that named none; `None` when it is unknown."""
-        session = self._service.get_session(session_id)
+    def _owner_of(self, service: SessionService, session_id: str) -> str | None:
+        session = service.get_session(session_id)
         return None if session is None else session.user_id
 
-    def conversation_search(
-        self, session_id: str, query: str | None, page: int | None = 0, *, user_id: str | None = None
+    def _conversation_search(
+        self,
+        service: SessionService,
+        session_id: str,
+        query: str | None,
+        page: int | None,
+        user_id: str | None,
     ) -> str:
-        """Page `max(0, page)` of the session's events matching `query` (case-insensitive), in ledger
-        order; events with blank text are dropped after paging; a blank query pages through every
-        event. With `user_id`, another user's session gives `"No results found."` like an unknown one.
-        """
         _check_query(query)
         search = EventFilter.keyword_search(query or "", _page(page), self._page_size)
-        events = self._service.get_events(session_id, search, user_id=user_id)
+        events = service.get_events(session_id, search, user_id=user_id)
         return _render([_item(event) for event in events if _has_text(event)])
 
-    def cross_session_search(
+    def _cross_session_search(
         self,
+        service: SessionService,
         user_id: str,
         query: str | None,
-        match_mode: str | None = None,
-        since: str | None = None,
-        page: int | None = 0,
+        match_mode: str | None,
+        since: str | None,
+        page: int | None,
     ) -> str:
-        """Matches in every session of `user_id` (every app), oldest first by timestamp.
-
-        `query` is comma-separated terms: one is a keyword, several match ANY of them, or ALL with
-        `match_mode="all"`; a blank query matches every event. `since` is an ISO-8601 instant with an
-        offset or `Z`.
-        """
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("userId must not be empty")
         _check_query(query)
         search = _cross_filter(query, match_mode, _since(since))
         first = _page(page) * self._page_size
         found: list[tuple[datetime, dict[str, str]]] = []
-        for session in self._service.list_sessions(user_id):
-            for event in self._service.get_events(session.id, search, user_id=user_id):
+        for session in service.list_sessions(user_id):
+            for event in service.get_events(session.id, search, user_id=user_id):
                 if _has_text(event):
                     found.append((event.timestamp, {"sessionId": session.id, **_item(event)}))
         found.sort(key=lambda pair: pair[0])  # stable: ledger order within one instant
@@ -138,6 +138,74 @@ class RecallTools:
             ),
         ]
 
+    def _handle(
+        self, service: SessionService, name: str, arguments: str | None, session_id: str, user_id: str
+    ) -> str:
+        try:
+            if not isinstance(user_id, str) or not user_id.strip():
+                raise ValueError("the caller's user_id must not be empty")
+            if not isinstance(session_id, str) or not session_id.strip():
+                raise ValueError("the caller's session_id must not be empty")
+            args = _arguments(arguments)
+            if name == CONVERSATION_SEARCH:
+                return self._conversation_search(
+                    service, session_id, _required_query(args), _optional_int(args, "page"), user_id
+                )
+            if name == CROSS_SESSION_SEARCH:
+                return self._cross_session_search(
+                    service,
+                    user_id,
+                    _required_query(args),
+                    _optional_str(args, "matchMode"),
+                    _optional_str(args, "since"),
+                    _optional_int(args, "page"),
+                )
+            raise ValueError(
+                f"unknown tool {name!r}; the tools are {CONVERSATION_SEARCH}, {CROSS_SESSION_SEARCH}"
+            )
+        except ValueError as error:
+            return f"Error: {error}"
+
+
+class RecallTools(_RecallRules[SessionService]):
+    """The two recall tools over one service, as methods, OpenAI tool definitions and a handler."""
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The user a session belongs to, for a caller that named none; `None` when it is unknown."""
+        return self._owner_of(self._service, session_id)
+
+    def conversation_search(
+        self, session_id: str, query: str | None, page: int | None = 0, *, user_id: str | None = None
+    ) -> str:
+        """Page `max(0, page)` of the session's events matching `query` (case-insensitive), in ledger
+        order; events with blank text are dropped after paging; a blank query pages through every
+        event. With `user_id`, another user's session gives `"No results found."` like an unknown one.
+        """
+        return self._conversation_search(self._service, session_id, query, page, user_id)
+
+    def cross_session_search(
+        self,
+        user_id: str,
+        query: str | None,
+        match_mode: str | None = None,
+        since: str | None = None,
+        page: int | None = 0,
+    ) -> str:
+        """Matches in every session of `user_id` (every app), oldest first by timestamp.
+
+        `query` is comma-separated terms: one is a keyword, several match ANY of them, or ALL with
+        `match_mode="all"`; a blank query matches every event. `since` is an ISO-8601 instant with an
+        offset or `Z`.
+        """
+        return self._cross_session_search(self._service, user_id, query, match_mode, since, page)
+
+    def handle(self, name: str, arguments: str | None, *, session_id: str, user_id: str) -> str:
+        """Run one tool call the model produced; every failure is an `"Error: ..."` string.
+
+        `session_id` and `user_id` are the caller's; the model's arguments cannot change them.
+        """
+        return self._handle(self._service, name, arguments, session_id, user_id)
+
     def as_langchain_tools(self, session_id: str, *, user_id: str) -> list[BaseTool]:
         """Both tools as LangChain tools (extra `langgraph`) for a LangGraph agent (`ToolNode`,
         `create_react_agent`) or `bind_tools`: the names, descriptions and argument schemas of
@@ -165,34 +233,41 @@ class RecallTools:
 
         return [tool(definition["function"]) for definition in self.definitions()]
 
-    def handle(self, name: str, arguments: str | None, *, session_id: str, user_id: str) -> str:
-        """Run one tool call the model produced; every failure is an `"Error: ..."` string.
 
-        `session_id` and `user_id` are the caller's; the model's arguments cannot change them.
-        """
-        try:
-            if not isinstance(user_id, str) or not user_id.strip():
-                raise ValueError("the caller's user_id must not be empty")
-            if not isinstance(session_id, str) or not session_id.strip():
-                raise ValueError("the caller's session_id must not be empty")
-            args = _arguments(arguments)
-            if name == CONVERSATION_SEARCH:
-                return self.conversation_search(
-                    session_id, _required_query(args), _optional_int(args, "page"), user_id=user_id
-                )
-            if name == CROSS_SESSION_SEARCH:
-                return self.cross_session_search(
-                    user_id,
-                    _required_query(args),
-                    _optional_str(args, "matchMode"),
-                    _optional_str(args, "since"),
-                    _optional_int(args, "page"),
-                )
-            raise ValueError(
-                f"unknown tool {name!r}; the tools are {CONVERSATION_SEARCH}, {CROSS_SESSION_SEARCH}"
-            )
-        except ValueError as error:
-            return f"Error: {error}"
+class AsyncRecallTools(_RecallRules[AsyncSessionService]):
+    """`RecallTools` on an `AsyncSessionService`: the same arguments, answers and definitions, every
+    search a coroutine run in one hop to the service's pool (a cross-session search included)."""
+
+    async def owner_of(self, session_id: str) -> str | None:
+        """`RecallTools.owner_of`."""
+        return await self._service.run(lambda service: self._owner_of(service, session_id))
+
+    async def conversation_search(
+        self, session_id: str, query: str | None, page: int | None = 0, *, user_id: str | None = None
+    ) -> str:
+        """`RecallTools.conversation_search`."""
+        return await self._service.run(
+            lambda service: self._conversation_search(service, session_id, query, page, user_id)
+        )
+
+    async def cross_session_search(
+        self,
+        user_id: str,
+        query: str | None,
+        match_mode: str | None = None,
+        since: str | None = None,
+        page: int | None = 0,
+    ) -> str:
+        """`RecallTools.cross_session_search`."""
+        return await self._service.run(
+            lambda service: self._cross_session_search(service, user_id, query, match_mode, since, page)
+        )
+
+    async def handle(self, name: str, arguments: str | None, *, session_id: str, user_id: str) -> str:
+        """`RecallTools.handle`: every failure an `"Error: ..."` string."""
+        return await self._service.run(
+            lambda service: self._handle(service, name, arguments, session_id, user_id)
+        )
 
 
 def instant_text(moment: datetime) -> str:

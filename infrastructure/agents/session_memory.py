@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.compaction.ports import Strategy, Trigger
@@ -23,6 +23,7 @@ from sessionledger.domain.ids import MAX_ID_LENGTH
 from sessionledger.domain.messages import Message, MessageType, SystemMessage, UserMessage
 from sessionledger.domain.prompting import build_system_prompt
 from sessionledger.domain.sessions import Session
+from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.service import SessionService
 
 MessageFilter = Callable[[list[SessionEvent]], list[SessionEvent]]
@@ -38,12 +39,16 @@ def skip_empty_messages(events: list[SessionEvent]) -> list[SessionEvent]:
     return [event for event in events if not _empty_reply(event.message)]
 
 
-class SessionMemory:
-    """Spring's `SessionMemoryAdvisor` as an advisor (`before` / `after`), on a `SessionService`."""
+S = TypeVar("S", SessionService, AsyncSessionService)
+
+
+class _SessionMemoryRules(Generic[S]):
+    """The memory advisor's rules, once for both faces: each step takes the synchronous service it
+    runs on (the caller's, or the async service's pool thread, reached in one hop per step)."""
 
     def __init__(
         self,
-        service: SessionService,
+        service: S,
         *,
         default_user_id: str = DEFAULT_USER_ID,
         event_filter: EventFilter | None = None,
@@ -71,7 +76,7 @@ class SessionMemory:
             raise ValueError("trigger and strategy must be set together: set both or neither")
         if history not in ("messages", "facts"):
             raise ValueError(f"history must be 'messages' or 'facts', got {history!r}")
-        self._service = service
+        self._service: S = service
         self._default_user_id = default_user_id
         self._event_filter = EventFilter.all() if event_filter is None else event_filter
         if branch is not None:
@@ -84,28 +89,24 @@ class SessionMemory:
         self._facts = history == "facts"
         self._idempotent = idempotent_ids
 
-    def before(
+    def _before(
         self,
+        service: SessionService,
         conversation_id: str,
         messages: list[Message],
-        *,
-        user_id: str | None = None,
-        event_filter: EventFilter | None = None,
+        user_id: str | None,
+        event_filter: EventFilter | None,
     ) -> list[Message]:
-        """The prompt to send: the window (or its fact block), then `messages`, system messages first.
-
-        Stores the last user or tool message of `messages` (`UserMessage("")` when there is none, as
-        Spring does). A session of another user is a `ValueError` naming both, and nothing is stored.
-        """
+        """`before`, on `service`."""
         _require_text(conversation_id, "conversation_id")
         messages = _checked_messages(messages, "messages")
         if user_id is not None:
             _require_text(user_id, "user_id")
         if event_filter is not None and not isinstance(event_filter, EventFilter):
             raise ValueError("event_filter must be an EventFilter or None")
-        self._session_for(conversation_id, user_id)
+        self._session_for(service, conversation_id, user_id)
         search = self._event_filter if event_filter is None else self._event_filter.merge(event_filter)
-        events = self._service.get_events(conversation_id, search.merge(EventFilter.active()))
+        events = service.get_events(conversation_id, search.merge(EventFilter.active()))
         if self._history_selector is not None:
             events = self._history_selector(events)
         if self._facts:
@@ -115,40 +116,47 @@ class SessionMemory:
         combined = _systems_first(history + messages)
         if self._facts:
             combined = _with_facts(combined, conversation_id, events)
-        self._store(conversation_id, [_current(messages)])
+        self._store(service, conversation_id, [_current(messages)])
         return combined
 
-    def after(self, conversation_id: str, replies: list[Message], *, user_id: str | None = None) -> None:
-        """Store the replies `message_filter` keeps, in order and in one transaction, then compact
-        when a trigger and a strategy were given."""
+    def _after(
+        self, service: SessionService, conversation_id: str, replies: list[Message], user_id: str | None
+    ) -> None:
+        """`after`, on `service`."""
         _require_text(conversation_id, "conversation_id")
         replies = _checked_messages(replies, "replies")
         if user_id is not None:
             _require_text(user_id, "user_id")
-        if not self._store(conversation_id, replies, user_id):
-            session = self._service.get_session(conversation_id)
+        if not self._store(service, conversation_id, replies, user_id):
+            session = service.get_session(conversation_id)
             if session is None:
                 raise ValueError(f"Session '{conversation_id}' not found: before() creates it")
             if user_id is not None:
                 _check_owner(session, user_id)
         if self._trigger is not None and self._strategy is not None:
-            self._service.compact(conversation_id, self._trigger, self._strategy)
+            service.compact(conversation_id, self._trigger, self._strategy)
 
-    def _session_for(self, conversation_id: str, user_id: str | None) -> None:
+    def _session_for(self, service: SessionService, conversation_id: str, user_id: str | None) -> None:
         """Spring's find-or-create, with the access check when the caller names a user."""
-        session = self._service.get_session(conversation_id)
+        session = service.get_session(conversation_id)
         if session is None:
             try:
-                self._service.create_session(user_id or self._default_user_id, session_id=conversation_id)
+                service.create_session(user_id or self._default_user_id, session_id=conversation_id)
                 return
             except SessionExists:
-                session = self._service.get_session(conversation_id)  # created meanwhile?
+                session = service.get_session(conversation_id)  # created meanwhile?
                 if session is None:
                     raise
         if user_id is not None:
             _check_owner(session, user_id)
 
-    def _store(self, conversation_id: str, messages: Sequence[Message], user_id: str | None = None) -> bool:
+    def _store(
+        self,
+        service: SessionService,
+        conversation_id: str,
+        messages: Sequence[Message],
+        user_id: str | None = None,
+    ) -> bool:
         """Append what `message_filter` keeps, in one transaction; whether there was anything.
 
         With `user_id`, another user's session refuses them all (`ValueError`, nothing stored).
@@ -167,11 +175,11 @@ class SessionMemory:
             return False
         if len(kept) == 1:  # the single-event path is the ledger's quickest
             try:
-                self._service.append_event(kept[0], user_id=user_id)
+                service.append_event(kept[0], user_id=user_id)
             except SessionNotFound:
                 raise ValueError(f"Session '{conversation_id}' not found: before() creates it") from None
             return True
-        outcomes = self._service.ingest(kept, user_id=user_id)
+        outcomes = service.ingest(kept, user_id=user_id)
         if AppendOutcome.NO_SESSION in outcomes:
             raise ValueError(f"Session '{conversation_id}' not found: before() creates it")
         if AppendOutcome.REFUSED in outcomes:
@@ -184,6 +192,55 @@ class SessionMemory:
         if not self._idempotent:
             return {}
         return {"id": idempotent_event_id(conversation_id, message)}
+
+
+class SessionMemory(_SessionMemoryRules[SessionService]):
+    """Spring's `SessionMemoryAdvisor` as an advisor (`before` / `after`), on a `SessionService`."""
+
+    def before(
+        self,
+        conversation_id: str,
+        messages: list[Message],
+        *,
+        user_id: str | None = None,
+        event_filter: EventFilter | None = None,
+    ) -> list[Message]:
+        """The prompt to send: the window (or its fact block), then `messages`, system messages first.
+
+        Stores the last user or tool message of `messages` (`UserMessage("")` when there is none, as
+        Spring does). A session of another user is a `ValueError` naming both, and nothing is stored.
+        """
+        return self._before(self._service, conversation_id, messages, user_id, event_filter)
+
+    def after(self, conversation_id: str, replies: list[Message], *, user_id: str | None = None) -> None:
+        """Store the replies `message_filter` keeps, in order and in one transaction, then compact
+        when a trigger and a strategy were given."""
+        self._after(self._service, conversation_id, replies, user_id)
+
+
+class AsyncSessionMemory(_SessionMemoryRules[AsyncSessionService]):
+    """`SessionMemory` on an `AsyncSessionService`: the same arguments and rules, `before` and `after`
+    coroutines, each one hop to the service's pool (reads and writes together), so the loop never
+    waits on the database."""
+
+    async def before(
+        self,
+        conversation_id: str,
+        messages: list[Message],
+        *,
+        user_id: str | None = None,
+        event_filter: EventFilter | None = None,
+    ) -> list[Message]:
+        """`SessionMemory.before`."""
+        return await self._service.run(
+            lambda service: self._before(service, conversation_id, messages, user_id, event_filter)
+        )
+
+    async def after(
+        self, conversation_id: str, replies: list[Message], *, user_id: str | None = None
+    ) -> None:
+        """`SessionMemory.after`."""
+        await self._service.run(lambda service: self._after(service, conversation_id, replies, user_id))
 
 
 def idempotent_event_id(conversation_id: str, message: Message) -> str:

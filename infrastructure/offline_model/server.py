@@ -59,7 +59,8 @@ def _handler_for(model: OfflineModel) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, method: str) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-            response = model.handle(method, self.path, dict(self.headers.items()), raw)
+            path = self.path.partition("?")[0]  # Azure OpenAI's clients add `?api-version=...`
+            response = model.handle(method, path, dict(self.headers.items()), raw)
             try:
                 if response.events is None:
                     self._send(response)

@@ -1,5 +1,6 @@
 """The three chat-memory advisors around a model call: on an in-process memory, on the ledger
-(memory, SQLite, PostgreSQL), and with a vector store fed by the fake embeddings endpoint."""
+(memory, SQLite, PostgreSQL), and with a vector store fed by the fake embeddings endpoint. The two
+over a chat memory run on both faces (their async twins over the async window memory)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ import openai
 import pytest
 from sessionledger.domain import AssistantMessage, MessageType, SystemMessage, ToolCall, UserMessage
 from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
-from sessionledger.infrastructure.agents import (
-    LedgerChatMemoryRepository,
-    MessageChatMemoryAdvisor,
-    MessageWindowChatMemory,
-    PromptChatMemoryAdvisor,
-    VectorStoreChatMemoryAdvisor,
-)
+from sessionledger.infrastructure.agents import VectorStoreChatMemoryAdvisor
 from sessionledger.infrastructure.vectors import EmbeddingsUnavailable, InMemoryVectorStore, OpenAIEmbeddings
 
 from tests.fakes.fake_openai import Reply
+from tests.integration import agent_faces
+
+face, service = agent_faces.face, agent_faces.service  # the memory advisors' tests on both faces
 
 
 def cid() -> str:
@@ -35,9 +33,9 @@ def turn(advisor, conversation, prompt, reply, **ctx):
 # --- MessageChatMemoryAdvisor ------------------------------------------------------------------
 
 
-def test_message_advisor_prepends_memory_and_stores_the_user_message_then_the_reply():
-    memory = MessageWindowChatMemory()
-    advisor = MessageChatMemoryAdvisor(memory)
+def test_message_advisor_prepends_memory_and_stores_the_user_message_then_the_reply(face):
+    memory = face.MessageWindowChatMemory()
+    advisor = face.MessageChatMemoryAdvisor(memory)
     conversation = cid()
     first = turn(
         advisor,
@@ -57,18 +55,18 @@ def test_message_advisor_prepends_memory_and_stores_the_user_message_then_the_re
     assert memory.get(conversation)[-1] == UserMessage("Who am I?")
 
 
-def test_message_advisor_does_not_repeat_memory_already_in_the_prompt():
-    memory = MessageWindowChatMemory()
-    advisor = MessageChatMemoryAdvisor(memory)
+def test_message_advisor_does_not_repeat_memory_already_in_the_prompt(face):
+    memory = face.MessageWindowChatMemory()
+    advisor = face.MessageChatMemoryAdvisor(memory)
     conversation = cid()
     turn(advisor, conversation, [UserMessage("q1")], AssistantMessage("a1"))
     loop = [UserMessage("q1"), AssistantMessage("a1"), UserMessage("q2")]  # a tool loop resends all
     assert advisor.before(conversation, loop) == loop
 
 
-def test_message_advisor_stores_a_tool_result_and_an_empty_user_message_when_there_is_nothing_else():
-    memory = MessageWindowChatMemory()
-    advisor = MessageChatMemoryAdvisor(memory)
+def test_message_advisor_stores_a_tool_result_and_an_empty_user_message_when_there_is_nothing_else(face):
+    memory = face.MessageWindowChatMemory()
+    advisor = face.MessageChatMemoryAdvisor(memory)
     conversation = cid()
     result = ToolResponseMessage([ToolResponse("c1", "f", "42")])
     advisor.before(
@@ -80,10 +78,12 @@ def test_message_advisor_stores_a_tool_result_and_an_empty_user_message_when_the
     assert memory.get(other) == [UserMessage("")]
 
 
-def test_message_advisor_on_the_ledger_keeps_evicted_turns_in_the_ledger(service):
+def test_message_advisor_on_the_ledger_keeps_evicted_turns_in_the_ledger(face, service):
     user = f"user-{uuid.uuid4().hex[:8]}"
-    memory = MessageWindowChatMemory(LedgerChatMemoryRepository(service, user_id=user), max_messages=4)
-    advisor = MessageChatMemoryAdvisor(memory)
+    memory = face.MessageWindowChatMemory(
+        face.LedgerChatMemoryRepository(service, user_id=user), max_messages=4
+    )
+    advisor = face.MessageChatMemoryAdvisor(memory)
     conversation = cid()
     for i in range(4):
         turn(advisor, conversation, [UserMessage(f"q{i}")], AssistantMessage(f"a{i}"), user_id=user)
@@ -95,9 +95,10 @@ def test_message_advisor_on_the_ledger_keeps_evicted_turns_in_the_ledger(service
     assert [m.text for m in memory.get(conversation)] == ["q2", "a2", "q3", "a3"]
 
 
-@pytest.mark.parametrize("advisor_type", [MessageChatMemoryAdvisor, PromptChatMemoryAdvisor])
-def test_memory_advisors_refuse_bad_input_and_store_nothing(advisor_type):
-    memory = MessageWindowChatMemory()
+@pytest.mark.parametrize("advisor_name", ["MessageChatMemoryAdvisor", "PromptChatMemoryAdvisor"])
+def test_memory_advisors_refuse_bad_input_and_store_nothing(face, advisor_name):
+    advisor_type = getattr(face, advisor_name)
+    memory = face.MessageWindowChatMemory()
     advisor = advisor_type(memory)
     with pytest.raises(ValueError, match="conversationId cannot be null or empty"):
         advisor.before(" ", [UserMessage("x")])
@@ -113,9 +114,9 @@ def test_memory_advisors_refuse_bad_input_and_store_nothing(advisor_type):
 # --- PromptChatMemoryAdvisor -------------------------------------------------------------------
 
 
-def test_prompt_advisor_renders_memory_into_the_system_message_after_its_instructions():
-    memory = MessageWindowChatMemory()
-    advisor = PromptChatMemoryAdvisor(memory)
+def test_prompt_advisor_renders_memory_into_the_system_message_after_its_instructions(face):
+    memory = face.MessageWindowChatMemory()
+    advisor = face.PromptChatMemoryAdvisor(memory)
     conversation = cid()
     turn(advisor, conversation, [UserMessage("I like tea.")], AssistantMessage("Noted: tea."))
     sent = advisor.before(conversation, [SystemMessage("Be brief."), UserMessage("What do I like?")])
@@ -127,21 +128,23 @@ def test_prompt_advisor_renders_memory_into_the_system_message_after_its_instruc
     assert sent[1] == UserMessage("What do I like?")
 
 
-def test_prompt_advisor_adds_a_system_message_when_there_is_none():
-    advisor = PromptChatMemoryAdvisor(MessageWindowChatMemory(), template="Memory:\n{memory}\n{instructions}")
+def test_prompt_advisor_adds_a_system_message_when_there_is_none(face):
+    advisor = face.PromptChatMemoryAdvisor(
+        face.MessageWindowChatMemory(), template="Memory:\n{memory}\n{instructions}"
+    )
     conversation = cid()
     turn(advisor, conversation, [UserMessage("one")], AssistantMessage("two"))
     sent = advisor.before(conversation, [UserMessage("three")])
     assert sent == [SystemMessage("Memory:\nUSER: one\nASSISTANT: two\n"), UserMessage("three")]
 
 
-def test_prompt_advisor_stores_no_empty_reply_list_and_checks_its_template():
-    memory = MessageWindowChatMemory()
-    advisor = PromptChatMemoryAdvisor(memory)
+def test_prompt_advisor_stores_no_empty_reply_list_and_checks_its_template(face):
+    memory = face.MessageWindowChatMemory()
+    advisor = face.PromptChatMemoryAdvisor(memory)
     advisor.after("c", [])
     assert memory.get("c") == []
     with pytest.raises(ValueError, match=r"\{memory\}"):
-        PromptChatMemoryAdvisor(memory, template="{instructions} only")
+        face.PromptChatMemoryAdvisor(memory, template="{instructions} only")
 
 
 # --- VectorStoreChatMemoryAdvisor --------------------------------------------------------------
@@ -237,6 +240,19 @@ class AppChatMemory:
         self.conversations.pop(conversation_id, None)
 
 
+class AsyncAppChatMemory(AppChatMemory):
+    """The same with coroutine methods, for the async advisors."""
+
+    async def add(self, conversation_id, messages):  # type: ignore[override]
+        super().add(conversation_id, messages)
+
+    async def get(self, conversation_id):  # type: ignore[override]
+        return super().get(conversation_id)
+
+    async def clear(self, conversation_id):  # type: ignore[override]
+        super().clear(conversation_id)
+
+
 class AppVectorStore:
     """An application's own vector store: a dict per user, 'nearest' meaning most words in common."""
 
@@ -256,10 +272,10 @@ class AppVectorStore:
         return found[:top_k]
 
 
-@pytest.mark.parametrize("advisor_type", [MessageChatMemoryAdvisor, PromptChatMemoryAdvisor])
-def test_memory_advisors_store_lists_in_an_applications_own_chat_memory(advisor_type):
-    memory = AppChatMemory()
-    advisor = advisor_type(memory)
+@pytest.mark.parametrize("advisor_name", ["MessageChatMemoryAdvisor", "PromptChatMemoryAdvisor"])
+def test_memory_advisors_store_lists_in_an_applications_own_chat_memory(face, advisor_name):
+    memory = AsyncAppChatMemory() if face.is_async else AppChatMemory()
+    advisor = getattr(face, advisor_name)(memory)
     conversation = cid()
     turn(
         advisor,
@@ -268,7 +284,7 @@ def test_memory_advisors_store_lists_in_an_applications_own_chat_memory(advisor_
         AssistantMessage("Hi Ada."),
     )
     sent = advisor.before(conversation, [SystemMessage("Be brief."), UserMessage("Who am I?")])
-    assert memory.get(conversation) == [
+    assert AppChatMemory.get(memory, conversation) == [
         UserMessage("I am Ada."),
         AssistantMessage("Hi Ada."),
         UserMessage("Who am I?"),

@@ -1,6 +1,7 @@
 """Concurrent `add`s to one conversation of a `MessageWindowChatMemory` over the ledger: the window
 may lose a message to a concurrent add, but the ledger holds every added message exactly once and
-no add fails on a conflict (memory, SQLite and PostgreSQL, real threads)."""
+no add fails on a conflict (memory, SQLite and PostgreSQL, real threads; on the async face, their
+adds are coroutines running at once on one event loop)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,27 @@ from collections import Counter
 
 import pytest
 from sessionledger.domain import UserMessage
-from sessionledger.infrastructure import open_service
-from sessionledger.infrastructure.agents import LedgerChatMemoryRepository, MessageWindowChatMemory
+
+from tests.integration import agent_faces
+
+face = agent_faces.face  # each test on both faces
 
 THREADS = 8
 ADDS = 25
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
-def test_concurrent_adds_store_each_message_in_the_ledger_exactly_once(request, backend):
+def test_concurrent_adds_store_each_message_in_the_ledger_exactly_once(face, request, backend):
     url = {"memory": lambda: "memory://", "sqlite": lambda: request.getfixturevalue("sqlite_url")}.get(
         backend, lambda: request.getfixturevalue("pg_url_shared")
     )()
     conversation = f"conv-{uuid.uuid4().hex[:10]}"
     failures: list[BaseException] = []
     start = threading.Barrier(THREADS)
-    with open_service(url, pool_size=THREADS) as service:
-        memory = MessageWindowChatMemory(LedgerChatMemoryRepository(service, user_id="u"), max_messages=20)
+    with face.open_service(url, pool_size=THREADS) as service:
+        memory = face.MessageWindowChatMemory(
+            face.LedgerChatMemoryRepository(service, user_id="u"), max_messages=20
+        )
 
         def adder(thread: int) -> None:
             start.wait()

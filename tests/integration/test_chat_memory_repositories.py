@@ -1,21 +1,20 @@
 """One contract suite for the chat-memory repositories: in process memory, and the ledger on
-memory, SQLite and PostgreSQL; then what only the ledger's promises (nothing destroyed, users apart)."""
+memory, SQLite and PostgreSQL; then what only the ledger's promises (nothing destroyed, users apart).
+Each test runs on both faces: the repositories and the window memory, and their async twins."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessionledger.domain import AssistantMessage, EventFilter, SystemMessage, ToolCall, UserMessage
 from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
-from sessionledger.infrastructure import open_service
-from sessionledger.infrastructure.agents import (
-    InMemoryChatMemoryRepository,
-    LedgerChatMemoryRepository,
-    MessageWindowChatMemory,
-)
+
+from tests.integration import agent_faces
+
+face, service = agent_faces.face, agent_faces.service  # each test on both faces
 
 
 @pytest.fixture
@@ -24,16 +23,16 @@ def user() -> str:
 
 
 @pytest.fixture(params=["in-memory", "ledger-memory", "ledger-sqlite", "ledger-postgres"])
-def repository(request, user):
+def repository(request, face, user):
     if request.param == "in-memory":
-        yield InMemoryChatMemoryRepository()
+        yield face.InMemoryChatMemoryRepository()
         return
     if request.param == "ledger-memory":
         url = "memory://"
     else:
         url = request.getfixturevalue("sqlite_url" if request.param == "ledger-sqlite" else "pg_url_shared")
-    with open_service(url) as service:
-        yield LedgerChatMemoryRepository(service, user_id=user)
+    with face.open_service(url) as service:
+        yield face.LedgerChatMemoryRepository(service, user_id=user)
 
 
 def cid() -> str:
@@ -108,8 +107,8 @@ def test_none_messages_and_none_elements_are_refused_and_change_nothing(reposito
     assert repository.find_by_conversation_id(conversation) == TURN
 
 
-def test_a_window_memory_over_the_repository_keeps_whole_turns(repository):
-    memory = MessageWindowChatMemory(repository, max_messages=3)
+def test_a_window_memory_over_the_repository_keeps_whole_turns(face, repository):
+    memory = face.MessageWindowChatMemory(repository, max_messages=3)
     conversation = cid()
     memory.add(conversation, [SystemMessage("s"), UserMessage("u1")])
     memory.add(conversation, TURN[2:])  # call, result, answer: 5 non-system > 3, no user after the cut
@@ -123,8 +122,8 @@ def test_a_window_memory_over_the_repository_keeps_whole_turns(repository):
 # --- the ledger's own promises ----------------------------------------------------------------
 
 
-def test_what_save_all_replaces_stays_in_the_ledger_archived_and_searchable(service, user):
-    repository = LedgerChatMemoryRepository(service, user_id=user)
+def test_what_save_all_replaces_stays_in_the_ledger_archived_and_searchable(face, service, user):
+    repository = face.LedgerChatMemoryRepository(service, user_id=user)
     conversation = cid()
     repository.save_all(conversation, TURN)
     repository.save_all(conversation, [UserMessage("fresh start")])
@@ -137,8 +136,8 @@ def test_what_save_all_replaces_stays_in_the_ledger_archived_and_searchable(serv
     assert [e.message for e in replayed.window] == [UserMessage("fresh start")]
 
 
-def test_kept_messages_keep_their_events_and_only_new_ones_are_appended(service, user):
-    repository = LedgerChatMemoryRepository(service, user_id=user)
+def test_kept_messages_keep_their_events_and_only_new_ones_are_appended(face, service, user):
+    repository = face.LedgerChatMemoryRepository(service, user_id=user)
     conversation = cid()
     repository.save_all(conversation, TURN[:2])
     before = {e.message: e.id for e in service.get_events(conversation)}
@@ -152,8 +151,8 @@ def test_kept_messages_keep_their_events_and_only_new_ones_are_appended(service,
     assert [e.message for e in service.get_events(conversation) if e.archived] == [TURN[0]]
 
 
-def test_delete_keeps_the_history_in_the_ledger(service, user):
-    repository = LedgerChatMemoryRepository(service, user_id=user)
+def test_delete_keeps_the_history_in_the_ledger(face, service, user):
+    repository = face.LedgerChatMemoryRepository(service, user_id=user)
     conversation = cid()
     repository.save_all(conversation, TURN)
     repository.delete_by_conversation_id(conversation)
@@ -161,9 +160,9 @@ def test_delete_keeps_the_history_in_the_ledger(service, user):
     assert service.get_messages(conversation) == []
 
 
-def test_another_users_conversation_is_neither_readable_nor_writable(service, user):
-    mine = LedgerChatMemoryRepository(service, user_id=user)
-    theirs = LedgerChatMemoryRepository(service, user_id=f"{user}-other")
+def test_another_users_conversation_is_neither_readable_nor_writable(face, service, user):
+    mine = face.LedgerChatMemoryRepository(service, user_id=user)
+    theirs = face.LedgerChatMemoryRepository(service, user_id=f"{user}-other")
     conversation = cid()
     mine.save_all(conversation, TURN)
     version = service.event_version(conversation)
@@ -180,8 +179,8 @@ def test_another_users_conversation_is_neither_readable_nor_writable(service, us
     assert mine.find_by_conversation_id(conversation) == TURN
 
 
-def test_conversations_live_in_their_own_app(service, user):
-    repository = LedgerChatMemoryRepository(service, user_id=user)
+def test_conversations_live_in_their_own_app(face, service, user):
+    repository = face.LedgerChatMemoryRepository(service, user_id=user)
     service.create_session(user, session_id=(elsewhere := cid()))
     service.append_message(elsewhere, UserMessage("agent session"))
     conversation = cid()
@@ -190,18 +189,18 @@ def test_conversations_live_in_their_own_app(service, user):
     assert service.get_session(conversation).app_name == "chat-memory"
 
 
-def test_saving_an_empty_list_to_an_unknown_conversation_creates_nothing(service, user):
-    repository = LedgerChatMemoryRepository(service, user_id=user)
+def test_saving_an_empty_list_to_an_unknown_conversation_creates_nothing(face, service, user):
+    repository = face.LedgerChatMemoryRepository(service, user_id=user)
     conversation = cid()
     repository.save_all(conversation, [])
     assert service.get_session(conversation) is None
 
 
-def test_constructor_arguments_are_checked(service):
+def test_constructor_arguments_are_checked(face, service):
     with pytest.raises(ValueError, match="user_id"):
-        LedgerChatMemoryRepository(service, user_id=" ")
+        face.LedgerChatMemoryRepository(service, user_id=" ")
     with pytest.raises(ValueError, match="app_name"):
-        LedgerChatMemoryRepository(service, app_name="")
+        face.LedgerChatMemoryRepository(service, app_name="")
 
 
 _MESSAGES = st.one_of(
@@ -213,12 +212,12 @@ _MESSAGES = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(_MESSAGES, max_size=4), max_size=6), st.integers(1, 6))
-def test_the_ledger_window_is_the_in_memory_window_and_the_ledger_forgets_nothing(adds, bound):
-    with open_service("memory://") as service:
-        on_ledger = MessageWindowChatMemory(LedgerChatMemoryRepository(service, user_id="u"), bound)
-        in_memory = MessageWindowChatMemory(InMemoryChatMemoryRepository(), bound)
+def test_the_ledger_window_is_the_in_memory_window_and_the_ledger_forgets_nothing(face, adds, bound):
+    with face.open_service("memory://") as service:
+        on_ledger = face.MessageWindowChatMemory(face.LedgerChatMemoryRepository(service, user_id="u"), bound)
+        in_memory = face.MessageWindowChatMemory(face.InMemoryChatMemoryRepository(), bound)
         conversation = "c"
         windowed = []  # every message some window held (one `add` larger than the window saves
         for messages in adds:  # only its newest messages, as Spring AI's memory does)
@@ -250,9 +249,25 @@ class SpringOnlyRepository:
         self.saved.pop(conversation_id, None)
 
 
-def test_the_window_memory_reads_then_saves_on_a_repository_without_update():
-    repository = SpringOnlyRepository()
-    memory = MessageWindowChatMemory(repository, max_messages=2)
+class AsyncSpringOnlyRepository(SpringOnlyRepository):
+    """The same with coroutine methods, for the async window memory."""
+
+    async def find_conversation_ids(self):  # type: ignore[override]
+        return super().find_conversation_ids()
+
+    async def find_by_conversation_id(self, conversation_id):  # type: ignore[override]
+        return super().find_by_conversation_id(conversation_id)
+
+    async def save_all(self, conversation_id, messages):  # type: ignore[override]
+        super().save_all(conversation_id, messages)
+
+    async def delete_by_conversation_id(self, conversation_id):  # type: ignore[override]
+        super().delete_by_conversation_id(conversation_id)
+
+
+def test_the_window_memory_reads_then_saves_on_a_repository_without_update(face):
+    repository = AsyncSpringOnlyRepository() if face.is_async else SpringOnlyRepository()
+    memory = face.MessageWindowChatMemory(repository, max_messages=2)
     for text in ("one", "two", "three"):
         memory.add("c", UserMessage(text))
     assert repository.saved == {"c": [UserMessage("two"), UserMessage("three")]}

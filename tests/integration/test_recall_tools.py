@@ -1,5 +1,6 @@
-"""RecallTools on memory, SQLite and PostgreSQL: Spring AI Session's two recall tools, their JSON,
-paging and blank rules, and isolation (a tool argument never reaches another user's session)."""
+"""RecallTools and AsyncRecallTools on memory, SQLite and PostgreSQL: Spring AI Session's two recall
+tools, their JSON, paging and blank rules, and isolation (a tool argument never reaches another
+user's session)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
 from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
-from sessionledger.infrastructure.agents import RecallTools
 from sessionledger.infrastructure.agents.recall import instant_text
+
+from tests.integration import agent_faces
+
+face, service = agent_faces.face, agent_faces.service  # each test on both faces
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -38,35 +42,35 @@ def test_instant_text_prints_like_javas_instant():
     assert instant_text(T0.replace(microsecond=123_456)) == "2025-06-01T12:00:00.123456Z"
 
 
-def test_page_size_must_be_positive(service):
+def test_page_size_must_be_positive(face, service):
     for bad in (0, -1):
         with pytest.raises(ValueError, match="page_size must be positive"):
-            RecallTools(service, page_size=bad)
+            face.RecallTools(service, page_size=bad)
 
 
-def test_conversation_search_finds_keywords_case_insensitively_as_json(service):
+def test_conversation_search_finds_keywords_case_insensitively_as_json(face, service):
     user = unique("u")
     session_id = session_with(service, user, ["Tell me about Paris", "Paris is in France", "and Rome?"])
-    found = json.loads(RecallTools(service).conversation_search(session_id, "paris"))
+    found = json.loads(face.RecallTools(service).conversation_search(session_id, "paris"))
     assert found == [
         {"timestamp": "2025-06-01T12:00:00Z", "type": "user", "text": "Tell me about Paris"},
         {"timestamp": "2025-06-01T12:00:01Z", "type": "assistant", "text": "Paris is in France"},
     ]
 
 
-def test_conversation_search_reaches_archived_and_synthetic_events(service):
+def test_conversation_search_reaches_archived_and_synthetic_events(face, service):
     user = unique("u")
     session_id = session_with(service, user, [f"turn {i} about the zebra" for i in range(10)])
     service.compact(session_id, TurnCountTrigger(1), SlidingWindowStrategy(max_events=2))
     assert len(service.get_messages(session_id)) < 10
-    found = json.loads(RecallTools(service, page_size=20).conversation_search(session_id, "zebra"))
+    found = json.loads(face.RecallTools(service, page_size=20).conversation_search(session_id, "zebra"))
     assert [item["text"] for item in found] == [f"turn {i} about the zebra" for i in range(10)]
 
 
-def test_paging_and_blank_text_dropped_after_paging(service):
+def test_paging_and_blank_text_dropped_after_paging(face, service):
     user = unique("u")
     session_id = session_with(service, user, ["one", "   ", "three", "four", "five"])
-    tools = RecallTools(service, page_size=2)
+    tools = face.RecallTools(service, page_size=2)
     # a blank query pages through every event; the blank one is dropped after paging: page 0 is short
     assert [i["text"] for i in json.loads(tools.conversation_search(session_id, "  "))] == ["one"]
     assert [i["text"] for i in json.loads(tools.conversation_search(session_id, None, page=1))] == [
@@ -77,22 +81,22 @@ def test_paging_and_blank_text_dropped_after_paging(service):
     assert tools.conversation_search(session_id, "", page=9) == "No results found."
 
 
-def test_no_results_unknown_session_and_another_users_session(service):
+def test_no_results_unknown_session_and_another_users_session(face, service):
     owner = unique("u")
     session_id = session_with(service, owner, ["secret plans"])
-    tools = RecallTools(service)
+    tools = face.RecallTools(service)
     assert tools.conversation_search(session_id, "nothing like it") == "No results found."
     assert tools.conversation_search(unique("missing"), "secret") == "No results found."
     assert tools.conversation_search(session_id, "secret", user_id=unique("intruder")) == "No results found."
     assert "secret plans" in tools.conversation_search(session_id, "secret", user_id=owner)
 
 
-def test_cross_session_search_covers_only_that_users_sessions_sorted_by_time(service):
+def test_cross_session_search_covers_only_that_users_sessions_sorted_by_time(face, service):
     user, other = unique("u"), unique("u")
     later = session_with(service, user, ["coffee later", "ok"], start=T0 + timedelta(hours=1))
     earlier = session_with(service, user, ["coffee first", "tea too"], start=T0)
     session_with(service, other, ["coffee of someone else"])
-    found = json.loads(RecallTools(service).cross_session_search(user, "coffee"))
+    found = json.loads(face.RecallTools(service).cross_session_search(user, "coffee"))
     assert [(i["sessionId"], i["text"]) for i in found] == [
         (earlier, "coffee first"),
         (later, "coffee later"),
@@ -100,10 +104,10 @@ def test_cross_session_search_covers_only_that_users_sessions_sorted_by_time(ser
     assert set(found[0]) == {"sessionId", "timestamp", "type", "text"}
 
 
-def test_cross_session_terms_modes_since_and_paging(service):
+def test_cross_session_terms_modes_since_and_paging(face, service):
     user = unique("u")
     session_with(service, user, ["apples and pears", "only apples", "only pears", "plums"])
-    tools = RecallTools(service, page_size=2)
+    tools = face.RecallTools(service, page_size=2)
     texts = lambda out: [i["text"] for i in json.loads(out)]  # noqa: E731
     assert texts(tools.cross_session_search(user, "apples, pears", match_mode="ALL")) == ["apples and pears"]
     assert texts(tools.cross_session_search(user, "apples,pears")) == ["apples and pears", "only apples"]
@@ -127,15 +131,15 @@ def test_cross_session_terms_modes_since_and_paging(service):
         ({"query": "x", "since": "2025-06-01T12:00:00"}, "offset or Z"),
     ],
 )
-def test_cross_session_bad_arguments_are_value_errors(service, kwargs, message):
+def test_cross_session_bad_arguments_are_value_errors(face, service, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        RecallTools(service).cross_session_search(unique("u"), **kwargs)
+        face.RecallTools(service).cross_session_search(unique("u"), **kwargs)
     with pytest.raises(ValueError, match="userId must not be empty"):
-        RecallTools(service).cross_session_search("  ", "x")
+        face.RecallTools(service).cross_session_search("  ", "x")
 
 
-def test_definitions_are_openai_function_tools(service):
-    definitions = RecallTools(service).definitions()
+def test_definitions_are_openai_function_tools(face, service):
+    definitions = face.RecallTools(service).definitions()
     by_name = {d["function"]["name"]: d for d in definitions}
     assert set(by_name) == {"conversation_search", "cross_session_search"}
     assert all(d["type"] == "function" for d in definitions)
@@ -149,11 +153,11 @@ def test_definitions_are_openai_function_tools(service):
     assert set(cross["properties"]) == {"innerThought", "query", "matchMode", "since", "page"}
 
 
-def test_handle_runs_a_model_tool_call_for_the_callers_user_only(service):
+def test_handle_runs_a_model_tool_call_for_the_callers_user_only(face, service):
     owner, intruder = unique("u"), unique("u")
     mine = session_with(service, owner, ["my cat is Felix"])
     theirs = session_with(service, intruder, ["their cat is Tom"])
-    tools = RecallTools(service)
+    tools = face.RecallTools(service)
     args = json.dumps({"innerThought": "look", "query": "cat", "sessionId": theirs, "userId": intruder})
     found = json.loads(tools.handle("conversation_search", args, session_id=mine, user_id=owner))
     assert [i["text"] for i in found] == ["my cat is Felix"]
@@ -178,17 +182,19 @@ def test_handle_runs_a_model_tool_call_for_the_callers_user_only(service):
         ("cross_session_search", '{"query": ' * 100_000, "nested too deeply"),
     ],
 )
-def test_handle_turns_bad_calls_into_error_strings_and_changes_nothing(service, name, arguments, fragment):
+def test_handle_turns_bad_calls_into_error_strings_and_changes_nothing(
+    face, service, name, arguments, fragment
+):
     user = unique("u")
     session_id = session_with(service, user, ["hello"])
     before = service.get_events(session_id, EventFilter.all())
-    answer = RecallTools(service).handle(name, arguments, session_id=session_id, user_id=user)
+    answer = face.RecallTools(service).handle(name, arguments, session_id=session_id, user_id=user)
     assert answer.startswith("Error:") and fragment in answer
     assert service.get_events(session_id, EventFilter.all()) == before
 
 
-def test_handle_never_raises_for_the_callers_blank_ids(service):
-    tools = RecallTools(service)
+def test_handle_never_raises_for_the_callers_blank_ids(face, service):
+    tools = face.RecallTools(service)
     assert tools.handle("conversation_search", '{"query": "x"}', session_id="s", user_id=" ").startswith(
         "Error:"
     )

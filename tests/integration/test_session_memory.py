@@ -1,6 +1,6 @@
-"""SessionMemory on memory, SQLite and PostgreSQL: Spring's memory advisor step by step, Sentinel's
-fact injection, idempotent ids for retried turns, synchronous compaction, and bad input that leaves
-everything stored as it was."""
+"""SessionMemory and AsyncSessionMemory on memory, SQLite and PostgreSQL: Spring's memory advisor
+step by step, Sentinel's fact injection, idempotent ids for retried turns, synchronous compaction,
+and bad input that leaves everything stored as it was."""
 
 from __future__ import annotations
 
@@ -20,7 +20,11 @@ from sessionledger.domain import (
 from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.domain.memory import drop_system_prompts, remove_unpaired_tool_calls
 from sessionledger.domain.prompting import FACTS_INTRO
-from sessionledger.infrastructure.agents import Advisor, SessionMemory, idempotent_event_id
+from sessionledger.infrastructure.agents import idempotent_event_id
+
+from tests.integration import agent_faces
+
+face, service = agent_faces.face, agent_faces.service  # each test on both faces
 
 SYNTHETIC = {SessionEvent.SYNTHETIC: True, SessionEvent.COMPACTION_SOURCE: "recursive-summarization"}
 
@@ -33,12 +37,12 @@ def everything(service, session_id):
     return [(e.id, e.message, e.archived) for e in service.get_events(session_id, EventFilter.all())]
 
 
-def test_it_is_an_advisor(service):
-    assert isinstance(SessionMemory(service), Advisor)
+def test_it_is_an_advisor(face, service):
+    assert isinstance(face.unwrapped(face.SessionMemory(service)), face.kind("Advisor"))
 
 
-def test_a_turn_creates_the_session_reads_history_then_stores_request_and_reply(service):
-    memory = SessionMemory(service)
+def test_a_turn_creates_the_session_reads_history_then_stores_request_and_reply(face, service):
+    memory = face.SessionMemory(service)
     cid, user = unique("c"), unique("u")
     first = memory.before(cid, [SystemMessage("be brief"), UserMessage("hi")], user_id=user)
     assert first == [SystemMessage("be brief"), UserMessage("hi")]  # the current message is not doubled
@@ -58,25 +62,27 @@ def test_a_turn_creates_the_session_reads_history_then_stores_request_and_reply(
     ]
 
 
-def test_without_a_user_the_default_user_owns_a_new_session(service):
+def test_without_a_user_the_default_user_owns_a_new_session(face, service):
     cid = unique("c")
-    SessionMemory(service, default_user_id="fallback").before(cid, [UserMessage("x")])
+    face.SessionMemory(service, default_user_id="fallback").before(cid, [UserMessage("x")])
     assert service.get_session(cid).user_id == "fallback"
 
 
-def test_every_system_message_goes_to_the_front_history_ones_first(service):
+def test_every_system_message_goes_to_the_front_history_ones_first(face, service):
     cid, user = unique("c"), unique("u")
     service.create_session(user, session_id=cid)
     service.append_message(cid, SystemMessage("stored rule"))
     service.append_message(cid, UserMessage("old"))
-    prompt = SessionMemory(service).before(
+    prompt = face.SessionMemory(service).before(
         cid, [UserMessage("new"), SystemMessage("request rule")], user_id=user
     )
     assert [m.text for m in prompt] == ["stored rule", "request rule", "old", "new"]
 
 
-def test_a_tool_message_is_the_current_message_and_a_prompt_without_one_stores_an_empty_user_message(service):
-    memory = SessionMemory(service)
+def test_a_tool_message_is_the_current_message_and_a_prompt_without_one_stores_an_empty_user_message(
+    face, service
+):
+    memory = face.SessionMemory(service)
     cid, user = unique("c"), unique("u")
     results = ToolResponseMessage([ToolResponse("call-1", "f", "42")])
     memory.before(cid, [UserMessage("earlier"), results], user_id=user)
@@ -84,27 +90,27 @@ def test_a_tool_message_is_the_current_message_and_a_prompt_without_one_stores_a
     assert service.get_messages(cid) == [results, UserMessage("")]
 
 
-def test_history_is_the_active_window_under_the_merged_filter(service):
+def test_history_is_the_active_window_under_the_merged_filter(face, service):
     cid, user = unique("c"), unique("u")
     service.create_session(user, session_id=cid)
     for index in range(6):
         service.append_message(cid, UserMessage(f"u{index}"))
         service.append_message(cid, AssistantMessage(f"a{index}"))
     service.compact(cid, TurnCountTrigger(1), SlidingWindowStrategy(max_events=4))
-    memory = SessionMemory(service, event_filter=EventFilter.last(3))
+    memory = face.SessionMemory(service, event_filter=EventFilter.last(3))
     prompt = memory.before(cid, [UserMessage("now")], user_id=user)
     assert [m.text for m in prompt] == ["a4", "u5", "a5", "now"]
     branch_only = memory.before(cid, [UserMessage("again")], user_id=user, event_filter=EventFilter.last(1))
     assert [m.text for m in branch_only] == ["now", "again"]
 
 
-def test_branch_reads_are_isolated_and_the_advisor_writes_no_branch(service):
+def test_branch_reads_are_isolated_and_the_advisor_writes_no_branch(face, service):
     cid, user = unique("c"), unique("u")
     service.create_session(user, session_id=cid)
     service.append_message(cid, UserMessage("research this"), branch="orch.researcher")
-    orchestrator = SessionMemory(service, event_filter=EventFilter.for_branch("orch"))
+    orchestrator = face.SessionMemory(service, event_filter=EventFilter.for_branch("orch"))
     assert orchestrator.before(cid, [UserMessage("status?")], user_id=user) == [UserMessage("status?")]
-    researcher = SessionMemory(service, event_filter=EventFilter.for_branch("orch.researcher"))
+    researcher = face.SessionMemory(service, event_filter=EventFilter.for_branch("orch.researcher"))
     assert [m.text for m in researcher.before(cid, [UserMessage("go")], user_id=user)] == [
         "research this",
         "status?",
@@ -113,9 +119,9 @@ def test_branch_reads_are_isolated_and_the_advisor_writes_no_branch(service):
     assert [e.branch for e in service.get_events(cid)] == ["orch.researcher", None, None]
 
 
-def test_another_users_session_is_refused_and_nothing_changes(service):
+def test_another_users_session_is_refused_and_nothing_changes(face, service):
     cid, owner = unique("c"), unique("u")
-    memory = SessionMemory(service)
+    memory = face.SessionMemory(service)
     memory.before(cid, [UserMessage("mine")], user_id=owner)
     stored = everything(service, cid)
     with pytest.raises(
@@ -141,50 +147,50 @@ def test_another_users_session_is_refused_and_nothing_changes(service):
         (lambda m: m.after(unique("unknown"), [AssistantMessage("x")]), "not found"),
     ],
 )
-def test_bad_input_is_a_value_error_and_stores_nothing(service, call, message):
+def test_bad_input_is_a_value_error_and_stores_nothing(face, service, call, message):
     service.create_session("someone", session_id=(cid := unique("c")))
-    memory = SessionMemory(service, default_user_id=(nobody := unique("nobody")))
+    memory = face.SessionMemory(service, default_user_id=(nobody := unique("nobody")))
     with pytest.raises(ValueError, match=message):
         call(memory)
     assert service.list_sessions(nobody) == []
     assert service.get_events(cid) == []
 
 
-def test_a_deleted_session_is_not_silently_recreated(service):
+def test_a_deleted_session_is_not_silently_recreated(face, service):
     cid = unique("c")
-    memory = SessionMemory(service)
+    memory = face.SessionMemory(service)
     memory.before(cid, [UserMessage("x")], user_id="u")
     service.delete_session(cid)
     with pytest.raises(ValueError, match="cannot be used"):
         memory.before(cid, [UserMessage("y")], user_id="u")
 
 
-def test_constructor_checks(service):
+def test_constructor_checks(face, service):
     with pytest.raises(ValueError, match="set both or neither"):
-        SessionMemory(service, trigger=TurnCountTrigger(1))
+        face.SessionMemory(service, trigger=TurnCountTrigger(1))
     with pytest.raises(ValueError, match="set both or neither"):
-        SessionMemory(service, strategy=SlidingWindowStrategy())
+        face.SessionMemory(service, strategy=SlidingWindowStrategy())
     with pytest.raises(ValueError, match="history must be"):
-        SessionMemory(service, history="summary")  # type: ignore[arg-type]  # the wrong value under test
+        face.SessionMemory(service, history="summary")  # type: ignore[arg-type]  # the wrong value under test
     with pytest.raises(ValueError, match="service"):
-        SessionMemory(None)  # type: ignore[arg-type]  # the wrong value under test
+        face.SessionMemory(None)  # type: ignore[arg-type]  # the wrong value under test
 
 
-def test_empty_replies_are_skipped_by_default_and_a_custom_filter_replaces_the_default(service):
+def test_empty_replies_are_skipped_by_default_and_a_custom_filter_replaces_the_default(face, service):
     cid, user = unique("c"), unique("u")
-    memory = SessionMemory(service)
+    memory = face.SessionMemory(service)
     memory.before(cid, [UserMessage("q")], user_id=user)
     call = AssistantMessage(None, [ToolCall("c1", "f", "{}")])
     memory.after(cid, [AssistantMessage("  "), call, AssistantMessage("answer")], user_id=user)
     assert service.get_messages(cid) == [UserMessage("q"), call, AssistantMessage("answer")]
-    custom = SessionMemory(service, message_filter=drop_system_prompts)
+    custom = face.SessionMemory(service, message_filter=drop_system_prompts)
     custom.after(cid, [SystemMessage("no"), AssistantMessage("")], user_id=user)
     assert service.get_messages(cid)[-1] == AssistantMessage("")
 
 
-def test_idempotent_ids_make_a_retried_turn_store_nothing_twice(service):
+def test_idempotent_ids_make_a_retried_turn_store_nothing_twice(face, service):
     cid, user = unique("c"), unique("u")
-    memory = SessionMemory(service, idempotent_ids=True)
+    memory = face.SessionMemory(service, idempotent_ids=True)
     call = AssistantMessage(None, [ToolCall("call-7", "f", "{}")])
     results = ToolResponseMessage([ToolResponse("call-7", "f", "ok")])
     for _ in range(2):  # the same turn, retried
@@ -203,13 +209,13 @@ def test_an_idempotent_id_too_long_for_the_ledger_is_hashed():
     assert event_id.startswith("sha256:") and event_id == idempotent_event_id("c", many)
 
 
-def test_facts_history_puts_the_latest_summary_in_the_system_prompt(service):
+def test_facts_history_puts_the_latest_summary_in_the_system_prompt(face, service):
     cid, user = unique("c"), unique("u")
     service.create_session(user, session_id=cid)
     service.append_message(cid, UserMessage("Summarize the conversation we had so far."), metadata=SYNTHETIC)
     service.append_message(cid, AssistantMessage("The user likes green tea."), metadata=SYNTHETIC)
     service.append_message(cid, UserMessage("and coffee?"))
-    memory = SessionMemory(service, history="facts")
+    memory = face.SessionMemory(service, history="facts")
     prompt = memory.before(
         cid, [SystemMessage("You are helpful."), UserMessage("what do I like?")], user_id=user
     )
@@ -221,9 +227,11 @@ def test_facts_history_puts_the_latest_summary_in_the_system_prompt(service):
     assert without_system[0].type.value == "system" and "green tea" in without_system[0].text
 
 
-def test_compaction_runs_in_after_when_trigger_and_strategy_are_given(service):
+def test_compaction_runs_in_after_when_trigger_and_strategy_are_given(face, service):
     cid, user = unique("c"), unique("u")
-    memory = SessionMemory(service, trigger=TurnCountTrigger(2), strategy=SlidingWindowStrategy(max_events=2))
+    memory = face.SessionMemory(
+        service, trigger=TurnCountTrigger(2), strategy=SlidingWindowStrategy(max_events=2)
+    )
     for turn in range(4):
         memory.before(cid, [UserMessage(f"q{turn}")], user_id=user)
         memory.after(cid, [AssistantMessage(f"a{turn}")], user_id=user)
@@ -232,21 +240,23 @@ def test_compaction_runs_in_after_when_trigger_and_strategy_are_given(service):
     assert len(service.get_events(cid)) == 8  # nothing lost: the rest is archived
 
 
-def test_without_trigger_and_strategy_nothing_is_compacted(service):
+def test_without_trigger_and_strategy_nothing_is_compacted(face, service):
     cid, user = unique("c"), unique("u")
-    memory = SessionMemory(service)
+    memory = face.SessionMemory(service)
     for turn in range(4):
         memory.before(cid, [UserMessage(f"q{turn}")], user_id=user)
         memory.after(cid, [AssistantMessage(f"a{turn}")], user_id=user)
     assert len(service.get_messages(cid)) == 8
 
 
-def test_a_branch_memory_writes_on_its_branch_and_selects_its_history(service):
+def test_a_branch_memory_writes_on_its_branch_and_selects_its_history(face, service):
     cid, user = unique("c"), unique("u")
-    orchestrator = SessionMemory(service, branch="orch")
+    orchestrator = face.SessionMemory(service, branch="orch")
     orchestrator.before(cid, [UserMessage("brief on tea")], user_id=user)
     orchestrator.after(cid, [AssistantMessage(None, [ToolCall("r1", "research", "{}")])], user_id=user)
-    researcher = SessionMemory(service, branch="orch.researcher", history_selector=remove_unpaired_tool_calls)
+    researcher = face.SessionMemory(
+        service, branch="orch.researcher", history_selector=remove_unpaired_tool_calls
+    )
     prompt = researcher.before(cid, [UserMessage("Research: tea")], user_id=user)
     assert prompt == [UserMessage("brief on tea"), UserMessage("Research: tea")]  # the pending call left out
     researcher.after(cid, [AssistantMessage("tea facts")], user_id=user)

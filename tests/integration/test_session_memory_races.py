@@ -1,5 +1,6 @@
-"""SessionMemory's find-or-create under a race: two first turns of one conversation at once both
-succeed, on one session, with both messages stored (memory, SQLite and PostgreSQL)."""
+"""SessionMemory's (and AsyncSessionMemory's) find-or-create under a race: two first turns at once
+of one conversation both succeed, on one session, with both messages stored (memory, SQLite and
+PostgreSQL; on the async face, two coroutines at once on one event loop)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import threading
 import uuid
 
 from sessionledger.domain import UserMessage
-from sessionledger.infrastructure.agents import SessionMemory
+
+from tests.integration import agent_faces
+
+face, service = agent_faces.face, agent_faces.service  # each test on both faces
 
 
-def test_two_first_turns_at_once_share_one_session(service):
-    memory = SessionMemory(service)
+def test_two_first_turns_at_once_share_one_session(face, service):
+    memory = face.SessionMemory(service)
     user = f"u-{uuid.uuid4().hex[:10]}"
     for _ in range(5):
         cid = f"c-{uuid.uuid4().hex[:10]}"
