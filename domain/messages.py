@@ -335,3 +335,16 @@ def _tool_response(item: Mapping[str, Any], call_names: Mapping[str, str]) -> To
     if not isinstance(name, str):
         raise ValueError("tool message 'name' must be a string")
     return ToolResponse(call_id, name, _content(item.get("content")) or "")
+
+
+def storable_text(text: str) -> str:
+    """What a message text may hold: no NUL, nothing UTF-8 cannot encode (a lone surrogate); the
+    text itself when it is fine. Adapters that keep a foreign message exactly elsewhere (an item,
+    a field in the metadata) store this as its readable text."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="replace").decode()
+    return text

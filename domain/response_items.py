@@ -28,6 +28,7 @@ from sessionledger.domain.messages import (
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
+    storable_text,
 )
 
 ITEM_KEY = "openaiAgentsItem"
@@ -62,7 +63,7 @@ def item_event(session_id: str, item: Mapping[str, Any]) -> SessionEvent:
         and isinstance(role, str)
         and role in _PLAIN_ROLES
         and isinstance(content, str)
-        and _clean(content) is content
+        and storable_text(content) is content
     ):
         message = Message(_PLAIN_ROLES[role], content)
         return SessionEvent(session_id=session_id, message=message, metadata={SHAPE_KEY: shape})
@@ -159,7 +160,7 @@ def item_message(item: Mapping[str, Any]) -> Message:
         return AssistantMessage(None, [call])
     if isinstance(kind, str) and kind.endswith("_output"):
         output = item.get("output")
-        content = _text(output) if isinstance(output, str) else _clean(json.dumps(output))
+        content = _text(output) if isinstance(output, str) else storable_text(json.dumps(output))
         return ToolResponseMessage(
             [ToolResponse(_text(item.get("call_id")), _text(item.get("name")), content)]
         )
@@ -171,7 +172,7 @@ def item_message(item: Mapping[str, Any]) -> Message:
 def _content_text(content: Any) -> str:
     """A message's text: the string itself, or its parts' texts (and refusals) one per line."""
     if isinstance(content, str):
-        return _clean(content)
+        return storable_text(content)
     if not isinstance(content, list):
         return ""
     texts = []
@@ -180,20 +181,8 @@ def _content_text(content: Any) -> str:
             value = part.get("text", part.get("refusal"))
             if isinstance(value, str):
                 texts.append(value)
-    return _clean("\n".join(texts))
+    return storable_text("\n".join(texts))
 
 
 def _text(value: Any) -> str:
-    return _clean(value) if isinstance(value, str) else ""
-
-
-def _clean(text: str) -> str:
-    """What a message text may hold: no NUL, nothing UTF-8 cannot encode (a lone surrogate); the
-    text itself when it is fine (the exact item keeps what this drops)."""
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode(errors="replace").decode()
-    return text
+    return storable_text(value) if isinstance(value, str) else ""

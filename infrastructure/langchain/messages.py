@@ -50,7 +50,7 @@ from langchain_core.messages import (
 from langchain_core.messages import ToolCall as LangChainToolCall
 from sessionledger.domain.codec import message_from_dict
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.messages import Message, MessageType, ToolCall, ToolResponse
+from sessionledger.domain.messages import Message, MessageType, ToolCall, ToolResponse, storable_text
 
 TYPE_KEY = "langchainType"
 """The event metadata key naming the message's class (`message.type`: "human", "AIMessageChunk")."""
@@ -162,13 +162,13 @@ def from_payload(payload: Mapping[str, Any]) -> BaseMessage:
 
 def _readable(message: BaseMessage) -> Message:
     """What the ledger's readers see of `message` (the module's docstring says how)."""
-    text = _clean(str(message.text))  # a str subclass (`TextAccessor`): the ledger stores plain str
+    text = storable_text(str(message.text))  # a str subclass (`TextAccessor`): the ledger stores plain str
     if isinstance(message, AIMessage):
         calls = tuple(_tool_call(call) for call in message.tool_calls)
         return Message._trusted(MessageType.ASSISTANT, text, calls, (), {})
     if isinstance(message, ToolMessage | FunctionMessage):
-        call_id = _clean(message.tool_call_id) if isinstance(message, ToolMessage) else ""
-        response = ToolResponse(call_id, _clean(message.name or ""), text)
+        call_id = storable_text(message.tool_call_id) if isinstance(message, ToolMessage) else ""
+        response = ToolResponse(call_id, storable_text(message.name or ""), text)
         return Message._trusted(MessageType.TOOL, "", (), (response,), {})
     if isinstance(message, ChatMessage):
         role = _CHAT_ROLES.get(message.role.lower(), MessageType.USER)
@@ -180,7 +180,9 @@ def _readable(message: BaseMessage) -> Message:
 def _tool_call(call: LangChainToolCall) -> ToolCall:
     # `repr` for what JSON cannot hold, so that `to_event` refuses it with its own ValueError
     arguments = json.dumps(call["args"], ensure_ascii=False, default=repr)
-    return ToolCall(_clean(call.get("id") or ""), _clean(call["name"]), _clean(arguments))
+    return ToolCall(
+        storable_text(call.get("id") or ""), storable_text(call["name"]), storable_text(arguments)
+    )
 
 
 def _readable_text(message: Message) -> str | None:
@@ -247,15 +249,3 @@ def _arguments(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _clean(text: str) -> str:
-    """What a ledger text may hold: no NUL, nothing UTF-8 cannot encode (a lone surrogate); the
-    text itself when it is fine (the exact fields keep what this drops)."""
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode(errors="replace").decode()
-    return text
