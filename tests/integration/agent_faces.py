@@ -125,7 +125,7 @@ class Face:
                 yield service
             return
         async_service = open_async_service(url, **options)
-        service = async_service.run_blocking(lambda opened: opened)
+        service = async_service.synchronous()
         self._services[id(service)] = async_service
         try:
             yield service
