@@ -66,13 +66,16 @@ def _not_owned(session: Session, user_id: str | None, app_name: str | None = Non
     return None
 
 
-def _entry_types(types: str | Sequence[str], prefix: object) -> list[str]:
-    """The checked `types` (one or several non-empty strings) and `prefix` of an entry read."""
+def _entry_types(types: str | Sequence[str], prefix: object, after: object) -> list[str]:
+    """The checked `types` (one or several non-empty strings) of an entry read, its `prefix` and
+    `after` (a ledger position) checked too."""
     wanted = [types] if isinstance(types, str) else list(types)
     if not wanted or not all(isinstance(t, str) and t for t in wanted):
         raise ValueError(f"types must be one non-empty string or several, not {types!r}")
     if not isinstance(prefix, str):
         raise ValueError(f"prefix must be a string, not {prefix!r}")
+    if type(after) is not int or after < 0:
+        raise ValueError(f"after must be a non-negative integer, not {after!r}")
     return wanted
 
 
@@ -521,11 +524,9 @@ class SessionService:
         follows what was written since. `[]` for an unknown or deleted session, and, with
         `user_id`, for another user's."""
         session_id = _require_id(session_id, "session_id")
-        wanted = _entry_types(types, prefix)
+        wanted = _entry_types(types, prefix, after)
         if limit is not None and (type(limit) is not int or limit <= 0):
             raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
-        if type(after) is not int or after < 0:
-            raise ValueError(f"after must be a non-negative integer, not {after!r}")
         if not self._visible(session_id, user_id):
             return []
         return self._ledger.entries(session_id, wanted, prefix, after, limit)
@@ -547,9 +548,7 @@ class SessionService:
         after the last position it saw, reading only what was written since, by anyone. `[]` for
         an unknown session, and, with `user_id`, for another user's or a deleted one."""
         session_id = _require_id(session_id, "session_id")
-        wanted = _entry_types(types, prefix)
-        if type(after) is not int or after < 0:
-            raise ValueError(f"after must be a non-negative integer, not {after!r}")
+        wanted = _entry_types(types, prefix, after)
         if user_id is not None and not self._visible(session_id, user_id):
             return []
         return self._ledger.entry_log(session_id, wanted, prefix, after)
