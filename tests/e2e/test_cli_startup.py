@@ -53,6 +53,12 @@ with open(out, "w") as file:
 """
 
 
+def reading_command(command: str, session_id: str) -> list[str]:
+    """The arguments of a reading command the startup tests run: `sessions` of the ledger's user,
+    or the `events` of its session."""
+    return ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+
+
 def loaded(tmp_path: Path, *args: str) -> set[str]:
     """The top-level packages imported by one run of the command, which must succeed."""
     return {name.split(".")[0] for name in loaded_modules(tmp_path, *args)}
@@ -90,7 +96,7 @@ def test_reading_commands_load_no_queue_stack_and_no_migrations(
     tmp_path: Path, ledger: tuple[str, str], command: str
 ) -> None:
     url, session_id = ledger
-    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    args = reading_command(command, session_id)
     found = loaded(tmp_path, *args, "--database-url", url)
     assert "sqlalchemy" in found, "the command did read the ledger"
     assert found & set(WRITERS) == set()
@@ -118,7 +124,7 @@ def test_reading_commands_on_sqlite_load_no_postgresql_driver_or_dialect(
 ) -> None:
     """psycopg and the PostgreSQL dialect are imported when a PostgreSQL URL is opened, not before."""
     url, session_id = ledger
-    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    args = reading_command(command, session_id)
     found = loaded_modules(tmp_path, *args, "--database-url", url)
     assert "sqlalchemy.dialects.sqlite" in found, "the command did open the SQLite ledger"
     assert {name for name in found if name.startswith(POSTGRES)} == set()
@@ -129,7 +135,7 @@ def test_reading_commands_load_no_pattern_search_and_no_tokenizer(
     tmp_path: Path, ledger: tuple[str, str], command: str
 ) -> None:
     url, session_id = ledger
-    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    args = reading_command(command, session_id)
     found = loaded(tmp_path, *args, "--database-url", url)
     assert found & set(UNUSED_BY_READERS) == set()
 
@@ -139,7 +145,7 @@ def test_reading_commands_on_sqlite_load_no_compaction_and_no_memory_backend(
     tmp_path: Path, ledger: tuple[str, str], command: str
 ) -> None:
     url, session_id = ledger
-    args = ["sessions", "--user", "alice"] if command == "sessions" else ["events", session_id]
+    args = reading_command(command, session_id)
     found = loaded_modules(tmp_path, *args, "--database-url", url)
     assert "sessionledger.infrastructure.ledger.sql" in found, "the command did open the SQL ledger"
     assert {name for name in found if name.startswith(NOT_FOR_SQL_READERS)} == set()
