@@ -52,7 +52,7 @@ def timeline(service: SessionService, session_id: str, *, user_id: str | None = 
     records = service.records(session_id, user_id=user_id)
     if not records:
         raise SessionNotFound(f"session {session_id!r} not found")
-    return _entries(records, records)
+    return _entries(records, records, event_ids=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +65,9 @@ class TimelinePage:
 
 def timeline_page(ledger: AuditLedger, session_id: str, after: int, upto: int) -> TimelinePage:
     """The entries `timeline` gives for the records at positions `after + 1` to `upto`, in one
-    snapshot, reading besides them only the records their compactions and rewinds name (the events
-    archived or hidden, the window's summaries), from the first of those on. `SessionNotFound`
+    snapshot, but without the ids of the events a compaction archived or a rewind hid (their
+    positions are there: `described_events` reads a page of them), so that a page reads besides
+    its records only the window a compaction left, where its summaries are. `SessionNotFound`
     when the session has no records (the caller checks who may read it)."""
     with ledger.audit_snapshot() as snapshot:
         last = snapshot.last_positions([session_id]).get(session_id)
@@ -76,7 +77,7 @@ def timeline_page(ledger: AuditLedger, session_id: str, after: int, upto: int) -
         named = [p for record in shown for p in _named(record)]
         earliest = min((p for p in named if p <= after), default=after + 1)
         context = snapshot.records(session_id, earliest - 1, after).records if earliest <= after else []
-    return TimelinePage(_entries(shown, [*context, *shown]), last)
+    return TimelinePage(_entries(shown, [*context, *shown], event_ids=False), last)
 
 
 def session_length(ledger: AuditLedger, session_id: str) -> int:
@@ -107,30 +108,27 @@ def described_events(ledger: AuditLedger, session_id: str, positions: Sequence[i
 
 
 def _named(record: LedgerRecord) -> list[int]:
-    """The positions a record's description reads: what a compaction archived and the window it
-    left (its summaries are the events of its version just before it), what a rewind hid."""
+    """The positions a compaction's description reads without event ids: the window it left (its
+    summaries are the events of its version just before it)."""
     payload = record.payload
-    if payload is None:
-        return []
-    if record.kind is Kind.COMPACTION:
-        return [*payload["archived"], *payload["window"]]
-    if record.kind is Kind.REWIND:
-        return list(payload["hidden"])
-    return []
+    return list(payload["window"]) if payload is not None and record.kind is Kind.COMPACTION else []
 
 
-def _entries(shown: Sequence[LedgerRecord], known: Sequence[LedgerRecord]) -> list[TimelineEntry]:
-    """The entries of `shown`, described with what `known` (which includes them) says."""
-    event_ids = {r.position: r.event_id for r in known if r.kind is Kind.EVENT}
+def _entries(
+    shown: Sequence[LedgerRecord], known: Sequence[LedgerRecord], *, event_ids: bool
+) -> list[TimelineEntry]:
+    """The entries of `shown`, described with what `known` (which includes them) says; with
+    `event_ids`, the ids of what compactions archived and rewinds hid (`known` holds them all)."""
+    ids = {r.position: r.event_id for r in known if r.kind is Kind.EVENT} if event_ids else None
     same_version: dict[int, list[int]] = {}
     for record in known:
         if record.kind is Kind.EVENT:
             same_version.setdefault(record.version, []).append(record.position)
-    return [_entry(record, event_ids, same_version) for record in shown]
+    return [_entry(record, ids, same_version) for record in shown]
 
 
 def _entry(
-    record: LedgerRecord, event_ids: Mapping[int, str | None], same_version: Mapping[int, Sequence[int]]
+    record: LedgerRecord, event_ids: Mapping[int, str | None] | None, same_version: Mapping[int, Sequence[int]]
 ) -> TimelineEntry:
     text, details = _describe(record, event_ids, same_version)
     return TimelineEntry(
@@ -146,7 +144,7 @@ def _entry(
 
 
 def _describe(
-    record: LedgerRecord, event_ids: Mapping[int, str | None], same_version: Mapping[int, Sequence[int]]
+    record: LedgerRecord, event_ids: Mapping[int, str | None] | None, same_version: Mapping[int, Sequence[int]]
 ) -> tuple[str, dict[str, Any]]:
     payload = record.payload
     if payload is None:
@@ -173,7 +171,7 @@ def _describe(
             {
                 "source": payload["source"],
                 "archived": archived,
-                "archived_event_ids": [event_ids.get(p) for p in archived],
+                **_ids("archived_event_ids", archived, event_ids),
                 "window": payload["window"],
                 "summaries": summaries,
                 "read_head": payload["read_head"],
@@ -187,7 +185,7 @@ def _describe(
             {
                 "before_invocation_id": payload["before_invocation_id"],
                 "hidden": hidden,
-                "hidden_event_ids": [event_ids.get(p) for p in hidden],
+                **_ids("hidden_event_ids", hidden, event_ids),
                 "state_delta": payload["state_delta"],
             },
         )
@@ -200,3 +198,7 @@ def _describe(
     if record.kind is Kind.ERASURE:
         return f"session deleted ({payload['reason']}); its messages were erased", dict(payload)
     return str(record.kind), {}
+
+
+def _ids(key: str, positions: Sequence[int], event_ids: Mapping[int, str | None] | None) -> dict[str, Any]:
+    return {} if event_ids is None else {key: [event_ids.get(p) for p in positions]}
