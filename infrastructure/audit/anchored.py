@@ -120,5 +120,7 @@ def proof_against(records: Sequence[LedgerRecord], event_id: str, anchor: Digest
         raise ValueError(f"digest {anchor.name} holds no session {session_id!r}")
     mismatch = anchor_findings(session_id, [r.row_hash for r in records], [anchor])
     if mismatch:
-        raise NotExtended(f"session {session_id}: the ledger does not extend the digest: {mismatch[0].detail}")
+        raise NotExtended(
+            f"session {session_id}: the ledger does not extend the digest: {mismatch[0].detail}"
+        )
     return make_proof(records, event_id, head.position)

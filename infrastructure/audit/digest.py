@@ -294,7 +294,9 @@ def latest_digest(directory: Path, public_key: Ed25519PublicKey | None = None) -
     signature checked when a key is given. A file there that is not a readable digest is an
     `InvalidDigest`, never skipped: a newest digest that was tampered with must not go unnoticed."""
     try:
-        paths = sorted(path for path in directory.iterdir() if path.is_file() and not path.name.startswith("."))
+        paths = sorted(
+            path for path in directory.iterdir() if path.is_file() and not path.name.startswith(".")
+        )
     except OSError as error:
         raise InvalidDigest(f"cannot read the digest directory {directory}: {error.strerror}") from None
     digests = [read_digest(path, public_key) for path in paths]

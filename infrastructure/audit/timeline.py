@@ -86,7 +86,9 @@ def session_length(ledger: AuditLedger, session_id: str) -> int:
         return snapshot.last_positions([session_id]).get(session_id, 0)
 
 
-def described_events(ledger: AuditLedger, session_id: str, positions: Sequence[int]) -> dict[int, dict[str, Any]]:
+def described_events(
+    ledger: AuditLedger, session_id: str, positions: Sequence[int]
+) -> dict[int, dict[str, Any]]:
     """The event records at `positions` as people read them (position, id, type, text), reading
     the span they lie in; an erased one says so, a position holding no event is left out."""
     if not positions:
@@ -128,7 +130,9 @@ def _entries(
 
 
 def _entry(
-    record: LedgerRecord, event_ids: Mapping[int, str | None] | None, same_version: Mapping[int, Sequence[int]]
+    record: LedgerRecord,
+    event_ids: Mapping[int, str | None] | None,
+    same_version: Mapping[int, Sequence[int]],
 ) -> TimelineEntry:
     text, details = _describe(record, event_ids, same_version)
     return TimelineEntry(
@@ -144,7 +148,9 @@ def _entry(
 
 
 def _describe(
-    record: LedgerRecord, event_ids: Mapping[int, str | None] | None, same_version: Mapping[int, Sequence[int]]
+    record: LedgerRecord,
+    event_ids: Mapping[int, str | None] | None,
+    same_version: Mapping[int, Sequence[int]],
 ) -> tuple[str, dict[str, Any]]:
     payload = record.payload
     if payload is None:

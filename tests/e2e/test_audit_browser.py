@@ -38,7 +38,10 @@ from selenium.webdriver.common.by import By  # noqa: E402
 def _token(url: str, user: str, *admin: str) -> str:
     made = subprocess.run(
         [CLI, "token", "create", "--user", user, *admin, "--database-url", url],
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     return made.stdout.strip().splitlines()[-1]
 
@@ -79,8 +82,14 @@ def browser(tmp_path: Path) -> Iterator[object]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,900",
         f"--user-data-dir={tmp_path / 'chromium-profile'}",
     ):
         options.add_argument(flag)
@@ -136,4 +145,9 @@ def test_an_auditor_logs_in_follows_a_compaction_and_sees_what_the_model_saw(
     shot("refused")
     assert "not found" in driver.find_element(By.TAG_NAME, "h1").text
     assert BOB_TEXT not in driver.page_source
-    assert {p.name for p in artifacts.iterdir()} >= {"login.png", "timeline.png", "compaction.png", "model-saw.png"}
+    assert {p.name for p in artifacts.iterdir()} >= {
+        "login.png",
+        "timeline.png",
+        "compaction.png",
+        "model-saw.png",
+    }

@@ -52,7 +52,14 @@ def test_tokens_survive_a_restart(storage: Storage, reopen: Callable[[], Storage
 
 @pytest.mark.parametrize(
     "text",
-    ["", "sl_", "sl_abc_secret", "xx_0123456789abcdef_secret", "sl_0123456789ABCDEF_s", "sl_0123456789abcdef_"],
+    [
+        "",
+        "sl_",
+        "sl_abc_secret",
+        "xx_0123456789abcdef_secret",
+        "sl_0123456789ABCDEF_s",
+        "sl_0123456789abcdef_",
+    ],
 )
 def test_text_that_is_not_a_token_is_a_value_error_that_does_not_echo_it(text: str) -> None:
     with pytest.raises(ValueError, match="not a sessionledger token") as raised:

@@ -43,7 +43,11 @@ def site(database_url: str, tmp_path: Path) -> Iterator[Site]:
     with open_storage(Settings(database_url=database_url)) as storage:
         ledger = fill(storage.service)
         headers = {}
-        for name, grant in {"alice": Grant("alice"), "bob": Grant("bob"), "admin": Grant("root", True)}.items():
+        for name, grant in {
+            "alice": Grant("alice"),
+            "bob": Grant("bob"),
+            "admin": Grant("root", True),
+        }.items():
             token, stored = issue(grant, datetime.now(UTC))
             storage.access_tokens.add(stored)
             headers[name] = token
@@ -105,26 +109,36 @@ def test_another_users_session_is_404_in_pages_json_and_downloads(site: Site) ->
     assert [s["id"] for s in listed["sessions"]] == [site.ledger.alice]
     assert site.client.get("/ledger", headers=site.alice).status_code == 404
     # Alice's event ids under Bob's session, and her deleted session: unknown alike
-    assert site.client.get(f"/sessions/{site.ledger.bob}/events/{site.ledger.reply}", headers=site.bob).status_code == 404
+    assert (
+        site.client.get(
+            f"/sessions/{site.ledger.bob}/events/{site.ledger.reply}", headers=site.bob
+        ).status_code
+        == 404
+    )
     assert site.client.get(f"/sessions/{site.ledger.alice_deleted}", headers=site.alice).status_code == 404
 
 
 def test_an_admin_sees_every_users_sessions_and_a_deleted_sessions_history(site: Site) -> None:
     listed = site.client.get("/", headers={**site.admin, **JSON}).json()
-    assert {site.ledger.alice, site.ledger.bob, site.ledger.alice_deleted} <= {s["id"] for s in listed["sessions"]} | {
-        site.ledger.alice_deleted
-    }
+    assert {site.ledger.alice, site.ledger.bob, site.ledger.alice_deleted} <= {
+        s["id"] for s in listed["sessions"]
+    } | {site.ledger.alice_deleted}
     deleted = site.client.get(f"/sessions/{site.ledger.alice_deleted}", headers={**site.admin, **JSON}).json()
     assert deleted["session"] is None
     assert deleted["entries"][-1]["kind"] == "erasure"
-    assert "forget me" not in site.client.get(f"/sessions/{site.ledger.alice_deleted}", headers=site.admin).text
+    assert (
+        "forget me" not in site.client.get(f"/sessions/{site.ledger.alice_deleted}", headers=site.admin).text
+    )
 
 
 def test_the_login_form_sets_an_httponly_samesite_cookie_that_opens_the_pages(site: Site) -> None:
     refused = site.client.post("/login", data={"token": "sl_0123456789abcdef_wrong"}, follow_redirects=False)
     assert refused.status_code == 401 and "opens nothing" in refused.text
     cross = site.client.post(
-        "/login", data={"token": site.alice_token}, headers={"Origin": "https://evil.example"}, follow_redirects=False
+        "/login",
+        data={"token": site.alice_token},
+        headers={"Origin": "https://evil.example"},
+        follow_redirects=False,
     )
     assert cross.status_code == 403 and "set-cookie" not in cross.headers
     done = site.client.post("/login", data={"token": site.alice_token}, follow_redirects=False)
@@ -165,10 +179,15 @@ def test_the_timeline_lists_exactly_the_records_the_ledger_holds(site: Site) -> 
 def test_a_compactions_page_shows_what_it_archived_and_the_summary_it_wrote(site: Site) -> None:
     sid = site.ledger.alice
     compaction = next(r for r in site.storage.service.records(sid) if r.kind is Kind.COMPACTION)
-    page = site.client.get(f"/sessions/{sid}/records/{compaction.position}", headers={**site.alice, **JSON}).json()
+    page = site.client.get(
+        f"/sessions/{sid}/records/{compaction.position}", headers={**site.alice, **JSON}
+    ).json()
     assert [e["position"] for e in page["listed"]] == compaction.payload["archived"]
     assert any("morning departures" in s["text"] for s in page["summaries"])
-    assert "morning departures" in site.client.get(f"/sessions/{sid}/records/{compaction.position}", headers=site.alice).text
+    assert (
+        "morning departures"
+        in site.client.get(f"/sessions/{sid}/records/{compaction.position}", headers=site.alice).text
+    )
 
 
 def test_what_the_model_saw_for_a_reply_is_the_replayed_window_and_injected_summary(site: Site) -> None:
@@ -185,8 +204,12 @@ def test_the_window_at_any_version_is_the_replayed_one(site: Site) -> None:
     sid = site.ledger.alice
     latest = site.storage.service.event_version(sid)
     for version in range(latest + 1):
-        shown = site.client.get(f"/sessions/{sid}/window?version={version}", headers={**site.alice, **JSON}).json()
-        assert [e["position"] for e in shown["window"]] == list(audit.replay(site.storage.service, sid, version=version).positions)
+        shown = site.client.get(
+            f"/sessions/{sid}/window?version={version}", headers={**site.alice, **JSON}
+        ).json()
+        assert [e["position"] for e in shown["window"]] == list(
+            audit.replay(site.storage.service, sid, version=version).positions
+        )
     bad = site.client.get(f"/sessions/{sid}/window?version={latest + 1}", headers={**site.alice, **JSON})
     assert bad.status_code == 400 and "outside" in bad.json()["error"]
 
@@ -221,13 +244,23 @@ def test_verify_shows_the_session_and_the_ledger_against_the_latest_digest(site:
 def test_no_page_renders_a_urls_password(site: Site) -> None:
     sid = site.ledger.alice
     event = next(
-        r.event_id for r in site.storage.service.records(sid) if r.kind is Kind.EVENT and SECRET_URL in str(r.payload)
+        r.event_id
+        for r in site.storage.service.records(sid)
+        if r.kind is Kind.EVENT and SECRET_URL in str(r.payload)
     )
-    for path in ["/", f"/sessions/{sid}", f"/sessions/{sid}/window?version=9", f"/sessions/{sid}/events/{event}"]:
+    for path in [
+        "/",
+        f"/sessions/{sid}",
+        f"/sessions/{sid}/window?version=9",
+        f"/sessions/{sid}/events/{event}",
+    ]:
         for headers in (site.alice, {**site.alice, **JSON}):
             text = site.client.get(path, headers=headers).text
             assert "hunter2-secret" not in text and "dbpass" not in text, path
-    assert "auditor:***@db.example" in site.client.get(f"/sessions/{sid}/events/{event}", headers=site.alice).text
+    assert (
+        "auditor:***@db.example"
+        in site.client.get(f"/sessions/{sid}/events/{event}", headers=site.alice).text
+    )
 
 
 def test_sessions_are_searched_by_keyword_and_time(site: Site) -> None:

@@ -105,7 +105,7 @@ def test_a_ledger_at_0004_upgrades_to_0007_keeping_its_sessions_and_gains_the_to
         with open_storage(Settings(database_url=fresh_url)) as storage:  # upgrades to the head
             session = storage.service.create_session("alice")
             storage.service.append_message(session.id, UserMessage("kept"))
-            token, stored = issue(Grant("alice"), session.created_at)
+            _, stored = issue(Grant("alice"), session.created_at)
             storage.access_tokens.add(stored)
             assert storage.access_tokens.find(stored.token_id) == stored
             assert verify(storage.service, session.id).ok

@@ -21,7 +21,9 @@ def serve(
     database_url: DatabaseUrl = None,
     digest_dir: Annotated[
         Path | None,
-        typer.Option("--digest-dir", help="Where the ledger's digests are kept: pages verify against the latest."),
+        typer.Option(
+            "--digest-dir", help="Where the ledger's digests are kept: pages verify against the latest."
+        ),
     ] = None,
 ) -> None:
     """Serve the read-only audit page: sessions, timelines, windows, what the model saw, verify,
@@ -34,7 +36,13 @@ def serve(
         import uvicorn
         from sessionledger.workers.web import audit_app
     except ImportError as error:
-        if error.name is None or error.name.split(".")[0] not in ("fastapi", "uvicorn", "starlette", "jinja2", "multipart"):
+        if error.name is None or error.name.split(".")[0] not in (
+            "fastapi",
+            "uvicorn",
+            "starlette",
+            "jinja2",
+            "multipart",
+        ):
             raise
         fail(NO_EXTRA)
     from sessionledger.infrastructure.bootstrap import open_storage
@@ -48,5 +56,7 @@ def serve(
             digest_dir=digest_dir,
             digest_public_key=settings.digest_public_key,
         )
-        print(f"serving the audit page at http://{host}:{port}/ (Ctrl-C stops it)", file=sys.stderr, flush=True)
+        print(
+            f"serving the audit page at http://{host}:{port}/ (Ctrl-C stops it)", file=sys.stderr, flush=True
+        )
         uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)

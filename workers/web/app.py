@@ -12,16 +12,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Form, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from fastapi.templating import Jinja2Templates
-from sessionledger import __version__
 from sessionledger.domain.access import Grant
 from sessionledger.domain.ports import AccessTokens
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.workers.web.access import COOKIE, SignedOut, grant_for, requested_grant
 from sessionledger.workers.web.views import AuditViews, Unknown
+
+from sessionledger import __version__
 
 __all__ = ["audit_app"]
 
@@ -39,7 +46,9 @@ def audit_app(
     digest_public_key: str | None = None,
 ) -> FastAPI:
     """The application over one ledger (`database` is only shown, its password masked)."""
-    app = FastAPI(title="sessionledger audit", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="sessionledger audit", version=__version__, docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.tokens = tokens
     app.state.views = AuditViews(service, digest_dir, digest_public_key)
     app.state.database = hide_passwords(database)
@@ -92,7 +101,9 @@ def _moment(text: str | None, name: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"{name} must be an ISO-8601 time, e.g. 2026-01-31T12:00Z, not {text[:40]!r}") from None
+        raise ValueError(
+            f"{name} must be an ISO-8601 time, e.g. 2026-01-31T12:00Z, not {text[:40]!r}"
+        ) from None
     if moment.tzinfo is None:
         return parse_timestamp(moment.isoformat() + "+00:00")
     return moment

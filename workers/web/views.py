@@ -57,7 +57,9 @@ class AuditViews:
             if keyword or since or until
             else None
         )
-        found = (s for s in self._visible_sessions(grant) if search is None or self._matches(s, search, keyword))
+        found = (
+            s for s in self._visible_sessions(grant) if search is None or self._matches(s, search, keyword)
+        )
         shown = list(islice(found, (page - 1) * SESSIONS_PAGE, page * SESSIONS_PAGE + 1))
         return {
             "user": grant.user_id,
@@ -148,8 +150,11 @@ class AuditViews:
             found = audit.replay(self.service, session_id, version=version, user_id=grant.reader)
         except SessionNotFound:
             raise Unknown(session_id) from None
-        return {"session_id": session_id, "latest": self.service.event_version(session_id) or found.version,
-                **_replayed(found, page)}
+        return {
+            "session_id": session_id,
+            "latest": self.service.event_version(session_id) or found.version,
+            **_replayed(found, page),
+        }
 
     def event(self, grant: Grant, session_id: str, event_id: str, page: int | None) -> dict[str, Any]:
         """The event, and for a reply what the model saw: the window replayed to just before it
@@ -181,11 +186,18 @@ class AuditViews:
         self._session(grant, session_id)
         checked = audit.verify(self.service, session_id, user_id=grant.reader)
         digest, problem = self._latest_digest()
-        anchored: dict[str, Any] = {"digest": None if digest is None else _digest_row(digest), "problem": problem}
+        anchored: dict[str, Any] = {
+            "digest": None if digest is None else _digest_row(digest),
+            "problem": problem,
+        }
         if digest is not None and session_id in digest.sessions:
             hashes = [r.row_hash for r in self.service.records(session_id, user_id=grant.reader)]
             findings = anchor_findings(session_id, hashes, [digest])
-            anchored |= {"holds_session": True, "ok": not findings, "findings": [f.as_dict() for f in findings]}
+            anchored |= {
+                "holds_session": True,
+                "ok": not findings,
+                "findings": [f.as_dict() for f in findings],
+            }
         elif digest is not None:
             anchored |= {"holds_session": False, "ok": None, "findings": []}
         return {"session_id": session_id, "verification": _masked_dict(checked.as_dict()), "digest": anchored}
@@ -202,7 +214,13 @@ class AuditViews:
         try:
             found = verify_since(self.service.ledger, digest)
         except InvalidDigest as error:
-            return {"digest": _digest_row(digest), "problem": str(error), "ok": False, "unchanged": 0, "checked": []}
+            return {
+                "digest": _digest_row(digest),
+                "problem": str(error),
+                "ok": False,
+                "unchanged": 0,
+                "checked": [],
+            }
         return {
             "digest": _digest_row(digest),
             "problem": problem,
