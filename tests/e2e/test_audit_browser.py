@@ -33,6 +33,7 @@ pytestmark = [
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
 def _token(url: str, user: str, *admin: str) -> str:
@@ -113,6 +114,7 @@ def test_an_auditor_logs_in_follows_a_compaction_and_sees_what_the_model_saw(
     shot("login")
     driver.find_element(By.NAME, "token").send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.ID, "sessions"))  # a click does not wait
     assert driver.current_url == base + "/"
     shot("sessions")
     links = driver.find_elements(By.CSS_SELECTOR, "#sessions a")
@@ -120,11 +122,14 @@ def test_an_auditor_logs_in_follows_a_compaction_and_sees_what_the_model_saw(
     assert driver.get_cookie("sessionledger_token")["httpOnly"] is True
 
     links[0].click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.ID, "timeline"))
     shot("timeline")
     rows = driver.find_elements(By.CSS_SELECTOR, "#timeline tr[data-position]")
     assert len(rows) == 17 and "compaction" in driver.page_source and "rewind" in driver.page_source
+    assert driver.title != "owned"  # the message that is markup was shown, not run
 
     driver.find_element(By.CSS_SELECTOR, "#timeline a.record").click()  # the compaction
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.ID, "archived"))
     shot("compaction")
     archived = driver.find_elements(By.CSS_SELECTOR, "#archived tr td:first-child")
     assert [int(cell.text) for cell in archived] == archived_positions

@@ -1,8 +1,9 @@
 """A small ledger for the audit page's tests: two users' sessions with every kind of record.
 
 Alice's main session has messages (one quoting a database URL with its password), a compaction
-that archives the start behind a summary, later messages, and a rewind; her second session was
-deleted (only an admin sees it). Bob has one session whose text no one else may see.
+that archives the start behind a summary, later messages, and a rewind (of a message that is
+markup); her second session was deleted (only an admin sees it). Bob has one session whose text
+no one else may see.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from tests.fakes.compaction import Always
 
 SECRET_URL = "postgresql://auditor:hunter2-secret@db.example/ledger"
 BOB_TEXT = "bob's private plan: the harbour at dawn"
+MARKUP = "never mind <script>document.title='owned'</script>"
+"""A message that is markup: a page shows it as text, never runs it."""
 SUMMARY = "Alice asked about trains; the assistant listed the morning departures."
 
 
@@ -45,7 +48,7 @@ def fill(service: SessionService) -> AuditLedger:
     service.append_message(alice, UserMessage("and the last train?"))
     reply = service.append_message(alice, AssistantMessage("the last train leaves at 23:40")).id
     service.append_event(
-        SessionEvent(session_id=alice, message=UserMessage("never mind"), invocation_id="inv-undo")
+        SessionEvent(session_id=alice, message=UserMessage(MARKUP), invocation_id="inv-undo")
     )
     service.rewind(alice, "inv-undo")
     gone = service.create_session("alice", app_name="trains").id

@@ -21,7 +21,7 @@ from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.web import audit_app
 
-from tests.fakes.audit_ledger import BOB_TEXT, SECRET_URL, AuditLedger, fill
+from tests.fakes.audit_ledger import BOB_TEXT, MARKUP, SECRET_URL, AuditLedger, fill
 
 JSON = {"Accept": "application/json"}
 
@@ -276,3 +276,10 @@ def test_sessions_are_searched_by_keyword_and_time(site: Site) -> None:
     assert site.ledger.bob in found(until=soon)
     bad = site.client.get("/", params={"since": "yesterday"}, headers={**site.admin, **JSON})
     assert bad.status_code == 400 and "ISO-8601" in bad.json()["error"]
+
+
+def test_text_that_is_markup_is_shown_escaped(site: Site) -> None:
+    sid = site.ledger.alice
+    html = site.client.get(f"/sessions/{sid}", headers=site.alice).text
+    assert MARKUP not in html and "&lt;script&gt;" in html
+    assert MARKUP in str(site.client.get(f"/sessions/{sid}", headers={**site.alice, **JSON}).json())

@@ -7,6 +7,7 @@ https) and refuses a form posted from another origin; everything else is a GET t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -209,7 +210,7 @@ def _download_routes(app: FastAPI) -> None:
         )
 
 
-def _chained(first: str, rest: Any) -> Any:
+def _chained(first: str, rest: Iterator[str]) -> Iterator[str]:
     yield first
     yield from rest
 

@@ -144,17 +144,15 @@ class AuditViews:
         }
 
     def window(self, grant: Grant, session_id: str, version: int | None, page: int | None) -> dict[str, Any]:
-        """The active window replayed from the ledger as it stood at `version` (default: now)."""
-        self._session(grant, session_id)
+        """The active window replayed from the ledger as it stood at `version` (default: now);
+        `latest` is the session's version now (`None` once deleted)."""
+        session = self._session(grant, session_id)
         try:
             found = audit.replay(self.service, session_id, version=version, user_id=grant.reader)
         except SessionNotFound:
             raise Unknown(session_id) from None
-        return {
-            "session_id": session_id,
-            "latest": self.service.event_version(session_id) or found.version,
-            **_replayed(found, page),
-        }
+        latest = self.service.event_version(session_id) if session is not None else None
+        return {"session_id": session_id, "latest": latest, **_replayed(found, page)}
 
     def event(self, grant: Grant, session_id: str, event_id: str, page: int | None) -> dict[str, Any]:
         """The event, and for a reply what the model saw: the window replayed to just before it
