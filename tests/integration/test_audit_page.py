@@ -283,3 +283,25 @@ def test_text_that_is_markup_is_shown_escaped(site: Site) -> None:
     html = site.client.get(f"/sessions/{sid}", headers=site.alice).text
     assert MARKUP not in html and "&lt;script&gt;" in html
     assert MARKUP in str(site.client.get(f"/sessions/{sid}", headers={**site.alice, **JSON}).json())
+
+
+def test_a_session_id_with_slashes_and_reserved_characters_is_linked_and_served(site: Site) -> None:
+    """An ADK session is app/user/id; any id is linked so that following the link finds it."""
+    import re
+
+    from sessionledger.domain import UserMessage
+
+    odd = f"trains/alice/odd id?#%-{site.ledger.alice[:8]}"
+    site.storage.service.create_session("alice", session_id=odd, app_name="trains")
+    event = site.storage.service.append_message(odd, UserMessage("from an odd session")).id
+    try:
+        listed = site.client.get("/", headers=site.alice).text
+        link = next(h for h in re.findall(r'href="(/sessions/[^"]+)"', listed) if "odd" in h)
+        assert "?" not in link and "#" not in link
+        page = site.client.get(link, headers={**site.alice, **JSON})
+        assert page.status_code == 200 and page.json()["session_id"] == odd
+        for tail in ("/window", "/verify", "/export", f"/events/{event}", f"/events/{event}/proof"):
+            assert site.client.get(link + tail, headers=site.alice).status_code == 200, tail
+        assert site.client.get(link, headers=site.bob).status_code == 404
+    finally:
+        site.storage.service.delete_session(odd)

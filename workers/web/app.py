@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Form, Query, Request
+from fastapi import Path as FastPath
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -150,15 +151,17 @@ def _page_routes(app: FastAPI) -> None:
         data = views.sessions(grant, q.strip(), _moment(since, "since"), _moment(until, "until"), page)
         return _answer(request, "sessions.html", data, grant)
 
-    @app.get("/sessions/{session_id}")
-    def timeline(request: Request, grant: Signed, session_id: str, page: Page = 1) -> Response:
-        return _answer(request, "timeline.html", views.timeline(grant, session_id, page), grant)
-
-    @app.get("/sessions/{session_id}/records/{position}")
-    def record(request: Request, grant: Signed, session_id: str, position: int, page: Page = 1) -> Response:
+    @app.get("/sessions/{session_id:path}/records/{position}")
+    def record(
+        request: Request,
+        grant: Signed,
+        session_id: str,
+        position: Annotated[int, FastPath(ge=1, le=2**62)],
+        page: Page = 1,
+    ) -> Response:
         return _answer(request, "record.html", views.record(grant, session_id, position, page), grant)
 
-    @app.get("/sessions/{session_id}/window")
+    @app.get("/sessions/{session_id:path}/window")
     def window(
         request: Request,
         grant: Signed,
@@ -168,7 +171,7 @@ def _page_routes(app: FastAPI) -> None:
     ) -> Response:
         return _answer(request, "window.html", views.window(grant, session_id, version, page), grant)
 
-    @app.get("/sessions/{session_id}/events/{event_id}")
+    @app.get("/sessions/{session_id:path}/events/{event_id}")
     def event(
         request: Request,
         grant: Signed,
@@ -178,7 +181,7 @@ def _page_routes(app: FastAPI) -> None:
     ) -> Response:
         return _answer(request, "event.html", views.event(grant, session_id, event_id, page), grant)
 
-    @app.get("/sessions/{session_id}/verify")
+    @app.get("/sessions/{session_id:path}/verify")
     def verify(request: Request, grant: Signed, session_id: str) -> Response:
         return _answer(request, "verify.html", views.verify(grant, session_id), grant)
 
@@ -186,11 +189,17 @@ def _page_routes(app: FastAPI) -> None:
     def ledger(request: Request, grant: Signed) -> Response:
         return _answer(request, "ledger.html", views.ledger(grant), grant)
 
+    # last: a session id may hold slashes (an ADK session is app/user/id), so this route would
+    # take every other route's path as a session id before them
+    @app.get("/sessions/{session_id:path}")
+    def timeline(request: Request, grant: Signed, session_id: str, page: Page = 1) -> Response:
+        return _answer(request, "timeline.html", views.timeline(grant, session_id, page), grant)
+
 
 def _download_routes(app: FastAPI) -> None:
     views: AuditViews = app.state.views
 
-    @app.get("/sessions/{session_id}/export")
+    @app.get("/sessions/{session_id:path}/export")
     def export(grant: Signed, session_id: str) -> Response:
         lines = views.export(grant, session_id)
         first = next(lines)  # the session's visibility is checked before the answer starts
@@ -200,7 +209,7 @@ def _download_routes(app: FastAPI) -> None:
             headers={"Content-Disposition": f'attachment; filename="{_file_name(session_id)}.jsonl"'},
         )
 
-    @app.get("/sessions/{session_id}/events/{event_id}/proof")
+    @app.get("/sessions/{session_id:path}/events/{event_id}/proof")
     def proof(grant: Signed, session_id: str, event_id: str) -> Response:
         name = _file_name(f"{session_id}-{event_id}")
         return Response(
@@ -219,4 +228,5 @@ def _file_name(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120]
 
 
-_ROUTES = (_login_routes, _page_routes, _download_routes)
+_ROUTES = (_login_routes, _download_routes, _page_routes)
+"""In this order: the downloads' paths end in what the pages' would take as part of an id."""
