@@ -236,7 +236,9 @@ def test_verify_shows_the_session_and_the_ledger_against_the_latest_digest(site:
     assert after["digest"]["ok"] is True and after["digest"]["digest"]["name"] == "digest-1.json"
     ledger = site.client.get("/ledger", headers={**site.admin, **JSON}).json()
     assert ledger["ok"] is True and ledger["digest"]["name"] == "digest-1.json"
-    (site.digests / "digest-2.json").write_text("{not a digest")
+    (site.digests / "digest-3.json.partial").write_text("{half a dig")  # being written: left out
+    assert site.client.get(f"/sessions/{sid}/verify", headers={**site.alice, **JSON}).json()["digest"]["ok"]
+    (site.digests / "digest-2.json").write_text("{not a digest")  # the newest file: never passed over
     broken = site.client.get(f"/sessions/{sid}/verify", headers={**site.alice, **JSON}).json()
     assert broken["digest"]["digest"] is None and "digest-2.json" in broken["digest"]["problem"]
 
