@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import threading
     from contextlib import AbstractContextManager
 
+    from sessionledger.domain.access import StoredToken
     from sessionledger.domain.append_outcomes import AppendOutcome, Tally
     from sessionledger.domain.compaction.result import CompactionResult
     from sessionledger.domain.entries import EntryRow, StoredEntry
@@ -226,3 +227,17 @@ class RedeliveryCounts(Protocol):
 
     def forget(self, message_id: str) -> None:
         """Drop the message's count (it was handled, or given up); nothing to forget is fine."""
+
+
+class AccessTokens(Protocol):
+    """The tokens that open the audit page, kept beside the ledger (`domain.access`): a token's
+    secret is stored only as its hash, and a revoked token is kept (revoked) but never found."""
+
+    def add(self, token: StoredToken) -> None:
+        """Store a new token."""
+
+    def find(self, token_id: str) -> StoredToken | None:
+        """The token with that id, unless there is none or it was revoked."""
+
+    def revoke(self, token_id: str) -> bool:
+        """Revoke the token; False when there is no such token or it was revoked already."""

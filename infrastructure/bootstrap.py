@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
-from sessionledger.domain.ports import CounterStore, LeaseStore, RedeliveryCounts, RelayPositions
+from sessionledger.domain.ports import (
+    AccessTokens,
+    CounterStore,
+    LeaseStore,
+    RedeliveryCounts,
+    RelayPositions,
+)
+from sessionledger.infrastructure.ledger.access_tokens import MemoryAccessTokens, SqlAccessTokens
 from sessionledger.infrastructure.ledger.counters import SqlCounterStore
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine, ledger_url
 from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
@@ -86,6 +93,8 @@ class Storage:
     relay_positions: RelayPositions
     counters: CounterStore
     redeliveries: RedeliveryCounts
+    access_tokens: AccessTokens
+    """The audit page's tokens (`sessionledger token`, `sessionledger serve`)."""
     async_append: Callable[[float, int], AsyncAppend | None] = lambda statement_timeout, connections: None
     """The append from an event loop without a thread, given its statement timeout and how many
     connections of the loop's own it may open (`None`: this ledger has none, as in memory)."""
@@ -134,6 +143,7 @@ def _open_storage(settings: Settings, create: bool) -> Storage:
             MemoryRelayPositions(memory),
             memory.counters,
             MemoryRedeliveryCounts(),
+            MemoryAccessTokens(),
         )
     engine = open_engine(settings, create=create)
     ledger = SqlLedger(engine)
@@ -143,6 +153,7 @@ def _open_storage(settings: Settings, create: bool) -> Storage:
         SqlRelayPositions(engine),
         SqlCounterStore(engine),
         SqlRedeliveryCounts(engine),
+        SqlAccessTokens(engine),
         ledger.async_append,
     )
 

@@ -4,7 +4,7 @@
   stored window and state against the ones replayed from the ledger;
 - `replay`: the active window at a version or a time, with which summary stood in for what;
 - `what_the_model_saw`: the window and injected summary in force when an event was produced;
-- `timeline`: every ledger record described for people;
+- `timeline` / `timeline_page`: every ledger record (or a page of them) described for people;
 - `export_lines` / `import_lines`: JSON lines (docs/export-format.md), verified on import.
 """
 
@@ -22,7 +22,14 @@ from sessionledger.infrastructure.audit.replay import (
     replay,
     what_the_model_saw,
 )
-from sessionledger.infrastructure.audit.timeline import TimelineEntry, timeline
+from sessionledger.infrastructure.audit.timeline import (
+    TimelineEntry,
+    TimelinePage,
+    described_events,
+    session_length,
+    timeline,
+    timeline_page,
+)
 from sessionledger.infrastructure.audit.verify import Finding, Mismatch, Verification, verify, verify_all
 
 __all__ = [
@@ -35,12 +42,16 @@ __all__ = [
     "StandIn",
     "TamperedExport",
     "TimelineEntry",
+    "TimelinePage",
     "Verification",
     "WindowReplay",
+    "described_events",
     "export_lines",
     "import_lines",
     "replay",
+    "session_length",
     "timeline",
+    "timeline_page",
     "verify",
     "verify_all",
     "what_the_model_saw",

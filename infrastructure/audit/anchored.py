@@ -15,7 +15,9 @@ from dataclasses import replace
 from enum import StrEnum
 
 from sessionledger.domain.merkle import MerkleTree
+from sessionledger.domain.records import LedgerRecord
 from sessionledger.infrastructure.audit.digest import Digest
+from sessionledger.infrastructure.audit.proof import make_proof
 from sessionledger.infrastructure.audit.reader import read_snapshot
 from sessionledger.infrastructure.audit.shared_state import SharedStateFold
 from sessionledger.infrastructure.audit.verify import Finding, Verification, check_snapshot, with_shared_state
@@ -99,3 +101,26 @@ def anchor_findings(session_id: str, hashes: Sequence[str], digests: Sequence[Di
             ),
         )
     return findings
+
+
+class NotExtended(ValueError):
+    """The ledger does not extend the digest a proof was asked against (a failed check)."""
+
+
+def proof_against(records: Sequence[LedgerRecord], event_id: str, anchor: Digest | None = None) -> str:
+    """The proof of the event and the window before it (`make_proof`): against `anchor`, at the
+    size it holds of the session, once the session's records are checked to extend it (else
+    `NotExtended`; `ValueError` when it holds no such session), or as the session stands.
+    `LookupError` as `make_proof` says it."""
+    if anchor is None:
+        return make_proof(records, event_id)
+    session_id = records[0].session_id
+    head = anchor.sessions.get(session_id)
+    if head is None:
+        raise ValueError(f"digest {anchor.name} holds no session {session_id!r}")
+    mismatch = anchor_findings(session_id, [r.row_hash for r in records], [anchor])
+    if mismatch:
+        raise NotExtended(
+            f"session {session_id}: the ledger does not extend the digest: {mismatch[0].detail}"
+        )
+    return make_proof(records, event_id, head.position)

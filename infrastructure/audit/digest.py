@@ -143,9 +143,13 @@ def _heads(
             yield session_id, SessionHead(mountains.size, last, mountains.root().hex(), peaks, at)
 
 
+PARTIAL = ".partial"
+"""The suffix of a digest file being written (`write_digest` renames it when it is whole)."""
+
+
 def write_digest(digest: Digest, path: Path) -> None:
     """Write the digest to `path` whole or not at all (a reader never sees half a digest)."""
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(path.name + PARTIAL)
     partial.write_text(digest.to_json(), encoding="utf-8")
     partial.replace(path)
 
@@ -287,3 +291,21 @@ def _key_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as error:
         raise InvalidDigest(f"cannot read key {path}: {error.strerror}") from None
+
+
+def latest_digest(directory: Path, public_key: Ed25519PublicKey | None = None) -> Digest | None:
+    """The digest in the file of `directory` written last (`None`: it holds none), its signature
+    checked when a key is given; files being written (`PARTIAL`) and hidden ones are left out.
+    Only that file is read: a relay writing a digest a minute fills the directory with thousands,
+    each holding every session's head. A newest file that is not a readable digest is an
+    `InvalidDigest`, never passed over: a tampered digest must not go unnoticed."""
+    try:
+        paths = [
+            path
+            for path in directory.iterdir()
+            if path.is_file() and not path.name.startswith(".") and not path.name.endswith(PARTIAL)
+        ]
+        newest = max(paths, key=lambda path: (path.stat().st_mtime_ns, path.name), default=None)
+    except OSError as error:
+        raise InvalidDigest(f"cannot read the digest directory {directory}: {error.strerror}") from None
+    return None if newest is None else read_digest(newest, public_key)

@@ -207,3 +207,16 @@ redeliveries = sa.Table(
     sa.Column("first_at", UtcDateTime, nullable=False),
 )
 """Ingest batches delivered again after their worker was lost (`infrastructure.ledger.redeliveries`)."""
+
+access_tokens = sa.Table(
+    "access_tokens",
+    metadata,
+    sa.Column("token_id", sa.Text, primary_key=True),
+    sa.Column("secret_sha256", sa.Text, nullable=False),
+    sa.Column("user_id", sa.Text, nullable=False),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("revoked_at", UtcDateTime),
+)
+"""Tokens of the audit page, their secrets hashed (`infrastructure.ledger.access_tokens`); a
+revoked token keeps its row, so who could read what stays on record."""

@@ -78,11 +78,15 @@ def test_demo_says_what_it_will_do_fits_80_columns_and_ends_with_commands_that_w
     words = set(shown.stdout.split())
     assert all(session_id in words for session_id in ids), "every session id printed whole"
 
-    commands = " ".join(
-        lines[next(i for i, line in enumerate(lines) if "Look at what it stored" in line) + 1 :]
-    )
+    tail = lines[next(i for i, line in enumerate(lines) if "Look at what it stored" in line) + 1 :]
+    browser = next(i for i, line in enumerate(tail) if line.startswith("Or in the browser"))
+    commands = " ".join(tail[:browser])
     commands = [shlex.split(command) for command in commands.replace(" \\ ", " ").split(f"  {program} ")[1:]]
     assert [command[0] for command in commands] == ["sessions", "events", "timeline", "verify"]
+    serve_at = next(i for i, line in enumerate(tail) if line.startswith(f"  {program} serve"))
+    serve = shlex.split(" ".join(tail[serve_at:-1]).replace(" \\ ", " "))
+    assert serve[1:] == ["serve", "--database-url", "sqlite:///./sessionledger.db"]
+    _served_sessions(tmp_path, env, [program, *serve[1:]], tail[-1], ids)  # the token is the last line
     for command in commands:  # run as printed, from where the demo ran, with no environment activated
         assert command[-2:] == ["--database-url", "sqlite:///./sessionledger.db"]
         ran = subprocess.run(
@@ -93,6 +97,29 @@ def test_demo_says_what_it_will_do_fits_80_columns_and_ends_with_commands_that_w
         [program, *commands[0], "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert sorted(s["id"] for s in json.loads(listed.stdout)) == sorted(ids)
+
+
+def _served_sessions(cwd: Path, env: dict[str, str], serve: list[str], token: str, ids: list[str]) -> None:
+    """The printed `serve` command serves the demo's ledger, and the printed token opens the demo
+    user's sessions."""
+    import httpx
+
+    from tests.e2e.test_cli_mcp import free_port, wait_for_port
+
+    port = free_port()
+    server = subprocess.Popen([*serve, "--port", str(port)], cwd=cwd, env=env, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, server)
+        answer = httpx.get(
+            f"http://127.0.0.1:{port}/",
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        assert sorted(s["id"] for s in answer.json()["sessions"]) == sorted(ids)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
 
 
 def test_sessions_and_events_show_a_users_data_only(tmp_path: Path) -> None:

@@ -86,6 +86,35 @@ def test_counters_a_worker_created_before_0002_survive_the_upgrade(fresh_url: st
     assert stored == [("events_ingested", 42)]
 
 
+def test_a_ledger_at_0004_upgrades_to_0007_keeping_its_sessions_and_gains_the_token_table(
+    fresh_url: str,
+) -> None:
+    """0007 only adds `access_tokens`: a ledger written at 0004 keeps its sessions, verifies, and
+    can hold tokens afterwards."""
+    from sessionledger.domain.access import Grant, issue
+    from sessionledger.infrastructure.bootstrap import open_storage
+    from sessionledger.infrastructure.settings import Settings
+
+    engine = create_ledger_engine(fresh_url)
+    try:
+        with engine.begin() as connection:
+            config = _config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0004")
+            assert "access_tokens" not in sa.inspect(connection).get_table_names()
+        with open_storage(Settings(database_url=fresh_url)) as storage:  # upgrades to the head
+            session = storage.service.create_session("alice")
+            storage.service.append_message(session.id, UserMessage("kept"))
+            _, stored = issue(Grant("alice"), session.created_at)
+            storage.access_tokens.add(stored)
+            assert storage.access_tokens.find(stored.token_id) == stored
+            assert verify(storage.service, session.id).ok
+        with engine.connect() as connection:
+            assert current_revision(connection) == "0007" == head_revision()
+    finally:
+        engine.dispose()
+
+
 def test_payloads_are_compressed_with_lz4_from_0004_and_older_pglz_rows_still_read(pg_url: str) -> None:
     """0004 changes only the setting: a long payload stored before it stays pglz, one stored after
     is lz4, and both read back and verify as they were appended."""

@@ -7,7 +7,7 @@ from importlib import import_module
 
 from sessionledger.workers.cli.app import cli
 
-MODULES = ("audit", "browse", "demo", "digests", "fake_llm", "mcp", "migrate", "queue")
+MODULES = ("audit", "browse", "demo", "digests", "fake_llm", "mcp", "migrate", "queue", "serve", "tokens")
 """The modules whose commands make up the application (importing one registers its commands)."""
 HOMES = {
     **dict.fromkeys(("sessions", "events"), "browse"),
@@ -17,6 +17,8 @@ HOMES = {
     "fake-llm": "fake_llm",
     "mcp": "mcp",
     "migrate": "migrate",
+    "serve": "serve",
+    "token": "tokens",
     **dict.fromkeys(("worker", "relay", "stats", "dlq"), "queue"),
 }
 """The module of each command, so that running one imports its module only (the others cost a

@@ -20,6 +20,7 @@ from sessionledger import __version__
 if TYPE_CHECKING:
     from rich.console import Console
     from sessionledger.infrastructure import SessionService
+    from sessionledger.infrastructure.bootstrap import Storage
     from sessionledger.infrastructure.settings import Settings
 
 _command_settings: ContextVar[Settings | None] = ContextVar("command_settings", default=None)
@@ -199,10 +200,19 @@ def service_for(
     a 100,000-event `verify`), so it is paused while the command runs; reference counting still
     frees everything as it goes.
     """
+    with storage_for(database_url, broker_url, create=create) as storage:
+        yield storage.service
+
+
+@contextmanager
+def storage_for(
+    database_url: str | None, broker_url: str | None = None, *, create: bool = False
+) -> Iterator[Storage]:
+    """`service_for`, with the stores beside the ledger (the tokens, the workers' stores)."""
     from sessionledger.infrastructure.bootstrap import open_storage
 
     with open_storage(settings_for(database_url, broker_url), create=create) as storage, _collector_paused():
-        yield storage.service
+        yield storage
 
 
 @contextmanager

@@ -36,6 +36,7 @@ from sessionledger.workers.cli.app import (
 if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
+    from sessionledger.domain.ports import AccessTokens
     from sessionledger.infrastructure import SessionService
 
 DEMO_APP = "sharegpt-demo"
@@ -128,7 +129,7 @@ def demo(
         if as_json:
             emit_json(_as_json(reports, url, published_in, elapsed))
             return
-        _show(service, reports, total, published_in, elapsed, url)
+        _show(service, reports, total, published_in, elapsed, url, _audit_token(storage.access_tokens))
 
 
 def _progress(quiet: bool) -> Progress:
@@ -177,6 +178,7 @@ def _show(
     published_in: float,
     elapsed: float,
     url: str,
+    token: str,
 ) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -200,7 +202,7 @@ def _show(
         f"({total / published_in:,.0f} events/s, each stored before the next, compaction running "
         f"beside them); all compacted {elapsed:.1f} s after the start."
     )
-    _show_next_steps(url, compacted.session_id)
+    _show_next_steps(url, compacted.session_id, token)
 
 
 def _sessions_table(reports: list[SessionReport], width: int) -> Table:
@@ -241,7 +243,18 @@ def _sessions_table(reports: list[SessionReport], width: int) -> Table:
     return table
 
 
-def _show_next_steps(url: str, session_id: str) -> None:
+def _audit_token(tokens: AccessTokens) -> str:
+    """A token for the demo user's audit page (`serve`), stored hashed like any other."""
+    from datetime import UTC, datetime
+
+    from sessionledger.domain.access import Grant, issue
+
+    token, stored = issue(Grant(DEMO_USER), datetime.now(UTC))
+    tokens.add(stored)
+    return token
+
+
+def _show_next_steps(url: str, session_id: str, token: str) -> None:
     """The commands that look at what the demo stored, ready to paste (no activated environment needed)."""
     from sessionledger.infrastructure.settings import MEMORY_URL
 
@@ -259,6 +272,14 @@ def _show_next_steps(url: str, session_id: str) -> None:
     for words in commands:
         for line in shell_lines([*program(), *words], console.width):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        "\nOr in the browser: serve the audit page, open http://127.0.0.1:8080/ and log in with "
+        f"this token of {DEMO_USER} (needs the web extra: pip install 'sessionledger[web]'):",
+        markup=False,
+    )
+    for line in shell_lines([*program(), "serve", database], console.width):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(token, markup=False, highlight=False, soft_wrap=True)
 
 
 def program() -> list[str]:

@@ -155,26 +155,18 @@ def prove(
     broker_url: BrokerUrl = None,
 ) -> None:
     """A self-contained proof that the event, and the window the model saw for it, are in the ledger."""
-    from sessionledger.infrastructure.audit.anchored import anchor_findings
-    from sessionledger.infrastructure.audit.proof import make_proof
+    from sessionledger.infrastructure.audit.anchored import NotExtended, proof_against
 
     anchor = None if digest is None else _read_anchor(digest)
     with service_for(database_url, broker_url) as service:
         records = service.records(session_id, user_id=user)
         if not records:
             unknown_session(service, session_id)
-        size = None
-        if anchor is not None:
-            head = anchor.sessions.get(session_id)
-            if head is None:
-                fail(f"digest {anchor.name} holds no session {session_id!r}")
-            mismatch = anchor_findings(session_id, [r.row_hash for r in records], [anchor])
-            if mismatch:
-                fail(f"session {session_id}: the ledger does not extend the digest: {mismatch[0].detail}", 1)
-            size = head.position
         try:
-            text = make_proof(records, event_id, size)
-        except LookupError as error:
+            text = proof_against(records, event_id, anchor)
+        except NotExtended as error:
+            fail(str(error), 1)
+        except (ValueError, LookupError) as error:
             fail(str(error).strip("'\""))
     if output is None:
         sys.stdout.write(text)

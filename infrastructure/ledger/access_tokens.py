@@ -1,0 +1,80 @@
+"""Access tokens of the audit page (`domain.ports.AccessTokens`): table `access_tokens`, or a map."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from threading import Lock
+
+import sqlalchemy as sa
+from sessionledger.domain.access import Grant, StoredToken
+from sessionledger.infrastructure.ledger.engine import WRITE
+from sessionledger.infrastructure.ledger.schema import access_tokens
+
+__all__ = ["MemoryAccessTokens", "SqlAccessTokens"]
+
+
+class SqlAccessTokens:
+    """Tokens in `access_tokens`, found by their id (the primary key)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+
+    def add(self, token: StoredToken) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(
+                access_tokens.insert().values(
+                    token_id=token.token_id,
+                    secret_sha256=token.secret_sha256,
+                    user_id=token.grant.user_id,
+                    admin=token.grant.admin,
+                    created_at=token.created_at,
+                )
+            )
+
+    def find(self, token_id: str) -> StoredToken | None:
+        t = access_tokens.c
+        query = sa.select(t.secret_sha256, t.user_id, t.admin, t.created_at).where(
+            t.token_id == token_id, t.revoked_at.is_(None)
+        )
+        with self._engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        return StoredToken(token_id, row.secret_sha256, Grant(row.user_id, bool(row.admin)), row.created_at)
+
+    def revoke(self, token_id: str) -> bool:
+        t = access_tokens.c
+        statement = (
+            access_tokens.update()
+            .where(t.token_id == token_id, t.revoked_at.is_(None))
+            .values(revoked_at=datetime.now(UTC))
+        )
+        with self._writer.begin() as conn:
+            return conn.execute(statement).rowcount == 1
+
+
+class MemoryAccessTokens:
+    """Tokens of one in-memory ledger, kept as long as the object."""
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._tokens: dict[str, StoredToken] = {}
+        self._revoked: set[str] = set()
+
+    def add(self, token: StoredToken) -> None:
+        with self._lock:
+            if token.token_id in self._tokens:
+                raise ValueError(f"token id {token.token_id} is taken")
+            self._tokens[token.token_id] = token
+
+    def find(self, token_id: str) -> StoredToken | None:
+        with self._lock:
+            return None if token_id in self._revoked else self._tokens.get(token_id)
+
+    def revoke(self, token_id: str) -> bool:
+        with self._lock:
+            if token_id not in self._tokens or token_id in self._revoked:
+                return False
+            self._revoked.add(token_id)
+            return True

@@ -1,0 +1,62 @@
+"""`sessionledger serve`: the read-only audit page (`sessionledger.workers.web`) on uvicorn."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sessionledger.workers.cli.app import DatabaseUrl, command, fail, settings_for
+
+__all__ = ["serve"]
+
+NO_EXTRA = "the audit page needs the web extra: pip install 'sessionledger[web]'"
+
+
+@command
+def serve(
+    host: Annotated[str, typer.Option("--host", help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="The port to listen on.")] = 8080,
+    database_url: DatabaseUrl = None,
+    digest_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--digest-dir", help="Where the ledger's digests are kept: pages verify against the latest."
+        ),
+    ] = None,
+) -> None:
+    """Serve the read-only audit page: sessions, timelines, windows, what the model saw, verify,
+    exports and proofs; open it with a token from `sessionledger token create`."""
+    if not 1 <= port <= 65535:
+        fail(f"--port must be between 1 and 65535, not {port}")
+    if digest_dir is not None and not digest_dir.is_dir():
+        fail(f"--digest-dir {digest_dir} is not a directory")
+    try:  # imported here: every command registers this one, and the extra is optional
+        import uvicorn
+        from sessionledger.workers.web import audit_app
+    except ImportError as error:
+        if error.name is None or error.name.split(".")[0] not in (
+            "fastapi",
+            "uvicorn",
+            "starlette",
+            "jinja2",
+            "multipart",
+        ):
+            raise
+        fail(NO_EXTRA)
+    from sessionledger.infrastructure.bootstrap import open_storage
+
+    settings = settings_for(database_url)
+    with open_storage(settings, create=False) as storage:
+        app = audit_app(
+            storage.service,
+            storage.access_tokens,
+            database=settings.database_url,
+            digest_dir=digest_dir,
+            digest_public_key=settings.digest_public_key,
+        )
+        print(
+            f"serving the audit page at http://{host}:{port}/ (Ctrl-C stops it)", file=sys.stderr, flush=True
+        )
+        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
