@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import itertools
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -25,6 +26,7 @@ from sessionledger.infrastructure.agents import (
     RecallTools,
     SessionMemory,
 )
+from sessionledger.infrastructure.agents.pacing import take_turn
 from sessionledger.infrastructure.offline_model import (
     OfflineServer,
     Reply,
@@ -120,6 +122,66 @@ def test_one_hundred_concurrent_turns_never_stall_the_event_loop(pg_url_shared):
     assert stall < 0.06, f"the event loop stalled {stall * 1000:.1f} ms"
     assert stall < floor, f"stalled {stall * 1000:.1f} ms, the client alone {floor * 1000:.1f} ms"
     assert blocking_stall > 2 * stall
+
+
+async def iterations(counted: list[int]) -> None:
+    """Count the event loop's iterations in `counted[0]`: a callback that schedules itself again
+    runs once in each (until the task awaiting this is cancelled)."""
+    loop = asyncio.get_running_loop()
+    handle: asyncio.Handle | None = None
+
+    def tick() -> None:
+        nonlocal handle
+        counted[0] += 1
+        handle = loop.call_soon(tick)
+
+    tick()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        assert handle is not None
+        handle.cancel()
+
+
+def test_model_calls_begin_one_per_loop_iteration_in_the_order_they_asked():
+    async def scenario() -> list[tuple[int, int]]:
+        counted = [0]
+        counting = asyncio.create_task(iterations(counted))
+        await asyncio.sleep(0)
+        began: list[tuple[int, int]] = []
+
+        async def call(number: int) -> None:
+            await take_turn()
+            began.append((number, counted[0]))
+
+        await asyncio.gather(*(call(n) for n in range(20)))
+        counting.cancel()
+        return began
+
+    began = asyncio.run(scenario())
+    assert [number for number, _ in began] == list(range(20))
+    steps = [iteration for _, iteration in began]
+    assert all(later > earlier for earlier, later in itertools.pairwise(steps)), steps
+
+
+def test_a_call_with_none_waiting_begins_at_once_and_a_cancelled_one_holds_up_nobody():
+    async def scenario() -> list[int]:
+        begun: list[int] = []
+        first = take_turn()
+        with pytest.raises(StopIteration):  # it never suspends: no step of the loop lost
+            first.send(None)
+
+        async def call(number: int) -> None:
+            await take_turn()
+            begun.append(number)
+
+        tasks = [asyncio.create_task(call(n)) for n in range(3)]
+        await asyncio.sleep(0)  # all three wait behind the first call
+        tasks[1].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return begun
+
+    assert asyncio.run(scenario()) == [0, 2]
 
 
 @pytest.fixture
