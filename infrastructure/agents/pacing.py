@@ -23,30 +23,30 @@ __all__ = ["take_turn"]
 
 
 class _Turns:
-    """One event loop's queue of calls waiting to begin; its own thread is the only one to use it."""
+    """One event loop's queue of calls waiting to begin; its own thread is the only one to use it.
+    It keeps no reference to the loop, its key in `_BY_LOOP`: a closed loop's queue goes with it."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._taken = False  # a call began in this iteration: the next waits for the next one
 
-    async def take(self) -> None:
+    async def take(self, loop: asyncio.AbstractEventLoop) -> None:
         if not self._taken:
             self._taken = True
-            self._loop.call_soon(self._next)
+            loop.call_soon(self._next, loop)
             return
-        waiter = self._loop.create_future()
+        waiter = loop.create_future()
         self._waiting.append(waiter)
         await waiter  # a cancel leaves the waiter done: `_next` passes over it
 
-    def _next(self) -> None:
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
         """Let the first call still waiting begin (in the next iteration, when its task wakes),
         and look again in that iteration; with none waiting, the next call goes at once."""
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                self._loop.call_soon(self._next)
+                loop.call_soon(self._next, loop)
                 return
         self._taken = False
 
@@ -62,5 +62,5 @@ async def take_turn() -> None:
     turns = _BY_LOOP.get(loop)
     if turns is None:
         with _CREATING:
-            turns = _BY_LOOP.setdefault(loop, _Turns(loop))
-    await turns.take()
+            turns = _BY_LOOP.setdefault(loop, _Turns())
+    await turns.take(loop)

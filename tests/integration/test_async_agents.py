@@ -12,6 +12,7 @@ import inspect
 import itertools
 import statistics
 import uuid
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -194,6 +195,17 @@ def test_a_call_with_none_waiting_begins_at_once_and_a_cancelled_one_holds_up_no
         return begun
 
     assert asyncio.run(scenario()) == [0, 2]
+
+
+def test_a_closed_loops_queue_of_calls_goes_with_the_loop():
+    async def call() -> weakref.ref[asyncio.AbstractEventLoop]:
+        await take_turn()
+        await take_turn()  # this one waited in the loop's queue
+        return weakref.ref(asyncio.get_running_loop())
+
+    closed = asyncio.run(call())
+    gc.collect()
+    assert closed() is None
 
 
 @pytest.fixture
