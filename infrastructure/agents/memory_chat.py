@@ -33,6 +33,7 @@ from sessionledger.domain.messages import (
     to_openai,
 )
 from sessionledger.infrastructure.agents.advisor import Advisor, AsyncAdvisor
+from sessionledger.infrastructure.agents.pacing import take_turn
 from sessionledger.infrastructure.agents.recall import AsyncRecallTools, RecallTools
 from sessionledger.infrastructure.agents.tool_results import fitted
 
@@ -69,6 +70,10 @@ class _ChatRules(Generic[A, T]):
         """`client` needs only `client.chat.completions.create` (see the module's docstring)."""
         if client is None:
             raise ValueError("client must not be None")
+        # looked up once here, not first inside a turn: `openai` imports its chat resources when
+        # `chat` and `completions` are first read (tens of ms that stalled the first turn's loop)
+        if not callable(getattr(getattr(getattr(client, "chat", None), "completions", None), "create", None)):
+            raise ValueError("client has no chat.completions.create (the Chat Completions surface)")
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-empty string")
         for index, advisor in enumerate(advisors):
@@ -242,7 +247,7 @@ class AsyncMemoryChat(_ChatRules[AsyncAdvisor, AsyncRecallTools]):
             return self._streamed(conversation_id, prompt, user_id, kwargs)
         round_number = 1
         while True:
-            completion: ChatCompletion = await self._create(prompt, kwargs, stream=False)
+            completion: ChatCompletion = await self._paced(prompt, kwargs, stream=False)
             turn = await self._answered(conversation_id, _from_completion(completion), user_id)
             await self._after(conversation_id, turn, user_id)
             if self._done(turn, round_number):
@@ -255,7 +260,7 @@ class AsyncMemoryChat(_ChatRules[AsyncAdvisor, AsyncRecallTools]):
     ) -> AsyncIterator[ChatCompletionChunk]:
         for round_number in range(1, self._max_rounds + 1):
             reply = _Reply()
-            opened = await self._create(prompt, kwargs, stream=True)
+            opened = await self._paced(prompt, kwargs, stream=True)
             async with opened if hasattr(opened, "__aexit__") else contextlib.nullcontext(opened) as chunks:
                 async for chunk in chunks:
                     reply.add(chunk)
@@ -265,6 +270,12 @@ class AsyncMemoryChat(_ChatRules[AsyncAdvisor, AsyncRecallTools]):
             if self._done(turn, round_number):
                 return
             prompt = prompt + turn
+
+    async def _paced(self, prompt: list[Message], kwargs: dict[str, Any], stream: bool) -> Any:
+        """`_create`, begun when its turn on the loop comes (`pacing.py`): the client's own work
+        for a call, milliseconds of it, is never done for dozens of turns in one step of the loop."""
+        await take_turn()
+        return await self._create(prompt, kwargs, stream)
 
     async def _answered(self, conversation_id: str, reply: Message, user_id: str | None) -> list[Message]:
         calls = self._recall_calls(reply)

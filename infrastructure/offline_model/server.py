@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,9 +16,7 @@ class OfflineServer:
 
     def __init__(self, model: OfflineModel | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.model = model or OfflineModel()
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self.model))
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
+        self._server = _Listener((host, port), _handler_for(self.model))
         self._thread: threading.Thread | None = None
 
     @property
@@ -45,6 +44,15 @@ class OfflineServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _Listener(ThreadingHTTPServer):
+    """A thread per connection, as many connections waiting to be accepted as the system allows:
+    the standard library's backlog of 5 reset the connections of 100 clients calling at once."""
+
+    request_queue_size = socket.SOMAXCONN
+    daemon_threads = True
+    block_on_close = False
 
 
 def _handler_for(model: OfflineModel) -> type[BaseHTTPRequestHandler]:

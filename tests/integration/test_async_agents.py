@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import itertools
+import statistics
 import uuid
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,6 +28,7 @@ from sessionledger.infrastructure.agents import (
     RecallTools,
     SessionMemory,
 )
+from sessionledger.infrastructure.agents.pacing import take_turn
 from sessionledger.infrastructure.offline_model import (
     OfflineServer,
     Reply,
@@ -32,7 +36,7 @@ from sessionledger.infrastructure.offline_model import (
     offline_client,
 )
 
-from bench.bench_agents import STALL_POOL, RecallingModel, client_alone, concurrent_turns
+from bench.bench_agents import STALL_POOL, RecallingModel, bare_loop, client_alone, concurrent_turns
 from bench.timing import largest_stall
 
 TWINS = [
@@ -48,6 +52,7 @@ TWINS = [
 SYNC_ONLY = {"as_langchain_tools", "definitions"}
 """Methods the async twin has as they are (`definitions` does no I/O) or not at all."""
 TURNS = 100
+STALL_ROUNDS = 3
 
 
 def unique(prefix: str) -> str:
@@ -77,15 +82,18 @@ def test_the_chat_classes_refuse_the_other_faces_parts():
         AsyncMemoryChat(offline_async_client(), model="m", recall=RecallTools(service))  # type: ignore[arg-type]
 
 
-def test_one_hundred_concurrent_turns_never_stall_the_event_loop(pg_url_shared):
+def test_one_hundred_concurrent_turns_never_stall_the_event_loop(database_url):
     """Each turn: the memory's read and write, a recall call answered and stored, the model called
-    twice, on an async service with the small pool an event loop's latency wants (`pool_size=2`).
-    The loop's largest stall stays under the one the client alone causes making the same calls at
-    once, and far under the stall of the synchronous classes on the loop itself (the measure can
-    fail)."""
+    twice, on an async service with the small pool an event loop's latency wants (`pool_size=2`),
+    measured after a warm-up turn (start-up's imports and connections), in rounds beside a bare
+    loop with the same ticker. The loop's median largest stall stays far under the one the client
+    alone causes making the same calls at once: on `memory://`, whose ledger hands every turn back
+    at once, turns whose calls all began in one step of the loop (no `pacing.take_turn`) stalled it
+    380-640 ms, half the client alone's, and fail this; and far under the stall of the synchronous
+    classes on the loop itself."""
 
-    async def scenario() -> tuple[float, float, float]:
-        async with open_async_service(pg_url_shared, pool_size=STALL_POOL) as service:
+    async def scenario() -> tuple[list[float], list[float], float, float]:
+        async with open_async_service(database_url, pool_size=STALL_POOL) as service:
             user = unique("u")
             client = offline_async_client(RecallingModel())
             recall = AsyncRecallTools(service)
@@ -93,18 +101,23 @@ def test_one_hundred_concurrent_turns_never_stall_the_event_loop(pg_url_shared):
             await chat.complete(unique("warm"), [UserMessage("warm up")], user_id=user)
             gc.collect()
             gc.freeze()  # what is alive now leaves the collector's full passes, as bench_agents does
+            stalls: list[float] = []
+            bare: list[float] = []
             try:
-                stall = await concurrent_turns(chat, user, TURNS)
+                for _ in range(STALL_ROUNDS):
+                    stalls.append(await concurrent_turns(chat, user, TURNS))
+                    bare.append(await bare_loop())
                 floor = await client_alone(client, recall.definitions())
             finally:
                 gc.unfreeze()
-            assert len(await service.list_sessions(user)) == TURNS + 1
-        with open_service(pg_url_shared) as blocking:  # the sync classes on the loop: the ticker sees them
+            assert len(await service.list_sessions(user)) == STALL_ROUNDS * TURNS + 1
+            # the sync classes on the loop (their own service: a memory:// ledger is one per open)
+            blocking_service = service.synchronous()
             sync_chat = MemoryChat(
                 offline_client(RecallingModel()),
-                SessionMemory(blocking),
+                SessionMemory(blocking_service),
                 model="m",
-                recall=RecallTools(blocking),
+                recall=RecallTools(blocking_service),
             )
 
             async def blocking_turns() -> None:
@@ -112,14 +125,87 @@ def test_one_hundred_concurrent_turns_never_stall_the_event_loop(pg_url_shared):
                     sync_chat.complete(unique(f"s{number}"), [UserMessage("hi")], user_id=user)
 
             blocking_stall = await largest_stall(blocking_turns)
-        return stall, floor, blocking_stall
+        return stalls, bare, floor, blocking_stall
 
-    stall, floor, blocking_stall = asyncio.run(scenario())
-    # 10 ms is the target bench_agents reports against: 6-13 ms, up to 40 ms when the machine's
-    # neighbours load it (on the default pool of 5 threads, 40-130 ms: the loop waits for the GIL)
-    assert stall < 0.06, f"the event loop stalled {stall * 1000:.1f} ms"
-    assert stall < floor, f"stalled {stall * 1000:.1f} ms, the client alone {floor * 1000:.1f} ms"
+    stalls, bare, floor, blocking_stall = asyncio.run(scenario())
+    stall = statistics.median(stalls)
+    shown = f"median {stall * 1000:.1f} ms of {[round(s * 1000, 1) for s in stalls]}"
+    bare_shown = f"bare loop {statistics.median(bare) * 1000:.1f} ms"
+    # bench_agents reports the 10 ms target: under the neighbours' load on 2 cores this machine's
+    # bare loop alone stalls 3-12 ms and the turns' median 30-90 ms, so no absolute bound holds here
+    assert stall < floor / 4, f"stalled {shown}, the client alone {floor * 1000:.1f} ms ({bare_shown})"
     assert blocking_stall > 2 * stall
+
+
+async def iterations(counted: list[int]) -> None:
+    """Count the event loop's iterations in `counted[0]`: a callback that schedules itself again
+    runs once in each (until the task awaiting this is cancelled)."""
+    loop = asyncio.get_running_loop()
+    handle: asyncio.Handle | None = None
+
+    def tick() -> None:
+        nonlocal handle
+        counted[0] += 1
+        handle = loop.call_soon(tick)
+
+    tick()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        assert handle is not None
+        handle.cancel()
+
+
+def test_model_calls_begin_one_per_loop_iteration_in_the_order_they_asked():
+    async def scenario() -> list[tuple[int, int]]:
+        counted = [0]
+        counting = asyncio.create_task(iterations(counted))
+        await asyncio.sleep(0)
+        began: list[tuple[int, int]] = []
+
+        async def call(number: int) -> None:
+            await take_turn()
+            began.append((number, counted[0]))
+
+        await asyncio.gather(*(call(n) for n in range(20)))
+        counting.cancel()
+        return began
+
+    began = asyncio.run(scenario())
+    assert [number for number, _ in began] == list(range(20))
+    steps = [iteration for _, iteration in began]
+    assert all(later > earlier for earlier, later in itertools.pairwise(steps)), steps
+
+
+def test_a_call_with_none_waiting_begins_at_once_and_a_cancelled_one_holds_up_nobody():
+    async def scenario() -> list[int]:
+        begun: list[int] = []
+        first = take_turn()
+        with pytest.raises(StopIteration):  # it never suspends: no step of the loop lost
+            first.send(None)
+
+        async def call(number: int) -> None:
+            await take_turn()
+            begun.append(number)
+
+        tasks = [asyncio.create_task(call(n)) for n in range(3)]
+        await asyncio.sleep(0)  # all three wait behind the first call
+        tasks[1].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return begun
+
+    assert asyncio.run(scenario()) == [0, 2]
+
+
+def test_a_closed_loops_queue_of_calls_goes_with_the_loop():
+    async def call() -> weakref.ref[asyncio.AbstractEventLoop]:
+        await take_turn()
+        await take_turn()  # this one waited in the loop's queue
+        return weakref.ref(asyncio.get_running_loop())
+
+    closed = asyncio.run(call())
+    gc.collect()
+    assert closed() is None
 
 
 @pytest.fixture

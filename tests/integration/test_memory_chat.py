@@ -278,6 +278,8 @@ def test_constructor_checks(face, service, client):
         face.MemoryChat(client, model=" ")
     with pytest.raises(ValueError, match="advisor 0"):
         face.MemoryChat(client, object(), model="m")  # type: ignore[arg-type]  # the wrong value under test
+    with pytest.raises(ValueError, match=r"client has no chat\.completions\.create"):
+        face.MemoryChat(object(), model="m")
 
 
 def test_a_stream_is_stored_once_complete(face, service, client, fake_openai):

@@ -177,6 +177,25 @@ def test_the_async_client_answers_in_process_too():
     assert "".join(pieces) == "You said: hi"
 
 
+def test_a_hundred_clients_calling_the_server_at_once_are_all_answered(fake_llm_url):
+    """An agent server's burst of model calls: the server takes every connection (the standard
+    library's backlog of 5 reset some of them)."""
+
+    async def run() -> list[str | None]:
+        async with openai.AsyncOpenAI(base_url=fake_llm_url, api_key="anything", max_retries=0) as client:
+            replies = await asyncio.gather(
+                *(
+                    client.chat.completions.create(
+                        model="any", messages=[{"role": "user", "content": f"n{n}"}]
+                    )
+                    for n in range(100)
+                )
+            )
+        return [reply.choices[0].message.content for reply in replies]
+
+    assert asyncio.run(run()) == [f"You said: n{n}" for n in range(100)]
+
+
 def test_the_structured_summarizer_gets_json_that_fits_its_schema():
     with offline_client() as client:
         summarizer = StructuredSummarizer("any", client=client)
