@@ -162,7 +162,7 @@ def checkpoint_entry(
     if message_keys is not None:
         values = {name: v for name, v in values.items() if name != MESSAGES}
     scalars, typed = _split_values(serde, values)
-    value = {
+    value: dict[str, Any] = {
         "ns": ns,
         "id": checkpoint["id"],
         "parent": parent_id,
