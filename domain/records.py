@@ -6,7 +6,7 @@ canonical text, content hash) before its place is known.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -157,8 +157,10 @@ class Draft:
         event_type: str | None,
         branch: str | None,
         synthetic: bool,
+        session_id: str | None = None,
     ) -> Draft:
-        """The draft, built as `LedgerRecord._trusted` builds a record (one per appended event)."""
+        """The draft, built as `LedgerRecord._trusted` builds a record (one per appended event or
+        adapter entry: `dataclasses.replace` of a built one cost as much as building it)."""
         return _build_draft(
             kind,
             occurred_at,
@@ -171,7 +173,7 @@ class Draft:
             branch,
             synthetic,
             None,
-            None,
+            session_id,
         )
 
     @property
@@ -230,10 +232,21 @@ def _draft(
     event_type: str | None = None,
     branch: str | None = None,
     synthetic: bool = False,
+    session_id: str | None = None,
 ) -> Draft:
     text = canonical(payload) if text is None else text
     return Draft._trusted(
-        kind, occurred_at, payload, text, sha256_hex(text), event, event_id, event_type, branch, synthetic
+        kind,
+        occurred_at,
+        payload,
+        text,
+        sha256_hex(text),
+        event,
+        event_id,
+        event_type,
+        branch,
+        synthetic,
+        session_id,
     )
 
 
@@ -351,13 +364,14 @@ def entry_draft(session_id: str, entry: Entry, at: datetime) -> Draft:
     """An adapter's entry: its type and key also go in the `event_type` and `branch` columns
     (which `verify` checks against the payload), so that a backend selects a session's entries
     by type and key prefix without reading their payloads."""
-    draft = _draft(Kind.ENTRY, at, entry_payload(entry), event_type=entry.type, branch=entry.key)
-    return replace(draft, session_id=session_id)
+    return _draft(
+        Kind.ENTRY, at, entry_payload(entry), event_type=entry.type, branch=entry.key, session_id=session_id
+    )
 
 
 def forgotten_draft(session_id: str, forget: Forget, at: datetime) -> Draft:
     """The record that an adapter forgot the entries `forget` matches among those before it."""
-    return replace(_draft(Kind.FORGOTTEN, at, forget.to_payload()), session_id=session_id)
+    return _draft(Kind.FORGOTTEN, at, forget.to_payload(), session_id=session_id)
 
 
 def derived_columns(kind: Kind, payload: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:

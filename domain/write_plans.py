@@ -14,7 +14,7 @@ only while its session is at that version, else it is the `CONFLICT` outcome.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -101,6 +101,11 @@ class BatchSession:
     app_name: str
     user_id: str
 
+    def copy(self) -> BatchSession:
+        """A copy a plan can move (its state copied too); built directly, as `dataclasses.replace`
+        cost a one-entry append's plan a quarter of its time."""
+        return BatchSession(self.head, self.stats, dict(self.state), self.app_name, self.user_id)
+
 
 @dataclass(frozen=True, slots=True)
 class BatchPlan:
@@ -142,7 +147,7 @@ def plan_batch(
     An adapter's draft (`records.ADAPTER_KINDS`: an entry, a forget) goes on its session's chain
     at the session's current version: it is no event, so it takes no event id, moves neither
     the event version nor the window, and its outcome is `STORED` (or `NO_SESSION`)."""
-    live = {sid: replace(session, state=dict(session.state)) for sid, session in sessions.items()}
+    live = {sid: session.copy() for sid, session in sessions.items()}
     grown: dict[str, list[SessionEvent]] = {}  # each session's appended events, for its stats
     touched: set[str] = set()
     first_uses: set[tuple[str, str]] = set()

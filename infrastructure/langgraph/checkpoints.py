@@ -1,8 +1,13 @@
 """LangGraph checkpoints and pending writes as ledger entries, and back.
 
 A checkpoint is one `langgraph.checkpoint` entry keyed `<ns>\\x1f<checkpoint id>` whose value
-holds the whole checkpoint (channel values included) and its metadata as the saver's `serde`
-typed them (base64 in the JSON), its parent's id and its run id (plain, for `delete_for_runs`).
+holds the checkpoint and its metadata as the saver's `serde` typed them (base64 in the JSON), its
+parent's id and its run id (plain, for `delete_for_runs`). With langgraph's own serializer, a
+channel value that is a JSON scalar (a string, a 64-bit integer, a finite float, a bool, None: what
+`PostgresSaver` keeps inline too) is held as JSON under `values` instead, not in the typed
+checkpoint: the serializer's msgpack and base64 made a string a third longer, and a row over
+PostgreSQL's compression threshold (about 2 KB) pays a compression on write and on read (of 1,000
+puts of the LangGraph benchmark's texts, 373 rows were compressed, 324 with the texts as JSON).
 A pending write is one `langgraph.write` entry keyed `<ns>\\x1f<checkpoint id>\\x1f<task id>\\x1f<idx>`,
 so a checkpoint's writes are the entries under its key and a separator (one prefix read), and
 a namespace's entries are those under `<ns>\\x1f`. `\\x1f` (the unit separator) is in no namespace
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +40,8 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from sessionledger.domain.codec import INT64
 from sessionledger.domain.entries import MAX_KEY_LENGTH, Entry, StoredEntry
 
 CHECKPOINT = "langgraph.checkpoint"
@@ -106,6 +115,38 @@ def message_entries(
     return keys, entries
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_scalar(value: Any) -> bool:
+    """Whether a channel value comes back from the ledger's JSON exactly as it went in, type
+    included: a `str` (no NUL, no lone surrogate), an `int` within 64 bits, a finite `float`, a
+    `bool` or `None`; not their subclasses (an enum member), which only the serializer keeps."""
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value and (value.isascii() or _SURROGATE.search(value) is None)
+    if kind is int:
+        return value in INT64
+    if kind is float:
+        return math.isfinite(value)
+    return kind is bool or value is None
+
+
+def _split_values(
+    serde: SerializerProtocol, values: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The channel values held as JSON (`_json_scalar`, only under langgraph's own serializer, whose
+    msgpack gives those back unchanged: any other serializer, an encrypting one, gets every value)
+    and the rest, for the typed checkpoint."""
+    if type(serde) is not JsonPlusSerializer:
+        return {}, dict(values)
+    scalars: dict[str, Any] = {}
+    typed: dict[str, Any] = {}
+    for name, value in values.items():
+        (scalars if _json_scalar(value) else typed)[name] = value
+    return scalars, typed
+
+
 def checkpoint_entry(
     serde: SerializerProtocol,
     ns: str,
@@ -117,18 +158,21 @@ def checkpoint_entry(
     """The entry of a checkpoint (`metadata` as `get_checkpoint_metadata` made it); with
     `message_keys`, its `messages` channel is those message entries."""
     run_id = metadata.get("run_id")
+    values = checkpoint["channel_values"]
     if message_keys is not None:
-        values = {name: v for name, v in checkpoint["channel_values"].items() if name != MESSAGES}
-        checkpoint = {**checkpoint, "channel_values": values}
-    value = {
+        values = {name: v for name, v in values.items() if name != MESSAGES}
+    scalars, typed = _split_values(serde, values)
+    value: dict[str, Any] = {
         "ns": ns,
         "id": checkpoint["id"],
         "parent": parent_id,
         "run_id": None if run_id is None else str(run_id),
-        "checkpoint": _typed(serde, checkpoint),
+        "checkpoint": _typed(serde, {**checkpoint, "channel_values": typed}),
         "metadata": _typed(serde, metadata),
         "messages": message_keys,
     }
+    if scalars:
+        value["values"] = scalars
     return Entry(CHECKPOINT, checkpoint_key(ns, checkpoint["id"]), value)
 
 
@@ -207,6 +251,7 @@ def checkpoint_tuple(
     checkpoint: Checkpoint = _untyped(serde, value["checkpoint"])
     versions = checkpoint.get("channel_versions", {})
     values = checkpoint.get("channel_values", {})
+    values.update(value.get("values", ()))
     if value.get("messages") is not None and messages is not None:
         values[MESSAGES] = messages(value["messages"])
     checkpoint["channel_values"] = {name: v for name, v in values.items() if name in versions}

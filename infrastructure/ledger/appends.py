@@ -56,6 +56,9 @@ from sessionledger.infrastructure.ledger.state import StateScopes
 if TYPE_CHECKING:
     from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
+NO_STATS = WindowStats()
+"""The stats an on-head append plans from: what the plan leaves is then their growth."""
+
 MAX_HEAD_RACES = 1000
 """How often a one-event append re-reads a head that moved before it gives up."""
 
@@ -131,7 +134,8 @@ class Appends:
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
-        self._append_rows: dict[int, LibpqStatement] = {}  # by row count (`statements.append_rows`)
+        # by row count: `statements.append_rows` and its row parameters (`statements.row_parameters`)
+        self._append_rows: dict[int, tuple[LibpqStatement, tuple[tuple[int, str, str], ...]]] = {}
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -163,24 +167,26 @@ class Appends:
         if head is None or not all(map(_appended_on_head, drafts)):
             return None
         sid = session_ids[0]
-        plan = plan_batch(drafts, {sid: BatchSession(head, WindowStats(), {}, "", "")}, (), datetime.now(UTC))
+        plan = plan_batch(drafts, {sid: BatchSession(head, NO_STATS, {}, "", "")}, (), datetime.now(UTC))
         if any(outcome is not AppendOutcome.STORED for outcome in plan.outcomes):
             return None
         moved = plan.sessions[sid]
         rows = [ledger_row(record, draft.text) for record, draft in plan.appended]
+        prepared = self._append_rows.get(len(rows))
+        if prepared is None:
+            made = DriverStatement(statements.append_rows(len(rows)), self._engine.dialect)
+            prepared = self._append_rows[len(rows)] = (_libpq(made), statements.row_parameters(len(rows)))
+        statement, parameters = prepared
+        stats = stats_columns(moved.stats)
         values: dict[str, Any] = {
             "sid": sid,
             "cached": head.position,
             "new_version": moved.head.version,
             "new_position": moved.head.position,
             "new_hash": moved.head.hash,
-            **{f"add_{name}": value for name, value in stats_columns(moved.stats).items()},
-            **{f"{name}_{n}": row[name] for n, row in enumerate(rows) for name in statements.VALUED},
+            **{added: stats[name] for name, added in statements.ADDED},
         }
-        statement = self._append_rows.get(len(rows))
-        if statement is None:
-            made = DriverStatement(statements.append_rows(len(rows)), self._engine.dialect)
-            statement = self._append_rows[len(rows)] = _libpq(made)
+        values.update({parameter: rows[n][column] for n, column, parameter in parameters})
         try:
             with self._autocommit() as connection:
                 stored = statement.execute(connection, values) == len(rows)

@@ -157,7 +157,15 @@ ledger = sa.Table(
     sa.Column("prev_hash", sa.Text, nullable=False),
     sa.Column("row_hash", sa.Text, nullable=False),
     sa.UniqueConstraint("session_id", "position", name="uq_ledger_session_position"),
-    sa.UniqueConstraint("session_id", "event_id", name="uq_ledger_session_event"),
+    # partial: only event records carry an id (migration 0005), and a NULL needs no index entry
+    sa.Index(
+        "uq_ledger_session_event",
+        "session_id",
+        "event_id",
+        unique=True,
+        postgresql_where=sa.text("event_id IS NOT NULL"),
+        sqlite_where=sa.text("event_id IS NOT NULL"),
+    ),
 )
 
 window_slots = sa.Table(

@@ -235,7 +235,17 @@ the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no 
 ON_HEAD_ROWS = 32
 """The most rows `append_rows` writes: one statement per row count is prepared on each connection."""
 VALUED = tuple(name for name in ROW_COLUMNS if name not in ("session_id", "token_count"))
-"""The row columns `append_rows` takes, one parameter `<column>_<row>` each."""
+"""The row columns `append_rows` takes, one parameter `<column>_<row>` each (`row_parameters`)."""
+ADDED = tuple((name, f"add_{name}") for name in STATS)
+"""Each window stat and the `append_rows` parameter that adds to it."""
+
+
+def row_parameters(count: int) -> tuple[tuple[int, str, str], ...]:
+    """`append_rows(count)`'s row parameters: `(row, column, parameter)` each, named once here (an
+    adapter's append fills them on every put)."""
+    return tuple((n, name, f"{name}_{n}") for n in range(count) for name in VALUED)
+
+
 _MOVED_BY = (
     sessions.update()
     .where(
@@ -247,7 +257,7 @@ _MOVED_BY = (
         version=sa.bindparam("new_version", type_=sa.BigInteger),
         head_position=sa.bindparam("new_position", type_=sa.BigInteger),
         head_hash=sa.bindparam("new_hash", type_=sa.Text),
-        **{name: sessions.c[name] + sa.bindparam(f"add_{name}", type_=sa.BigInteger) for name in STATS},
+        **{name: sessions.c[name] + sa.bindparam(added, type_=sa.BigInteger) for name, added in ADDED},
     )
     .returning(sessions.c.id)
     .cte("moved_by")
@@ -265,11 +275,11 @@ def append_rows(count: int) -> sa.Insert:
     from the cached position, its window stats growing by the `add_<stat>` deltas (PostgreSQL
     only: `APPEND_ROW` for several rows, each value a parameter of its own, as the server reads
     them fastest: an `unnest` of arrays cost a third more)."""
+    bound: list[list[sa.BindParameter[Any]]] = [[] for _ in range(count)]
+    for n, name, parameter in row_parameters(count):
+        bound[n].append(sa.bindparam(parameter, type_=_valued_type(name)))
     rows = sa.values(*(sa.column(name, _valued_type(name)) for name in VALUED), name="v").data(
-        [
-            tuple(sa.bindparam(f"{name}_{n}", type_=_valued_type(name)) for name in VALUED)
-            for n in range(count)
-        ]
+        [tuple(row) for row in bound]
     )
     return (
         ledger.insert()

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from enum import StrEnum
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, MessagesState, StateGraph
 from sessionledger.domain import MessageType
 from sessionledger.domain.records import Kind
@@ -115,6 +117,49 @@ def test_each_message_is_written_once_and_each_checkpoint_reads_its_own(
             m.content for m in history[0]
         ]
         assert [m.id for m in latest.checkpoint["channel_values"]["messages"]] == [m.id for m in history[0]]
+
+
+class Mood(StrEnum):
+    CALM = "calm"
+
+
+SCALARS = {"text": "a long answer, " * 200, "count": 3, "ratio": 0.25, "done": True, "nothing": None}
+"""Channel values held as JSON in a checkpoint's entry (`checkpoints.py`)."""
+TYPED = {"nul": "a\x00b", "inf": float("inf"), "mood": Mood.CALM, "items": [1, "two"], "big": 2**63}
+"""Channel values only langgraph's serializer keeps as they are (a JSON text cannot hold a NUL for
+PostgreSQL, an infinity, an enum's type or a 64-bit overflow; a list is no scalar)."""
+
+
+class OwnSerializer(JsonPlusSerializer):
+    """Another serializer (as an encrypting one is): it is given every channel value."""
+
+    def __init__(self) -> None:
+        super().__init__(allowed_msgpack_modules=[(__name__, "Mood")])
+
+
+def test_scalar_channel_values_are_json_and_every_value_reads_back_exactly(service: SessionService) -> None:
+    values = {**SCALARS, **TYPED}
+    versions = {name: 1 for name in values}
+    checkpoint = generate_checkpoint(channel_values=values, channel_versions=versions)
+    tid, other = thread(), thread()
+    serde = JsonPlusSerializer(allowed_msgpack_modules=[(__name__, "Mood")])
+    with (
+        LedgerSaver(service=service, serde=serde) as saver,
+        LedgerSaver(service=service, serde=OwnSerializer()) as own,
+    ):
+        stored = saver.put(config(tid), checkpoint, generate_metadata(), versions)
+        own.put(config(other), checkpoint, generate_metadata(), versions)
+        (entry,) = service.entries(tid, "langgraph.checkpoint")
+        assert entry.value["values"] == SCALARS
+        (entry,) = service.entries(other, "langgraph.checkpoint")
+        assert "values" not in entry.value
+        for read in (stored, config(other)):  # langgraph's serializer reads the other's entries too
+            found = saver.get_tuple(read)
+            assert found is not None
+            got = found.checkpoint["channel_values"]
+            assert got == values and {n: type(v) for n, v in got.items()} == {
+                n: type(v) for n, v in values.items()
+            }
 
 
 def test_another_users_thread_is_absent_and_refuses_writes(saver: LedgerSaver) -> None:

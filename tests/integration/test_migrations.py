@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -16,9 +17,11 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sessionledger.domain import UserMessage
+from sessionledger.domain import SessionEvent, UserMessage
+from sessionledger.domain.entries import Entry
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit import verify
+from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.migrate import (
     VECTORS,
@@ -140,6 +143,46 @@ def test_payloads_are_compressed_with_lz4_from_0004_and_older_pglz_rows_still_re
                 {"sid": session.id},
             ).scalars()
             assert list(stored) == ["pglz", "lz4"]
+    finally:
+        engine.dispose()
+
+
+def test_0005_keeps_event_ids_unique_in_a_partial_index_that_the_id_check_reads(fresh_url: str) -> None:
+    """From 0005 the (session_id, event_id) index holds only rows with an event id: a ledger
+    written before it keeps every row and its chain, a repeated event id is still a duplicate,
+    and the ledger's check for stored ids (`taken_event_ids`) still reads the index."""
+    engine = create_ledger_engine(fresh_url)
+    postgres = engine.dialect.name == "postgresql"
+    try:
+        with open_service(fresh_url) as service:
+            session = service.create_session("alice", app_name="app")
+            _migrate(engine, "0004")  # down: the constraint over every row, as before 0005
+            first = SessionEvent(session_id=session.id, message=UserMessage("hi"), id="m1")
+            assert service.append_event(first)
+            service.append_entries(session.id, [Entry("checkpoint", "1", {"step": 1})])
+            _migrate(engine, "0005")
+            assert not service.append_event(first)  # the index still refuses the id
+            service.append_entries(session.id, [Entry("checkpoint", "2", {"step": 2})])
+            assert service.append_event(replace(first, id="m2", message=UserMessage("there")))
+            assert [m.text for m in service.get_messages(session.id)] == ["hi", "there"]
+            assert [e.key for e in service.entries(session.id, "checkpoint")] == ["2", "1"]
+            assert verify(service, session.id).ok
+        with engine.connect() as connection:
+            definition = connection.execute(
+                sa.text(
+                    "SELECT pg_get_indexdef('uq_ledger_session_event'::regclass)"
+                    if postgres
+                    else "SELECT sql FROM sqlite_master WHERE name = 'uq_ledger_session_event'"
+                )
+            ).scalar_one()
+            assert "(session_id, event_id) WHERE" in definition and "event_id IS NOT NULL" in definition
+            if postgres:
+                connection.execute(sa.text("SET enable_seqscan = off"))  # a tiny table: else a scan wins
+            taken = statements.taken_event_ids([session.id], ["m1", "m2"])
+            sql = str(taken.compile(engine, compile_kwargs={"literal_binds": True}))
+            plan = connection.execute(sa.text(("EXPLAIN " if postgres else "EXPLAIN QUERY PLAN ") + sql))
+            assert "uq_ledger_session_event" in " ".join(str(row) for row in plan)
+            assert len(connection.execute(taken).all()) == 2
     finally:
         engine.dispose()
 
