@@ -60,8 +60,9 @@ def model():
         yield server
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory, model):
+@pytest.fixture(scope="module", params=["library spans", "with celery's"])
+def deployment(request, tmp_path_factory, model):
+    """Workers with the library's spans alone, then with Celery's instrumentation as well."""
     from tests.conftest import _pg_database
 
     database = _pg_database()
@@ -76,6 +77,8 @@ def deployment(tmp_path_factory, model):
         summarizer_model=MODEL,
     )
     deployment.env.update(TRACING)
+    if request.param == "with celery's":
+        deployment.env["SESSIONLEDGER_OTEL_INSTRUMENT"] = "celery"
     try:
         for role in ("ingest", "tasks"):
             start_cli_worker(deployment, role)
@@ -146,20 +149,22 @@ def test_one_trace_joins_publish_ingest_compaction_and_the_model_call(deployment
         for link in span["links"]
     )
 
-    # the compaction continues the trace of the ingest that woke it, through its evaluation
+    # the compaction continues the trace of the ingest that woke it, through its evaluation (and,
+    # with Celery's instrumentation, through Celery's publish and run spans between them)
     trigger = next(span for span in ingests if span["context"]["trace_id"] == compact["context"]["trace_id"])
-    assert compact["parent_id"] == trigger["context"]["span_id"]
     tasks = spans_in(deployment.log_text("tasks"))
+    workers = {span["context"]["span_id"]: span for span in spans_in(deployment.log_text("ingest")) + tasks}
+    assert trigger in ancestors(compact, workers)
     assert any(
         span["name"] == "sessionledger.evaluate"
-        and span["parent_id"] == trigger["context"]["span_id"]
         and span["attributes"]["sessionledger.outcome"] == "compact"
+        and trigger in ancestors(span, workers)
         for span in tasks
     )
-    appends = [
-        span for span in spans_in(deployment.log_text("ingest")) if span["name"] == "sessionledger.append"
-    ]
-    assert any(span["parent_id"] == trigger["context"]["span_id"] for span in appends)
+    appends = [span for span in workers.values() if span["name"] == "sessionledger.append"]
+    assert any(trigger in ancestors(span, workers) for span in appends)
+    celery_spans = [span for span in workers.values() if span["name"].startswith(("run/", "apply_async/"))]
+    assert bool(celery_spans) == ("SESSIONLEDGER_OTEL_INSTRUMENT" in deployment.env)
     assert compact["attributes"]["sessionledger.user_id"] == "alice"
 
     # the summarizer's call: a GenAI client span inside the compaction, without the conversation
@@ -177,6 +182,15 @@ def test_one_trace_joins_publish_ingest_compaction_and_the_model_call(deployment
     worker_spans = json.dumps(ingests + tasks + appends)
     assert "question 0" not in worker_spans and "answer 0" not in worker_spans
     assert "test-key" not in worker_spans
+
+
+def ancestors(span: dict[str, Any], spans: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The span's parent, its parent's, and so on, as far as `spans` (by span id) holds them."""
+    found = []
+    while (parent := spans.get(span["parent_id"] or "")) is not None:
+        found.append(parent)
+        span = parent
+    return found
 
 
 def test_the_worker_names_its_service_and_leaves_an_operator_named_one(deployment):
