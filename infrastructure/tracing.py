@@ -4,12 +4,12 @@ Without an SDK (or with one the application has not configured) every tracer her
 no-op: a span costs a call and writes nothing, and no message carries a trace context unless the
 caller's own context is already a valid one (then it travels on, as propagation should). The SDK,
 if any, is the application's, or the one the command line's processes configure
-(`sessionledger.workers.telemetry.configure_tracing`). The names are binding (CONTRACT.md §9).
+(`sessionledger.workers.telemetry.configure_tracing`). The span names are public (docs/observability.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from opentelemetry import context as contexts
@@ -50,21 +50,14 @@ tracer = trace.get_tracer("sessionledger")
 """A proxy: it becomes the SDK's tracer once a provider is set, whenever that happens."""
 
 
-def traced(
-    name: str,
-    work: Callable[[Span], T],
-    kind: SpanKind = SpanKind.INTERNAL,
-    *,
-    context: Context | None = None,
-    links: Sequence[Link] | None = None,
-) -> T:
+def traced(name: str, work: Callable[[Span], T], kind: SpanKind = SpanKind.INTERNAL) -> T:
     """`work(span)` inside a span named `name`, current while it runs, its exception recorded.
 
     A span that does not record (no SDK: the API's no-op) is handed over and nothing more: making
     it current would cost several microseconds of context switching for nothing, and a
     `publish()` must stay well under 20 µs.
     """
-    span = tracer.start_span(name, context, kind, links=links)
+    span = tracer.start_span(name, kind=kind)
     if not span.is_recording():
         return work(span)
     with trace.use_span(span, end_on_exit=True):
