@@ -212,6 +212,46 @@ print(json.dumps({"name": span.name, "kind": span.kind.name, "attributes": dict(
     assert json.loads(captured["gen_ai.output.messages"])[0]["parts"][0]["content"] == "they said hello"
 
 
+def test_a_compaction_in_the_applications_process_continues_the_trace_of_the_append_that_woke_it():
+    done = run_python(
+        OWN_PROVIDER
+        + """
+import json
+from sessionledger.domain import AssistantMessage, UserMessage
+from sessionledger.infrastructure import open_service
+
+policy = 'apps.default.trigger = { type = "turns", max_turns = 2 }\\n'
+policy += 'apps.default.strategy = { type = "sliding", max_events = 2 }\\n'
+with open_service("memory://", compaction="background", policy=policy) as service:
+    session = service.create_session("alice")
+    with trace.get_tracer("agent").start_as_current_span("agent turn"):
+        for turn in range(3):
+            service.append_message(session.id, UserMessage(f"question {turn}"))
+            service.append_message(session.id, AssistantMessage(f"answer {turn}"))
+print(json.dumps([
+    {
+        "name": span.name,
+        "trace_id": span.context.trace_id,
+        "span_id": span.context.span_id,
+        "parent_id": span.parent.span_id if span.parent else None,
+        "attributes": dict(span.attributes),
+    }
+    for span in exporter.get_finished_spans()
+]))
+"""
+    )
+    spans = json.loads(done.stdout)
+    (turn,) = [span for span in spans if span["name"] == "agent turn"]
+    appends = {span["span_id"] for span in spans if span["name"] == "sessionledger.append"}
+    (compact,) = [span for span in spans if span["name"] == "sessionledger.compact"]
+    assert (
+        compact["trace_id"] == turn["trace_id"] and compact["attributes"]["sessionledger.archived_count"] > 0
+    )
+    evaluations = [span for span in spans if span["name"] == "sessionledger.evaluate"]
+    assert evaluations and all(span["trace_id"] == turn["trace_id"] for span in evaluations)
+    assert {span["parent_id"] for span in evaluations} <= appends | {compact["parent_id"]}
+
+
 def console_spans(text: str) -> list[dict]:
     decoder = json.JSONDecoder()
     spans, index = [], text.find("{")
