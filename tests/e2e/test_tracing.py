@@ -138,11 +138,16 @@ def test_one_trace_joins_publish_ingest_compaction_and_the_model_call(deployment
     assert all(span["parent_id"] == turn["context"]["span_id"] for span in publishes)
     assert all(span["attributes"]["sessionledger.session_id"] == session_id for span in publishes)
 
-    ingests = [
-        span for span in spans_in(deployment.log_text("ingest")) if span["name"] == "sessionledger.ingest"
-    ]
-    linked = {link["context"]["span_id"] for span in ingests for link in span["links"]}
-    assert {span["context"]["span_id"] for span in publishes} <= linked
+    def ingested() -> list[dict[str, Any]] | None:
+        """The ingest spans once every publish span is linked (a batch's span is exported in the
+        next round of its process's batch processor, which may be after the compaction's)."""
+        spans = [
+            span for span in spans_in(deployment.log_text("ingest")) if span["name"] == "sessionledger.ingest"
+        ]
+        linked = {link["context"]["span_id"] for span in spans for link in span["links"]}
+        return spans if {span["context"]["span_id"] for span in publishes} <= linked else None
+
+    ingests = wait_for(ingested, 10, "ingest spans linking every publish span")
     assert all(
         link["context"]["trace_id"] == turn["context"]["trace_id"]
         for span in ingests
