@@ -157,9 +157,16 @@ def test_one_trace_joins_publish_ingest_compaction_and_the_model_call(deployment
     # the compaction continues the trace of the ingest that woke it, through its evaluation (and,
     # with Celery's instrumentation, through Celery's publish and run spans between them)
     trigger = next(span for span in ingests if span["context"]["trace_id"] == compact["context"]["trace_id"])
+
+    def joined() -> dict[str, dict[str, Any]] | None:
+        """The workers' spans by id, once the compaction's ancestors reach the ingest span (a
+        parent ends, and is exported, after its child: Celery's run span after the compaction)."""
+        spans = spans_in(deployment.log_text("ingest")) + spans_in(deployment.log_text("tasks"))
+        workers = {span["context"]["span_id"]: span for span in spans}
+        return workers if trigger in ancestors(compact, workers) else None
+
+    workers = wait_for(joined, 10, "the compaction's ancestors up to the ingest span that woke it")
     tasks = spans_in(deployment.log_text("tasks"))
-    workers = {span["context"]["span_id"]: span for span in spans_in(deployment.log_text("ingest")) + tasks}
-    assert trigger in ancestors(compact, workers)
     assert any(
         span["name"] == "sessionledger.evaluate"
         and span["attributes"]["sessionledger.outcome"] == "compact"
