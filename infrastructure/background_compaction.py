@@ -36,6 +36,7 @@ from sessionledger.infrastructure.compaction_runs import (
 from sessionledger.infrastructure.policies import PolicyBook, policies_from_settings
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.tracing import Context, traced_context, within
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class BackgroundCompactor:
         self._debounce = debounce
         self._owner = f"background-{os.getpid()}-{id(self):x}"
         self._due: dict[str, float] = {}
+        self._traces: dict[str, Context] = {}
+        """session id -> the trace of the append that woke it, which its compaction continues"""
         """session id -> when it is to be evaluated (monotonic seconds)"""
         self._retries: dict[str, int] = {}
         self._changed = threading.Condition()
@@ -104,10 +107,14 @@ class BackgroundCompactor:
         self._thread.start()
 
     def appended(self, session_id: str) -> None:
-        """An append to the session was stored: evaluate it after the debounce (once for a burst)."""
+        """An append to the session was stored: evaluate it after the debounce (once for a burst),
+        in the trace of the burst's first append, if it is traced."""
+        traced_by = traced_context()
         with self._changed:
             if session_id not in self._due and not self._stopped:
                 self._due[session_id] = time.monotonic() + self._debounce
+                if traced_by is not None:
+                    self._traces[session_id] = traced_by
                 self._changed.notify()
 
     def idle(self) -> bool:
@@ -137,7 +144,9 @@ class BackgroundCompactor:
     def _run(self) -> None:
         while (session_id := self._next()) is not None:
             try:
-                self._evaluate(session_id)
+                with self._changed:
+                    context = self._traces.pop(session_id, None)
+                within(context, lambda: self._evaluate(session_id))
             finally:
                 with self._changed:
                     self._running = False

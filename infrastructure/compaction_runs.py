@@ -29,6 +29,7 @@ from sessionledger.infrastructure.failures import database_unavailable
 from sessionledger.infrastructure.policies import PolicyBook
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.tracing import EVALUATE, Span, traced
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,19 @@ class Compactions:
     tally: Tally | None = None
 
     def evaluate(self, session_id: str) -> Outcome:
-        """`Outcome.COMPACT` when the app's trigger fires on the window; otherwise why not."""
+        """`Outcome.COMPACT` when the app's trigger fires on the window; otherwise why not (in a
+        `sessionledger.evaluate` span that says which)."""
+        return traced(EVALUATE, lambda span: self._evaluate(session_id, span))
+
+    def _evaluate(self, session_id: str, span: Span) -> Outcome:
+        outcome = self._decide(session_id)
+        if span.is_recording():
+            span.set_attributes(
+                {"sessionledger.session_id": session_id, "sessionledger.outcome": outcome.value}
+            )
+        return outcome
+
+    def _decide(self, session_id: str) -> Outcome:
         service = self.service
         session = service.get_session(session_id)
         if session is None:

@@ -34,6 +34,7 @@ from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.service import append_draft
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.tracing import PUBLISH, Span, SpanKind, carrier_of, traced
 from sessionledger.infrastructure.wire import PublisherIdentity, event_line, task_message
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,15 @@ class UndeliveredEvents(TimeoutError):
         super().__init__(message)
         self.count = count
 
+
+_MESSAGING_SYSTEMS = {
+    "amqp": "rabbitmq",
+    "pyamqp": "rabbitmq",
+    "amqps": "rabbitmq",
+    "redis": "redis",
+    "rediss": "redis",
+}
+"""OpenTelemetry's `messaging.system` for a broker URL's scheme (kombu's other transports: "kombu")."""
 
 _URL_EXAMPLES = "e.g. amqp://user:password@host:5672// or redis://host:6379/0"
 
@@ -176,7 +186,27 @@ class EventPublisher:
         `SessionService.append_event`, the payload limit included), `PublisherFull` at the bound,
         `PublisherClosed` after `close()`, `PublisherBroken` once the delivery thread has stopped.
         """
-        line = event_line(event, append_draft(event, self.max_payload_bytes).text, self.identity)
+        traced(PUBLISH, lambda span: self._publish(event, span), SpanKind.PRODUCER)
+
+    def _publish(self, event: SessionEvent, span: Span) -> None:
+        if span.is_recording():
+            span.set_attributes(self._span_attributes(event))
+        text = append_draft(event, self.max_payload_bytes).text
+        self._take_line(event, event_line(event, text, self.identity, carrier_of(span)))
+
+    def _span_attributes(self, event: SessionEvent) -> dict[str, str]:
+        """What a `publish()` span says: whose event, for which session; never its text."""
+        named = {
+            "sessionledger.session_id": event.session_id,
+            "sessionledger.event_id": event.id,
+            "messaging.system": _MESSAGING_SYSTEMS.get(self.broker_url.partition(":")[0], "kombu"),
+            "messaging.destination.name": self.names.ingest(
+                partition_of(event.session_id, self.names.partitions)
+            ),
+        }
+        return named | {f"sessionledger.{key}": value for key, value in self.identity.as_dict().items()}
+
+    def _take_line(self, event: SessionEvent, line: str) -> None:
         partition = partition_of(event.session_id, self.names.partitions)
         with self._lock:
             if self._closed:

@@ -37,6 +37,7 @@ from sessionledger.domain.tokens import TokenCounter
 from sessionledger.domain.window import WindowStats
 from sessionledger.domain.write_plans import appended_event
 from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.tracing import APPEND, COMPACT, Span, traced
 
 if TYPE_CHECKING:
     from sessionledger.domain.compaction import CompactionResult
@@ -189,9 +190,17 @@ class AppendSteps:
         """Append the draft, on behalf of `user_id` if given (`ValueError` unless the session is
         theirs); the outcome as the ledger answers it (`append_event_result` and
         `append_message_result` turn it into each method's answer)."""
+        return traced(APPEND, lambda span: self._store(draft, user_id, span))
+
+    def _store(self, draft: Draft, user_id: str | None, span: Span) -> AppendOutcome:
         session_id = appended_event(draft).session_id
         self._require_owner(session_id, user_id)
         outcome = self._ledger.append([draft])[0]
+        if span.is_recording():
+            span.set_attributes(
+                {"sessionledger.session_id": session_id, "sessionledger.outcome": outcome.name.lower()}
+                | ({"sessionledger.user_id": user_id} if user_id is not None else {})
+            )
         if self.appended is not None:
             self.announce(session_id, outcome)
         return outcome
@@ -453,7 +462,18 @@ class SessionService:
 
     def _append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
         """The batch appended; its sessions announced to the watcher, if any (`watch_appends`)."""
+        return traced(APPEND, lambda span: self._append_traced(drafts, tally, span))
+
+    def _append_traced(self, drafts: Sequence[Draft], tally: Tally | None, span: Span) -> list[AppendOutcome]:
         outcomes = self._ledger.append(drafts, tally)
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    "sessionledger.event_count": len(drafts),
+                    "sessionledger.stored_count": outcomes.count(AppendOutcome.STORED),
+                    "sessionledger.session_count": len({appended_event(d).session_id for d in drafts}),
+                }
+            )
         appended = self._steps.appended
         if appended is not None:
             stored = zip(drafts, outcomes, strict=True)
@@ -634,13 +654,22 @@ class SessionService:
         the session must belong to that user (`ValueError` otherwise). A written compaction is
         added to `tally`'s counters in its transaction.
         """
-        from sessionledger.domain.compaction import CompactionRequest, CompactionResult  # not for readers
-
         _require_id(session_id, "session_id")
         if trigger is None or strategy is None:
             raise ValueError("trigger and strategy must not be None")
         self._require_owner(session_id, user_id)
-        for _ in range(self._settings.compaction_attempts):
+        return traced(COMPACT, lambda span: self._compact(session_id, trigger, strategy, tally, span))
+
+    def _compact(
+        self, session_id: str, trigger: Trigger, strategy: Strategy, tally: Tally | None, span: Span
+    ) -> CompactionResult:
+        """`compact`'s loop, in its span (`sessionledger.compact`), which says what it did."""
+        from sessionledger.domain.compaction import CompactionRequest, CompactionResult  # not for readers
+
+        recording = span.is_recording()
+        if recording:
+            span.set_attribute("sessionledger.session_id", session_id)
+        for attempt in range(1, self._settings.compaction_attempts + 1):
             session = self._ledger.get_session(session_id)
             read = self._ledger.window(session_id)
             if session is None or read is None:
@@ -653,6 +682,15 @@ class SessionService:
             counted = zip(read.events, read.token_counts, strict=False)
             known = {event.id: tokens for event, tokens in counted if tokens is not None}
             request = CompactionRequest.of(session, read.events, read.stats, known, self._token_counter)
+            if recording:
+                span.set_attributes(
+                    {
+                        "sessionledger.user_id": session.user_id,
+                        "sessionledger.app_name": session.app_name,
+                        "sessionledger.window_events": len(read.events),
+                        "sessionledger.attempts": attempt,
+                    }
+                )
             if not trigger.should_compact(request):
                 return CompactionResult.noop(read.events)
             result = strategy.compact(request)
@@ -662,6 +700,14 @@ class SessionService:
                 self._ledger.apply_compaction(read, result, _source(result, read.events, strategy), tally)
                 is not None
             ):
+                if recording:
+                    span.set_attributes(
+                        {
+                            "sessionledger.archived_count": result.events_removed,
+                            "sessionledger.compacted_count": len(result.compacted),
+                            "sessionledger.tokens_saved": result.tokens_saved,
+                        }
+                    )
                 return result
         raise ConcurrencyConflict(
             f"compaction of session {session_id!r} lost {self._settings.compaction_attempts} races "

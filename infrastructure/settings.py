@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sessionledger.domain.sessions import check_ttl
 from sessionledger.infrastructure.queue_names import DEFAULT_PARTITIONS, DEFAULT_PREFIX, QueueNames
 
@@ -101,6 +102,37 @@ class Settings(BaseSettings):
     --digest`/`--since` and `check-proof` refuse a digest it did not sign (docs/proofs.md)."""
     log_format: str = "json"
     metrics_port: int | None = None
+    otel_instrumentation_genai_capture_message_content: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "SESSIONLEDGER_OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        ),
+    )
+    """OpenTelemetry's GenAI variable (also read un-prefixed, its own name): the summarizer's
+    prompt and reply on its span (`true`, `span_only` or `span_and_event`); off by default, as
+    they are the users' conversations."""
+    otel_instrument: Annotated[frozenset[Literal["celery", "sqlalchemy"]], NoDecode] = frozenset()
+    """OpenTelemetry instrumentations the command line's processes turn on besides the library's
+    own spans (`SESSIONLEDGER_OTEL_INSTRUMENT=celery,sqlalchemy`; the `otel` extra): Celery's task
+    spans and SQLAlchemy's statement spans. Off by default: a statement span per query is a lot."""
+
+    @field_validator("otel_instrumentation_genai_capture_message_content", mode="before")
+    @classmethod
+    def _capture_modes(cls, value: object) -> object:
+        """The GenAI conventions' modes: the span gets the content in `span_only` and `span_and_event`
+        (and the older `true`); `event_only`, `no_content` and anything else leave it off."""
+        if isinstance(value, str):
+            return value.strip().lower() in {"true", "span_only", "span_and_event"}
+        return value
+
+    @field_validator("otel_instrument", mode="before")
+    @classmethod
+    def _names_as_text(cls, value: object) -> object:
+        """`celery,sqlalchemy` as the environment writes a set of names."""
+        if isinstance(value, str):
+            return {name.strip() for name in value.split(",") if name.strip()}
+        return value
 
     @field_validator("session_ttl", mode="before")
     @classmethod

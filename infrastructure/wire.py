@@ -1,7 +1,8 @@
 """The ingest wire format: what travels on the broker between a publisher and the workers.
 
 Two layers, both defined here only: an event's line (`encode_event`: one JSON document per event,
-its payload the ledger's canonical text, the publisher's identity stamped on it; read back by
+its payload the ledger's canonical text, the publisher's identity stamped on it, and the trace
+context of its `publish()` span when there is one (`"trace"`, a propagator's carrier); read back by
 `decode_event`, `decode_published` and `decode_draft`), and the Celery (protocol 2) task message
 that carries a list of lines (`task_message`: its headers and JSON body, built without a Celery
 app; `read_json_body`: its body read back as kombu's `json` serializer reads it). The publisher
@@ -16,6 +17,7 @@ import os
 import socket
 import sys
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any
@@ -74,11 +76,19 @@ def encode_event(event: SessionEvent, identity: PublisherIdentity = UNBOUND) -> 
     return event_line(event, event_draft(event).text, identity)
 
 
-def event_line(event: SessionEvent, payload_text: str, identity: PublisherIdentity) -> str:
+def event_line(
+    event: SessionEvent,
+    payload_text: str,
+    identity: PublisherIdentity,
+    trace: Mapping[str, str] | None = None,
+) -> str:
     """`encode_event`'s line for an event whose canonical payload text is already made (`publish()`
-    has it from `append_draft`, the check it makes anyway: the event is not encoded twice)."""
+    has it from `append_draft`, the check it makes anyway: the event is not encoded twice); `trace`
+    is the trace context of the `publish()` span (`tracing.carrier_of`), `None` for none."""
     ids = f'"id":{encode_basestring(event.id)},"session_id":{encode_basestring(event.session_id)}'
     stamp = f',"identity":{json.dumps(identity.as_dict(), separators=(",", ":"))}' if identity.bound else ""
+    if trace:
+        stamp += f',"trace":{json.dumps(trace, separators=(",", ":"))}'
     return f'{{{ids},"event":{payload_text}{stamp}}}'
 
 
@@ -105,6 +115,13 @@ def decode_published(line: str) -> tuple[SessionEvent, PublisherIdentity]:
     An identity that is not an object of non-empty `user_id` / `app_name` strings makes the line
     an `UndecodableEvent`: a line that names an identity is never read as unbound.
     """
+    event, identity, _ = _published(line)
+    return event, identity
+
+
+def _published(line: str) -> tuple[SessionEvent, PublisherIdentity, Mapping[str, str] | None]:
+    """`decode_published`, and the trace context the line carries (`None` for none, or one that
+    is not an object of strings: a trace context is advice, never a reason to refuse an event)."""
     try:
         document = read_json(line)
     except ValueError as error:
@@ -117,15 +134,20 @@ def decode_published(line: str) -> tuple[SessionEvent, PublisherIdentity]:
         event = event_from_payload(
             str(document["session_id"]), str(document["id"]), document["event"], validate=True
         )
-        return event, _identity(document.get("identity"))
+        return event, _identity(document.get("identity")), _trace(document.get("trace"))
     except (KeyError, TypeError, ValueError) as error:
         raise UndecodableEvent(f"invalid event: {error}", session_id) from error
 
 
-def decode_draft(line: str) -> tuple[Draft, PublisherIdentity]:
+Traced = tuple[Draft, PublisherIdentity, Mapping[str, str] | None]
+"""A line's event drafted for the ledger, its publisher's identity, and the trace context of its
+`publish()` span (`None` for none)."""
+
+
+def decode_draft(line: str) -> Traced:
     """`decode_published`, with the event drafted as `append_draft` drafts it (its size aside,
-    which `SessionService.ingest` checks): `UndecodableEvent` for any line that
-    `decode_published` or `append_draft` refuses.
+    which `SessionService.ingest` checks), and the trace context the line carries:
+    `UndecodableEvent` for any line that `decode_published` or `append_draft` refuses.
 
     A line exactly as `encode_event` writes it (any publisher's) is parsed once, by orjson, and
     the event is built and drafted from that parse: the event's canonical text must be the line's
@@ -136,14 +158,14 @@ def decode_draft(line: str) -> tuple[Draft, PublisherIdentity]:
     fast = _drafted(line)
     if fast is not None:
         return fast
-    event, identity = decode_published(line)
+    event, identity, trace = _published(line)
     try:
-        return append_draft(event, sys.maxsize), identity
+        return append_draft(event, sys.maxsize), identity, trace
     except ValueError as error:
         raise UndecodableEvent(f"invalid event: {error}", event.session_id) from error
 
 
-def _drafted(line: str) -> tuple[Draft, PublisherIdentity] | None:
+def _drafted(line: str) -> Traced | None:
     """`decode_draft`'s one parse of a line as `encode_event` writes it; `None` for any other line."""
     try:
         document = orjson.loads(line)
@@ -154,12 +176,13 @@ def _drafted(line: str) -> tuple[Draft, PublisherIdentity] | None:
         if holds_temp(event.state_delta):
             return None  # `append_draft` drops them: not what the line says
         identity = _identity(document.get("identity"))
+        trace = _trace(document.get("trace"))
         draft = event_draft(event, payload)
     except Exception:  # the general path says what is wrong, in its own words
         return None
-    if event_line(event, draft.text, identity) != line:
+    if event_line(event, draft.text, identity, trace) != line:
         return None
-    return draft, identity
+    return draft, identity, trace
 
 
 def _identity(named: Any) -> PublisherIdentity:
@@ -173,6 +196,14 @@ def _identity(named: Any) -> PublisherIdentity:
     ):
         raise ValueError(f"identity must be an object with user_id and/or app_name, not {named!r}")
     return PublisherIdentity(**named)
+
+
+def _trace(carried: Any) -> Mapping[str, str] | None:
+    if not isinstance(carried, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in carried.items()
+    ):
+        return None
+    return carried
 
 
 def session_of_line(line: str) -> str | None:

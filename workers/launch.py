@@ -29,6 +29,7 @@ from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.workers.app import check_broker, create_app, required_broker, worker_arguments
 from sessionledger.workers.failures import operator_message
+from sessionledger.workers.telemetry import configure_tracing
 
 ROLES = ("all", "ingest", "tasks", "relay")
 
@@ -48,6 +49,8 @@ def run_worker(
     """
     chosen = check_options(settings, role, partitions, concurrency, loglevel)
     check_start(settings)
+    if role != "all":  # the supervisor's children configure their own
+        configure_tracing(settings, role)
     if role == "relay":
         from sessionledger.workers.metrics import log_to_stderr
         from sessionledger.workers.relay import run_relay

@@ -24,7 +24,7 @@ import gc
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any, NoReturn, TypeVar
@@ -45,6 +45,16 @@ from sessionledger.infrastructure.queue_names import (
     INGEST_TASK,
     SWEEP_TASK,
     partition_of,
+)
+from sessionledger.infrastructure.tracing import (
+    INGEST,
+    Span,
+    SpanKind,
+    current_carrier,
+    links_to,
+    task_context,
+    traced,
+    within,
 )
 from sessionledger.infrastructure.wire import (
     PublisherIdentity,
@@ -175,6 +185,12 @@ class IngestTask(LedgerTask):
 
 @shared_task(bind=True, base=IngestTask, name=INGEST_TASK)
 def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
+    """The batch stored, in a `sessionledger.ingest` span linked to the `publish()` span of each
+    event that carries one (`ingest_batch`)."""
+    return traced(INGEST, lambda span: ingest_batch(self, lines, span), SpanKind.CONSUMER)
+
+
+def ingest_batch(self: IngestTask, lines: Any, span: Span) -> dict[str, int]:
     runtime = runtime_of(self.app)
     if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
         self.give_up("malformed batch: the argument must be a list of JSON strings")
@@ -183,6 +199,10 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
         _bound_redeliveries(self, runtime)
     report = IngestReport()
     decoded = decode_lines(lines, report)
+    recording = span.is_recording()
+    if recording:
+        for link in links_to(trace for *_, trace in decoded if trace):
+            span.add_link(link.context)
     settings = runtime.settings
     deadline = time.monotonic() + settings.ingest_patience
     service = patiently(lambda: runtime.service, deadline)  # a worker may start before its database
@@ -195,6 +215,16 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
     if redelivered:
         runtime.storage.redeliveries.forget(self.request.id)  # type: ignore[arg-type]  # a redelivery's message has its id
     rejected_count = sum(len(r) for r in report.poison.values())
+    if recording:
+        span.set_attributes(
+            {
+                "sessionledger.event_count": len(lines),
+                "sessionledger.stored_count": report.stored,
+                "sessionledger.duplicate_count": report.duplicates,
+                "sessionledger.dead_lettered_count": rejected_count,
+            }
+        )
+        wake_in_trace([appended_event(draft).session_id for _, draft, *_ in decoded])
     log_event(
         log,
         "ingested",
@@ -205,6 +235,20 @@ def ingest(self: IngestTask, lines: Any) -> dict[str, int]:
         batch=self.request.id,
     )
     return {"stored": report.stored, "duplicates": report.duplicates, "dead_lettered": rejected_count}
+
+
+def wake_in_trace(session_ids: Sequence[str]) -> None:
+    """Evaluate the batch's sessions in the batch's trace (the message carries its context), so
+    that the compaction an ingest triggers continues its trace. Only while the ingest span is
+    recorded: the relay wakes every session anyway (from the ledger, which holds no trace
+    context), and an evaluation more is harmless; a failed send here is logged, never the
+    batch's failure."""
+    headers = current_carrier()
+    try:
+        for session_id in dict.fromkeys(session_ids):
+            evaluate.apply_async(args=(session_id,), headers=headers)
+    except Exception:
+        log.warning("could not send the traced evaluations; the relay sends them", exc_info=True)
 
 
 @functools.cache
@@ -241,9 +285,9 @@ def send_poison(task: Task[..., Any], report: IngestReport) -> None:
         raise Reject(f"dead-letter queue unavailable: {error}", requeue=True) from None
 
 
-Decoded = tuple[str, Draft, PublisherIdentity]
-"""A line of a batch, its event's draft (what the ledger stores of it), and the identity of the
-publisher that sent it."""
+Decoded = tuple[str, Draft, PublisherIdentity, Mapping[str, str] | None]
+"""A line of a batch, its event's draft (what the ledger stores of it), the identity of the
+publisher that sent it, and the trace context of its `publish()` span, if it carries one."""
 
 
 def decode_lines(lines: Sequence[str], report: IngestReport) -> list[Decoded]:
@@ -302,7 +346,7 @@ def in_replay_order(service: SessionService, items: list[Decoded], report: Inges
     """The replayed events that keep their session's order; the others go to `report` as poison."""
     kept = []
     for item in items:
-        line, draft, _ = item
+        line, draft, *_ = item
         event = appended_event(draft)
         refusal = replay_refusal(service, event)
         if refusal is None:
@@ -331,18 +375,18 @@ def store(service: SessionService, items: list[Decoded], report: IngestReport) -
     identity = first
     try:
         outcomes = service.ingest(
-            [draft for _, draft, _ in items], tally=metrics.INGEST_TALLY, **identity.as_dict()
+            [draft for _, draft, *_ in items], tally=metrics.INGEST_TALLY, **identity.as_dict()
         )
     except ValueError as error:
         if len(items) == 1:
-            line, draft, _ = items[0]
+            line, draft, *_ = items[0]
             report.reject(f"invalid event: {error}", line, appended_event(draft).session_id)
             return
         middle = len(items) // 2
         store(service, items[:middle], report)
         store(service, items[middle:], report)
         return
-    for (line, draft, _), outcome in zip(items, outcomes, strict=True):
+    for (line, draft, *_), outcome in zip(items, outcomes, strict=True):
         if outcome is AppendOutcome.STORED:
             report.stored += 1
         elif outcome is AppendOutcome.DUPLICATE:
@@ -364,6 +408,11 @@ def store(service: SessionService, items: list[Decoded], report: IngestReport) -
 
 @shared_task(bind=True, base=LedgerTask, name=EVALUATE_TASK)
 def evaluate(self: LedgerTask, session_id: str) -> Outcome:
+    """The session's trigger, in the trace its message carries (an ingest's: `wake_in_trace`)."""
+    return within(task_context(self.request), lambda: evaluate_session(self, session_id))
+
+
+def evaluate_session(self: LedgerTask, session_id: str) -> Outcome:
     runtime = runtime_of(self.app)
     try:
         decision = runtime.compactions.evaluate(session_id)
@@ -371,13 +420,18 @@ def evaluate(self: LedgerTask, session_id: str) -> Outcome:
         self.retry_later(error)
     runtime.metrics.add(metrics.EVALUATIONS)
     if decision is Outcome.COMPACT:
-        compact.apply_async(args=(session_id,))
+        compact.apply_async(args=(session_id,), headers=current_carrier())
     log_event(log, "evaluated", session_id=session_id, decision=decision)
     return decision
 
 
 @shared_task(bind=True, base=LedgerTask, name=COMPACT_TASK)
 def compact(self: LedgerTask, session_id: str) -> Outcome:
+    """The session compacted, in the trace its message carries (its evaluation's)."""
+    return within(task_context(self.request), lambda: compact_session(self, session_id))
+
+
+def compact_session(self: LedgerTask, session_id: str) -> Outcome:
     runtime = runtime_of(self.app)
     try:
         # opening the storage may fail too: retried like the rest
@@ -390,7 +444,7 @@ def compact(self: LedgerTask, session_id: str) -> Outcome:
         self.retry_later(error)
     if outcome is Outcome.COMPACTED:
         # appends made during the summarizer call were evaluated while the lease was held
-        evaluate.apply_async(args=(session_id,))
+        evaluate.apply_async(args=(session_id,), headers=current_carrier())
     return outcome
 
 

@@ -33,6 +33,7 @@ def summarizer_from_settings(settings: Settings) -> Summarizer:
         api_key=api_key,
         timeout=settings.summarizer_timeout,
         max_retries=settings.summarizer_max_retries,
+        capture_content=settings.otel_instrumentation_genai_capture_message_content,
     )
     log.info("summaries by %s at %s (model %s)", kind.__name__, summarizer.base_url, summarizer.model)
     return summarizer

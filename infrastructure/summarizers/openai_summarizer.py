@@ -11,6 +11,8 @@ from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from sessionledger.infrastructure.summarizers.chat_spans import chat_span_name, record_reply, record_request
+from sessionledger.infrastructure.tracing import Span, SpanKind, traced
 
 # Local OpenAI-compatible servers ignore the key, but the client insists on having one.
 PLACEHOLDER_API_KEY = "sessionledger-no-key"
@@ -39,11 +41,14 @@ class OpenAISummarizer:
         temperature: float | None = 0,
         *,
         client: openai.OpenAI | None = None,
+        capture_content: bool = False,
     ) -> None:
         """`temperature=None` leaves it out of the request (reasoning models reject any other value).
         `client` is an `openai.OpenAI` to share (an agent's own, or `offline_client()`) instead of
         one made from `base_url` and `api_key`; it gets this summarizer's timeout and retries, and
-        `close()` leaves it open."""
+        `close()` leaves it open. `capture_content` puts the prompt and the reply on the call's
+        span (off by default: they are the users' conversations; the settings turn it on from
+        `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`)."""
         if not model:
             raise ValueError("a summarizer model name is required")
         if max_summary_chars is not None and max_summary_chars <= 0:
@@ -53,6 +58,7 @@ class OpenAISummarizer:
         self.max_retries = max_retries
         self.max_summary_chars = max_summary_chars
         self.temperature = temperature
+        self.capture_content = capture_content
         self._owns_client = client is None
         self._client = (
             _client(base_url, api_key, timeout, max_retries)
@@ -76,7 +82,32 @@ class OpenAISummarizer:
             self._client.close()
 
     def _complete(self, system_prompt: str, user_prompt: str, **options: Any) -> ChatCompletionMessage:
-        """One chat completion; every way it can fail becomes a `SummarizerError`."""
+        """One chat completion, in a GenAI client span (`chat_spans.py`); every way it can fail
+        becomes a `SummarizerError`."""
+        return traced(
+            chat_span_name(self.model),
+            lambda span: self._completed(span, system_prompt, user_prompt, options),
+            SpanKind.CLIENT,
+        )
+
+    def _completed(
+        self, span: Span, system_prompt: str, user_prompt: str, options: dict[str, Any]
+    ) -> ChatCompletionMessage:
+        recording = span.is_recording()
+        if recording:
+            prompts = (system_prompt, user_prompt) if self.capture_content else None
+            record_request(span, self.model, self.base_url, self.temperature, prompts)
+        try:
+            completion = self._create(system_prompt, user_prompt, options)
+        except SummarizerError as error:
+            if recording:
+                span.set_attribute("error.type", type(error.__cause__ or error).__qualname__)
+            raise
+        if recording:
+            record_reply(span, completion, self.capture_content)
+        return self._message(completion)
+
+    def _create(self, system_prompt: str, user_prompt: str, options: dict[str, Any]) -> ChatCompletion:
         if self.temperature is not None:
             options["temperature"] = self.temperature
         try:
@@ -108,6 +139,9 @@ class OpenAISummarizer:
             raise SummarizerError(
                 f"malformed response from the summarizer at {self.base_url}: {exc}"
             ) from exc
+        return completion
+
+    def _message(self, completion: ChatCompletion) -> ChatCompletionMessage:
         if not getattr(completion, "choices", None):
             raise SummarizerError(f"the summarizer at {self.base_url} returned no choices")
         message = completion.choices[0].message

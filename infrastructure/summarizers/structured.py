@@ -105,9 +105,18 @@ class StructuredSummarizer(OpenAISummarizer):
         instructions: str = DEFAULT_INSTRUCTIONS,
         *,
         client: openai.OpenAI | None = None,
+        capture_content: bool = False,
     ) -> None:
         super().__init__(
-            model, base_url, api_key, timeout, max_retries, max_summary_chars, temperature, client=client
+            model,
+            base_url,
+            api_key,
+            timeout,
+            max_retries,
+            max_summary_chars,
+            temperature,
+            client=client,
+            capture_content=capture_content,
         )
         self.instructions = instructions
 

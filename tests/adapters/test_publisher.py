@@ -106,7 +106,7 @@ def test_decode_draft_drafts_a_line_as_append_draft_does_whichever_path_it_takes
         "spaced out (another encoder)": json.dumps(json.loads(encode_event(plain)), indent=1),
     }
     for what, line in lines.items():
-        draft, _ = decode_draft(line)
+        draft, *_ = decode_draft(line)
         expected = append_draft(plain, 10**6)
         assert (draft.text, draft.content_hash, draft.event) == (
             expected.text,
@@ -117,7 +117,7 @@ def test_decode_draft_drafts_a_line_as_append_draft_does_whichever_path_it_takes
     assert decode_draft(lines["with an identity"])[1] == identity
     temp = json.loads(encode_event(plain))
     temp["event"]["state_delta"] = {"temp:scratch": 1, "kept": 2}
-    draft, _ = decode_draft(json.dumps(temp, separators=(",", ":")))
+    draft, *_ = decode_draft(json.dumps(temp, separators=(",", ":")))
     assert dict(draft.event.state_delta) == {"kept": 2}  # dropped, as an append drops it
     huge = json.loads(encode_event(plain))
     huge["event"]["metadata"] = {"n": 2**64}  # orjson reads it as a float: the general path refuses it

@@ -86,12 +86,14 @@ def demo(
     from sessionledger.infrastructure.policies import load_policies
     from sessionledger.infrastructure.sharegpt import conversations
     from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
+    from sessionledger.workers.telemetry import configure_tracing
 
     if count <= 0:
         fail("--conversations must be greater than 0")
     if broker_url:
         errors.print("note: the demo compacts in its own process; --broker-url is not used")
     settings = settings_for(database_url)
+    configure_tracing(settings, "demo")
     url = hide_passwords(settings.database_url)  # shown, never used to connect
     summarizer = summarizer_from_settings(settings)
     policies = load_policies(lambda: summarizer, inline=DEMO_POLICY, model=settings.model)
