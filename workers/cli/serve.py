@@ -46,8 +46,10 @@ def serve(
             raise
         fail(NO_EXTRA)
     from sessionledger.infrastructure.bootstrap import open_storage
+    from sessionledger.workers.telemetry import configure_tracing
 
     settings = settings_for(database_url)
+    configure_tracing(settings, "serve")
     with open_storage(settings, create=False) as storage:
         app = audit_app(
             storage.service,
