@@ -194,6 +194,12 @@ def page(op: SearchOp, found: Sequence[Stored]) -> list[SearchItem]:
     return [_search_item(s, None) for s in chosen[op.offset : op.offset + op.limit]]
 
 
+def similarity(query_vector: Sequence[float], s: Stored) -> float:
+    """An item's score: its best vector's cosine similarity to the query (its vectors as the ledger
+    recorded them, whatever a vector store holds)."""
+    return max(1.0 - cosine_distance(query_vector, v) for v in s.vectors.values())
+
+
 def ranked(op: SearchOp, found: Sequence[Stored], query_vector: Sequence[float]) -> list[SearchItem]:
     """A search with a query: the filtered items by their best vector's cosine similarity to the
     query (highest first), `offset` then `limit`; as `InMemoryStore`, items without vectors fill
@@ -202,8 +208,7 @@ def ranked(op: SearchOp, found: Sequence[Stored], query_vector: Sequence[float])
     scoreless: list[Stored] = []
     for s in newest_first(x for x in found if matches(x.item.value, op.filter)):
         if s.vectors:
-            best = max(1.0 - cosine_distance(query_vector, v) for v in s.vectors.values())
-            scored.append((best, s))
+            scored.append((similarity(query_vector, s), s))
         else:
             scoreless.append(s)
     scored.sort(key=lambda pair: pair[0], reverse=True)

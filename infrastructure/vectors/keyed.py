@@ -8,7 +8,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from sessionledger.infrastructure.vectors.entries import checked_user
 
@@ -38,6 +38,7 @@ class Scored:
     score: float
 
 
+@runtime_checkable
 class KeyedVectors(Protocol):
     """Vectors kept per owner (one owner's never answer another's search), each namespace marked
     with the position up to which it reflects the source (`synced`), so a reader can tell when to
@@ -156,7 +157,8 @@ def keyed_vectors(url: str) -> KeyedVectors:
     if url.startswith("sqlite"):
         from sessionledger.infrastructure.vectors.sqlite_vec import SqliteKeyedVectors
 
-        return SqliteKeyedVectors(url)
+        in_memory = url in ("sqlite://", "sqlite:///:memory:")  # a ledger in memory: vectors too
+        return SqliteKeyedVectors(":memory:" if in_memory else url)
     if url.startswith("postgresql"):
         from sessionledger.infrastructure.vectors.pgvector import PgKeyedVectors
 

@@ -45,3 +45,12 @@ def reopen(database_url: str) -> Iterator[Callable[[], Storage]]:
 def unique() -> Callable[[str], str]:
     """Makes names no other test uses (the PostgreSQL database is shared by the whole run)."""
     return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def vectors_url(database_url: str, request: pytest.FixtureRequest) -> str:
+    """Where an indexed `LedgerStore` keeps its keyed vectors: the ledger's own database (memory,
+    SQLite), or, as this machine's PostgreSQL has no pgvector, the pgvector server's."""
+    if database_url.startswith("postgresql"):
+        return str(request.getfixturevalue("pgvector_url"))
+    return database_url
