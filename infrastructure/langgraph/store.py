@@ -70,7 +70,7 @@ from sessionledger.infrastructure.langgraph.store_items import (
 )
 from sessionledger.infrastructure.langgraph.store_vectors import ItemVectors
 from sessionledger.infrastructure.service import SessionService
-from sessionledger.infrastructure.vectors.keyed import KeyedVectors, keyed_vectors
+from sessionledger.infrastructure.vectors.keyed import KeyedVectors, beside_ledger, keyed_vectors
 from sessionledger.infrastructure.vectors.schema import ExtensionMissing
 
 APP_NAME = "langgraph-store"
@@ -144,9 +144,10 @@ class LedgerStore(BaseStore):
     item are recorded with it, and a search ranks the items under the prefix by their best cosine
     similarity to the query (the `score`), as `InMemoryStore` does. The candidates come from a
     vector store's keyed vectors (`vectors`: a database URL, `memory://` for this process, or a
-    `KeyedVectors`; by default the ledger's own database: pgvector on PostgreSQL, sqlite-vec on
-    SQLite), derived from the ledger's records and caught up with them before each search; the
-    filter, the scores (from the recorded vectors), `offset` and `limit` then apply as without one.
+    `KeyedVectors`; by default beside the ledger: pgvector in its PostgreSQL database, sqlite-vec in
+    a SQLite file next to its file), derived from the ledger's records and caught up with them
+    before each search; the filter, the scores (from the recorded vectors), `offset` and `limit`
+    then apply as without an index.
 
     `ttl` is langgraph's `TTLConfig`: `default_ttl` minutes for puts that give none,
     `refresh_on_read` (default `True`: a get or search moves the item's expiry, recorded in the
@@ -205,7 +206,7 @@ class LedgerStore(BaseStore):
         self._item_vectors: ItemVectors | None = None
         self._owns_vectors = not isinstance(vectors, KeyedVectors)
         if index is not None:
-            url = self._service.settings.database_url if vectors is None else vectors
+            url = beside_ledger(self._service.settings.database_url) if vectors is None else vectors
             try:
                 opened = keyed_vectors(url) if isinstance(url, str) else url
             except ExtensionMissing as error:
@@ -321,7 +322,8 @@ class LedgerStore(BaseStore):
             session_id = self.session_id_of(namespace)
             if session_id in self._owned:  # never another user's session
                 vectors.sync(session_id, namespace, self._mirrored(session_id))
-        return ranked(op, vectors.candidates(op, query, live), query)
+        candidates, scores = vectors.candidates(op, query, live)
+        return ranked(op, candidates, query, scores)
 
     def _alive(self, s: Stored, at: datetime) -> bool:
         omit = bool(self.ttl_config and self.ttl_config.get("omit_expired"))

@@ -200,15 +200,23 @@ def similarity(query_vector: Sequence[float], s: Stored) -> float:
     return max(1.0 - cosine_distance(query_vector, v) for v in s.vectors.values())
 
 
-def ranked(op: SearchOp, found: Sequence[Stored], query_vector: Sequence[float]) -> list[SearchItem]:
+def ranked(
+    op: SearchOp,
+    found: Sequence[Stored],
+    query_vector: Sequence[float],
+    scores: Mapping[tuple[tuple[str, ...], str], float] | None = None,
+) -> list[SearchItem]:
     """A search with a query: the filtered items by their best vector's cosine similarity to the
     query (highest first), `offset` then `limit`; as `InMemoryStore`, items without vectors fill
-    the page after the scored ones, without a score."""
+    the page after the scored ones, without a score. `scores`: the similarities of some of the
+    items (by namespace and key) already computed."""
+    known = scores or {}
     scored: list[tuple[float, Stored]] = []
     scoreless: list[Stored] = []
     for s in newest_first(x for x in found if matches(x.item.value, op.filter)):
         if s.vectors:
-            scored.append((similarity(query_vector, s), s))
+            score = known.get((s.item.namespace, s.item.key))
+            scored.append((similarity(query_vector, s) if score is None else score, s))
         else:
             scoreless.append(s)
     scored.sort(key=lambda pair: pair[0], reverse=True)

@@ -32,7 +32,8 @@ SCORE_SLACK = 1e-4
 (float64): a search reads on while an unread candidate could still come within this of the page."""
 
 FIRST_READ = 32
-"""The fewest candidates a search asks for at once (then twice as many each time)."""
+"""The fewest candidates a search asks for at once (then four times as many each time: each read
+compares every vector under the prefix, so few reads matter more than few rows)."""
 
 
 def changes(rows: Iterable[EntryRow]) -> tuple[list[KeyedChange], int | None]:
@@ -85,16 +86,17 @@ class ItemVectors:
         op: SearchOp,
         query: Sequence[float],
         live: Mapping[tuple[str, ...], Mapping[str, Stored]],
-    ) -> list[Stored]:
+    ) -> tuple[list[Stored], dict[tuple[tuple[str, ...], str], float]]:
         """The items `ranked` needs to answer `op` exactly as it would from every live item: the
         vector store's best that pass the filter, read until the page is full and no unread one
         could reach it (ties included), and every item without vectors (they fill a short page).
         A candidate counts only as the ledger holds it (`live`): a vector the store still holds
-        for a deleted, expired or changed item never answers for it."""
+        for a deleted, expired or changed item never answers for it. With them, the similarities
+        of those that have vectors (computed here from the recorded vectors, for `ranked`)."""
         by_label = {namespace_prefix(ns): items for ns, items in live.items()}
         wanted = op.offset + op.limit
-        chosen: dict[tuple[str, str], Stored] = {}
-        scores: list[float] = []
+        chosen: dict[tuple[tuple[str, ...], str], Stored] = {}
+        scores: dict[tuple[tuple[str, ...], str], float] = {}
         read, batch = 0, max(FIRST_READ, 2 * wanted)
         prefix = namespace_prefix(op.namespace_prefix)
         while True:
@@ -102,15 +104,16 @@ class ItemVectors:
             read += len(found)
             for hit in found:
                 held = by_label.get(hit.namespace, {}).get(hit.key)
-                if held is None or not held.vectors or (hit.namespace, hit.key) in chosen:
+                if held is None or not held.vectors:
                     continue
-                if matches(held.item.value, op.filter):
-                    chosen[(hit.namespace, hit.key)] = held
-                    scores.append(similarity(query, held))
+                where = (held.item.namespace, held.item.key)
+                if where not in chosen and matches(held.item.value, op.filter):
+                    chosen[where] = held
+                    scores[where] = similarity(query, held)
             if len(found) < batch:
                 break
-            if len(scores) >= wanted and found[-1].score + SCORE_SLACK < sorted(scores)[-wanted]:
+            if len(scores) >= wanted and found[-1].score + SCORE_SLACK < sorted(scores.values())[-wanted]:
                 break
-            batch *= 2
+            batch *= 4
         scoreless = [s for items in live.values() for s in items.values() if not s.vectors]
-        return [*chosen.values(), *scoreless]
+        return [*chosen.values(), *scoreless], scores

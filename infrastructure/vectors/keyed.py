@@ -12,7 +12,15 @@ from typing import Protocol, runtime_checkable
 
 from sessionledger.infrastructure.vectors.entries import checked_user
 
-__all__ = ["KeyedChange", "KeyedVectors", "Scored", "checked_search", "checked_write", "keyed_vectors"]
+__all__ = [
+    "KeyedChange",
+    "KeyedVectors",
+    "Scored",
+    "beside_ledger",
+    "checked_search",
+    "checked_write",
+    "keyed_vectors",
+]
 
 MAX_ROWS = 2**31 - 1
 """The most a search's `limit` or `offset` may be: within every backend's integer."""
@@ -146,6 +154,17 @@ def checked_search(
     )
 
 
+def beside_ledger(database_url: str) -> str:
+    """Where a ledger's keyed vectors go by default: its own PostgreSQL database (pgvector), a file
+    beside a SQLite ledger's (`ledger.db-vectors`: SQLite through sqlite-vec may be a second SQLite
+    library in the process, which must not share a file with the ledger's, `sqlite_vec.connect`),
+    and memory for a ledger in memory."""
+    if database_url.startswith("sqlite"):
+        in_memory = database_url in ("sqlite://", "sqlite:///:memory:")
+        return "sqlite:///:memory:" if in_memory else f"{database_url}-vectors"
+    return database_url
+
+
 def keyed_vectors(url: str) -> KeyedVectors:
     """The keyed vectors of a database URL: `memory://` in this process, a SQLite file through
     sqlite-vec, PostgreSQL through pgvector (`ExtensionMissing` without it); `ValueError` for any
@@ -157,8 +176,7 @@ def keyed_vectors(url: str) -> KeyedVectors:
     if url.startswith("sqlite"):
         from sessionledger.infrastructure.vectors.sqlite_vec import SqliteKeyedVectors
 
-        in_memory = url in ("sqlite://", "sqlite:///:memory:")  # a ledger in memory: vectors too
-        return SqliteKeyedVectors(":memory:" if in_memory else url)
+        return SqliteKeyedVectors(":memory:" if url in ("sqlite://", "sqlite:///:memory:") else url)
     if url.startswith("postgresql"):
         from sessionledger.infrastructure.vectors.pgvector import PgKeyedVectors
 

@@ -12,7 +12,6 @@ from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.vectors.entries import Embeddings, Query
 from sessionledger.infrastructure.vectors.keyed_sql import SqlKeyedVectors
 from sessionledger.infrastructure.vectors.schema import migrate_vectors
@@ -45,31 +44,45 @@ def _serializer() -> Callable[[list[float]], bytes]:
     return serialize
 
 
+BUSY_TIMEOUT_MS = 30_000
+"""How long a write waits for another connection's (as the ledger's SQLite engine waits)."""
+
+
 def connect(database: str | Path) -> Any:
     """A connection (autocommit: statements issue their own BEGIN) to a SQLite file (`sqlite:///path`,
     a path, or `:memory:`) with sqlite-vec loaded and the vector tables migrated (`schema.py`, the
-    ledger's migration runner; the file is then in WAL mode, as a ledger is)."""
+    ledger's migration runner) through this very connection, in WAL mode as a ledger is.
+
+    Only this connection's SQLite library touches the file: where this Python's `sqlite3` cannot
+    load extensions, the driver is `sqlean`, a second copy of SQLite in the process, and two copies
+    on one file break each other's POSIX locks (closing one's descriptor drops the other's locks:
+    "disk I/O error"). So keep a vector file apart from a ledger's file (`keyed.beside_ledger`).
+    """
     path = str(database)
     if path.startswith("sqlite:///"):
         path = path.removeprefix("sqlite:///")
     if not path:
         raise ValueError("database must name a SQLite file (sqlite:///path) or ':memory:'")
+    if path != ":memory:" and not Path(path).parent.is_dir():
+        raise ValueError(f"cannot create the SQLite vector file {path}: no directory {Path(path).parent}")
     import sqlite_vec
 
-    driver = _driver()
-    if path != ":memory:":
-        engine = create_ledger_engine(f"sqlite:///{path}")
-        try:
-            migrate_vectors(engine)
-        finally:
-            engine.dispose()
-    connection: Any = driver.connect(path, check_same_thread=False, isolation_level=None)
+    connection: Any = _driver().connect(
+        path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+    )
     connection.enable_load_extension(True)
     sqlite_vec.load(connection)
     connection.enable_load_extension(False)
-    if path == ":memory:":  # a database of this connection's own, migrated through it
-        own = sa.create_engine("sqlite://", creator=lambda: connection, poolclass=StaticPool)
-        migrate_vectors(own)  # not disposed: that would close the connection
+    connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    if path != ":memory:":
+        connection.execute("PRAGMA journal_mode=WAL")
+    own = sa.create_engine("sqlite://", creator=lambda: connection, poolclass=StaticPool)
+
+    @sa.event.listens_for(own, "begin")
+    def _begin(_: sa.Connection) -> None:  # the write lock first, as the ledger's runner expects
+        connection.execute("BEGIN IMMEDIATE")
+
+    migrate_vectors(own)  # not disposed: that would close the connection
     return connection
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from sessionledger.infrastructure import SessionService, Settings, open_service
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
+from sessionledger.infrastructure.vectors.keyed import beside_ledger
 
 
 @pytest.fixture
@@ -49,8 +50,9 @@ def unique() -> Callable[[str], str]:
 
 @pytest.fixture
 def vectors_url(database_url: str, request: pytest.FixtureRequest) -> str:
-    """Where an indexed `LedgerStore` keeps its keyed vectors: the ledger's own database (memory,
-    SQLite), or, as this machine's PostgreSQL has no pgvector, the pgvector server's."""
+    """Where an indexed `LedgerStore` keeps its keyed vectors: where it would by default (memory,
+    the file beside a SQLite ledger), or, as this machine's PostgreSQL has no pgvector, on the
+    pgvector server."""
     if database_url.startswith("postgresql"):
         return str(request.getfixturevalue("pgvector_url"))
-    return database_url
+    return beside_ledger(database_url)
