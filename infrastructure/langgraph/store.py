@@ -299,8 +299,8 @@ class LedgerStore(BaseStore):
                     self._refresh([live[r.namespace][r.key] for r in answer], at, refresh)
                 results.append(answer)
             elif isinstance(op, ListNamespacesOp):
-                live = [ns for ns in self._namespaces(()) if any(self._alive(s, at) for s in self._items(ns))]
-                results.append(listed(live, op.match_conditions or (), op.max_depth, op.limit, op.offset))
+                held = [ns for ns in self._namespaces(()) if any(self._alive(s, at) for s in self._items(ns))]
+                results.append(listed(held, op.match_conditions or (), op.max_depth, op.limit, op.offset))
             else:
                 results.append(None)
         self._write(plan, vectors, refresh, at)
