@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langgraph.store.base import PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
-from sessionledger.domain.entries import Entry
+from sessionledger.domain.entries import Entry, Forget
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.langgraph import LedgerStore
 from sessionledger.infrastructure.langgraph.store_items import ITEM_TYPE, Stored, namespace_prefix, ranked
@@ -229,6 +229,19 @@ def test_an_erased_namespace_answers_nothing_and_loses_its_vectors(
     ledger.delete_session(store.session_id_of(("gone",)))
     assert [i.key for i in store.search((), query="apple")] == ["b"]
     assert _held(keyed, user) == ["b"]
+
+
+def test_a_forget_by_prefix_removes_only_the_vectors_it_matches(
+    ledger: SessionService, keyed: KeyedVectors, user: str
+) -> None:
+    """A forget naming no keys (written to the namespace's session by its owner) is applied from
+    the whole log: what it spared keeps its vectors."""
+    store = LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=keyed)
+    for key in ("apple-1", "apple-2", "pear"):
+        store.put(("fruit",), key, {"text": key})
+    ledger.append_entries(store.session_id_of(("fruit",)), [Forget(ITEM_TYPE, prefix="apple")])
+    assert [i.key for i in store.search(("fruit",), query="apple")] == ["pear"]
+    assert _held(keyed, user) == ["pear"]
 
 
 def test_the_async_face_writes_and_searches_the_same_vectors(
