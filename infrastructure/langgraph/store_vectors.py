@@ -36,6 +36,11 @@ FIRST_READ = 32
 compares every vector under the prefix, so few reads matter more than few rows)."""
 
 
+FILTERED = 8
+"""How many times more a filtered search reads first: a filter passes only some candidates, and one
+larger read costs less than the several small ones it spares."""
+
+
 def changes(rows: Iterable[EntryRow]) -> tuple[list[KeyedChange], int | None]:
     """What entry log rows (oldest first) make of the keyed vectors: each key's last change (its
     recorded vectors, or none once forgotten) and the position of the last forget of every key
@@ -97,7 +102,7 @@ class ItemVectors:
         wanted = op.offset + op.limit
         chosen: dict[tuple[tuple[str, ...], str], Stored] = {}
         scores: dict[tuple[tuple[str, ...], str], float] = {}
-        read, batch = 0, max(FIRST_READ, 2 * wanted)
+        read, batch = 0, max(FIRST_READ, 2 * wanted) * (FILTERED if op.filter else 1)
         prefix = namespace_prefix(op.namespace_prefix)
         while True:
             found = self.vectors.search(self._owner, prefix, query, limit=batch, offset=read)
