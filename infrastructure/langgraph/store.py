@@ -42,6 +42,7 @@ from langgraph.store.base import (
     Op,
     PutOp,
     Result,
+    SearchItem,
     SearchOp,
     TTLConfig,
     ensure_embeddings,
@@ -67,7 +68,10 @@ from sessionledger.infrastructure.langgraph.store_items import (
     ranked,
     stored,
 )
+from sessionledger.infrastructure.langgraph.store_vectors import ItemVectors
 from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.vectors.keyed import KeyedVectors, beside_ledger, keyed_vectors
+from sessionledger.infrastructure.vectors.schema import ExtensionMissing
 
 APP_NAME = "langgraph-store"
 """The app the ledger files the store's sessions under."""
@@ -138,7 +142,12 @@ class LedgerStore(BaseStore):
     `index` (`{"dims": N, "embed": ..., "fields": [...]}`) turns on semantic search: `embed` is a
     langchain `Embeddings` or a function of a list of texts (sync or async); the vectors of each
     item are recorded with it, and a search ranks the items under the prefix by their best cosine
-    similarity to the query (the `score`), as `InMemoryStore` does.
+    similarity to the query (the `score`), as `InMemoryStore` does. The candidates come from a
+    vector store's keyed vectors (`vectors`: a database URL, `memory://` for this process, or a
+    `KeyedVectors`; by default beside the ledger: pgvector in its PostgreSQL database, sqlite-vec in
+    a SQLite file next to its file), derived from the ledger's records and caught up with them
+    before each search; the filter, the scores (from the recorded vectors), `offset` and `limit`
+    then apply as without an index.
 
     `ttl` is langgraph's `TTLConfig`: `default_ttl` minutes for puts that give none,
     `refresh_on_read` (default `True`: a get or search moves the item's expiry, recorded in the
@@ -163,6 +172,7 @@ class LedgerStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         user_id: str | None = None,
+        vectors: str | KeyedVectors | None = None,
     ) -> None:
         if service is not None and database_url is not None:
             raise ValueError("give LedgerStore a database_url or a service, not both")
@@ -193,6 +203,20 @@ class LedgerStore(BaseStore):
             self.index_config = index
             self.embeddings = _embeddings(index)
             self._fields = [(p, p if p == "$" else tokenize_path(p)) for p in index.get("fields") or ["$"]]
+        self._item_vectors: ItemVectors | None = None
+        self._owns_vectors = not isinstance(vectors, KeyedVectors)
+        if index is not None:
+            url = beside_ledger(self._service.settings.database_url) if vectors is None else vectors
+            try:
+                opened = keyed_vectors(url) if isinstance(url, str) else url
+            except ExtensionMissing as error:
+                raise ExtensionMissing(
+                    f"{error}; or give LedgerStore vectors='memory://' (vectors in this process, "
+                    "derived from the ledger) or the URL of a database that has pgvector"
+                ) from None
+            self._item_vectors = ItemVectors(opened, self._service, self._user_id)
+        elif vectors is not None:
+            raise ValueError("LedgerStore's vectors serve an index: give index= too")
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
 
@@ -265,25 +289,41 @@ class LedgerStore(BaseStore):
                     self._refresh(found, at, refresh)
                 results.append(answered(found[0]) if found else None)
             elif isinstance(op, SearchOp):
-                items = [
-                    s
+                live = {
+                    namespace: {key: s for key, s in self._live(namespace).items() if self._alive(s, at)}
                     for namespace in self._namespaces(op.namespace_prefix)
-                    for s in self._items(namespace)
-                    if self._alive(s, at)
-                ]
+                }
                 query = query_vectors.get(op.query) if op.query else None
-                answer = page(op, items) if query is None else ranked(op, items, query)
+                answer = self._search(op, live, query)
                 if op.refresh_ttl:
-                    chosen = {(r.namespace, r.key) for r in answer}
-                    self._refresh([s for s in items if (s.item.namespace, s.item.key) in chosen], at, refresh)
+                    self._refresh([live[r.namespace][r.key] for r in answer], at, refresh)
                 results.append(answer)
             elif isinstance(op, ListNamespacesOp):
-                live = [ns for ns in self._namespaces(()) if any(self._alive(s, at) for s in self._items(ns))]
-                results.append(listed(live, op.match_conditions or (), op.max_depth, op.limit, op.offset))
+                held = [ns for ns in self._namespaces(()) if any(self._alive(s, at) for s in self._items(ns))]
+                results.append(listed(held, op.match_conditions or (), op.max_depth, op.limit, op.offset))
             else:
                 results.append(None)
         self._write(plan, vectors, refresh, at)
         return results
+
+    def _search(
+        self,
+        op: SearchOp,
+        live: Mapping[tuple[str, ...], Mapping[str, Stored]],
+        query: list[float] | None,
+    ) -> list[SearchItem]:
+        """A search's page: newest first without a query; with one, ranked among the candidates
+        the vector store gives once each namespace's vectors are caught up with the ledger."""
+        vectors = self._item_vectors
+        if query is None or vectors is None:
+            items = [s for found in live.values() for s in found.values()]
+            return page(op, items) if query is None else ranked(op, items, query)
+        for namespace in live:
+            session_id = self.session_id_of(namespace)
+            if session_id in self._owned:  # never another user's session
+                vectors.sync(session_id, namespace, self._mirrored(session_id))
+        candidates, scores = vectors.candidates(op, query, live)
+        return ranked(op, candidates, query, scores)
 
     def _alive(self, s: Stored, at: datetime) -> bool:
         omit = bool(self.ttl_config and self.ttl_config.get("omit_expired"))
@@ -306,9 +346,13 @@ class LedgerStore(BaseStore):
         directory = self._read(self._directory, self._directory_mirror)
         return [namespace for key, namespace in directory.items() if key.startswith(wanted)]
 
+    def _live(self, namespace: tuple[str, ...]) -> dict[str, Stored]:
+        """The live items of `namespace` by key."""
+        return self._read(self.session_id_of(namespace), self._item_mirror)
+
     def _items(self, namespace: tuple[str, ...], key: str | None = None) -> list[Stored]:
         """The live items of `namespace` (only `key`'s, when given)."""
-        live = self._read(self.session_id_of(namespace), self._item_mirror)
+        live = self._live(namespace)
         if key is None:
             return list(live.values())
         return [live[key]] if key in live else []
@@ -332,6 +376,12 @@ class LedgerStore(BaseStore):
         with mirror.lock:
             mirror.apply(self._service.entry_log(session_id, mirror.entry_type, after=mirror.position))
             return dict(mirror.live)
+
+    def _mirrored(self, session_id: str) -> int | None:
+        """The ledger position this process last read the session up to; `None` when not held."""
+        with self._mirrors_lock:
+            mirror = self._mirrors.get(session_id)
+        return None if mirror is None else mirror.position
 
     @staticmethod
     def _item_mirror() -> Mirror[Stored]:
@@ -388,6 +438,8 @@ class LedgerStore(BaseStore):
             self._service.append_entries(self._directory, [directory])
             self._make(session_id)
         self._service.append_entries(session_id, records)
+        if self._item_vectors is not None:
+            self._item_vectors.sync(session_id, namespace)
 
     def _make(self, session_id: str) -> None:
         """Make the user's session `session_id` unless it exists; `ValueError` when it exists and
@@ -403,6 +455,21 @@ class LedgerStore(BaseStore):
                     "it is another user's, or was deleted"
                 ) from None
         self._owned.add(session_id)
+
+    def rebuild_vectors(self) -> int:
+        """Forget this user's keyed vectors and derive them again from the ledger's records (a
+        search catches a namespace up by itself; this is for a vector table restored from an old
+        backup, or copied from elsewhere). Returns how many namespaces were rebuilt."""
+        if self._item_vectors is None:
+            raise ValueError("this LedgerStore has no index, so no vectors to rebuild")
+        self._item_vectors.vectors.clear(self._user_id)
+        namespaces = self._namespaces(())
+        for namespace in namespaces:
+            session_id = self.session_id_of(namespace)
+            self._live(namespace)  # learns whether the session is this user's
+            if session_id in self._owned:
+                self._item_vectors.sync(session_id, namespace)
+        return len(namespaces)
 
     # --- TTL ----------------------------------------------------------------------------------------
 
@@ -453,8 +520,10 @@ class LedgerStore(BaseStore):
     # --- lifetime -----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the sweeper, and close the service when the store opened it."""
+        """Stop the sweeper, and close the service and the vectors when the store opened them."""
         self.stop_ttl_sweeper()
+        if self._item_vectors is not None and self._owns_vectors:
+            self._item_vectors.vectors.close()
         if self._owns_service:
             self._service.close()
 

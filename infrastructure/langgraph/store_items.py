@@ -194,16 +194,29 @@ def page(op: SearchOp, found: Sequence[Stored]) -> list[SearchItem]:
     return [_search_item(s, None) for s in chosen[op.offset : op.offset + op.limit]]
 
 
-def ranked(op: SearchOp, found: Sequence[Stored], query_vector: Sequence[float]) -> list[SearchItem]:
+def similarity(query_vector: Sequence[float], s: Stored) -> float:
+    """An item's score: its best vector's cosine similarity to the query (its vectors as the ledger
+    recorded them, whatever a vector store holds)."""
+    return max(1.0 - cosine_distance(query_vector, v) for v in s.vectors.values())
+
+
+def ranked(
+    op: SearchOp,
+    found: Sequence[Stored],
+    query_vector: Sequence[float],
+    scores: Mapping[tuple[tuple[str, ...], str], float] | None = None,
+) -> list[SearchItem]:
     """A search with a query: the filtered items by their best vector's cosine similarity to the
     query (highest first), `offset` then `limit`; as `InMemoryStore`, items without vectors fill
-    the page after the scored ones, without a score."""
+    the page after the scored ones, without a score. `scores`: the similarities of some of the
+    items (by namespace and key) already computed."""
+    known = scores or {}
     scored: list[tuple[float, Stored]] = []
     scoreless: list[Stored] = []
     for s in newest_first(x for x in found if matches(x.item.value, op.filter)):
         if s.vectors:
-            best = max(1.0 - cosine_distance(query_vector, v) for v in s.vectors.values())
-            scored.append((best, s))
+            score = known.get((s.item.namespace, s.item.key))
+            scored.append((similarity(query_vector, s) if score is None else score, s))
         else:
             scoreless.append(s)
     scored.sort(key=lambda pair: pair[0], reverse=True)

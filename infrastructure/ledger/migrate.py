@@ -28,7 +28,7 @@ HEAD_REVISION = "0007"
 (every reading command, every writer after the first) needs no alembic, whose import costs more
 than all the rest of a command's; tests/integration/test_migrations.py holds it equal to alembic's
 head (and VECTORS_HEAD_REVISION to the vectors' head)."""
-VECTORS_HEAD_REVISION = "vectors_0001"
+VECTORS_HEAD_REVISION = "vectors_0002"
 """The vector table's newest revision (its own history, `migrations/vectors/versions/`); the ledger's
 revision does not move with it, so a reader of a ledger never depends on the vectors."""
 

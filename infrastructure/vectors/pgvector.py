@@ -1,14 +1,17 @@
-"""The vector store on PostgreSQL with the pgvector extension (what production runs)."""
+"""The vector stores on PostgreSQL with the pgvector extension (what production runs): chat memory
+and keyed vectors."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.vectors.entries import Embeddings, Query, same_dimension
+from sessionledger.infrastructure.vectors.keyed_sql import SqlKeyedVectors, psycopg_style
 from sessionledger.infrastructure.vectors.schema import TABLE, migrate_vectors
 from sessionledger.infrastructure.vectors.sql_store import Row, SqlVectorStore
 
@@ -24,6 +27,21 @@ _COLUMN_DIMENSION = (
     f"SELECT atttypmod FROM pg_attribute WHERE attrelid = '{TABLE}'::regclass AND attname = 'embedding'"
 )
 _FIRST_DIMENSION = f"SELECT vector_dims(embedding) FROM {TABLE} ORDER BY id LIMIT 1"
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection to a PostgreSQL URL (the `+psycopg` form too) that sends and reads
+    pgvector's `vector`, its database's vector tables migrated first (`schema.py`)."""
+    from pgvector.psycopg import register_vector
+
+    engine = create_ledger_engine(url, pool_size=1)
+    try:
+        migrate_vectors(engine)
+    finally:
+        engine.dispose()
+    connection = psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True)
+    register_vector(connection)
+    return connection
 
 
 class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
@@ -42,17 +60,7 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
 
     def __init__(self, url: str, embeddings: Embeddings) -> None:
         super().__init__(embeddings)
-        from pgvector.psycopg import register_vector
-
-        engine = create_ledger_engine(url, pool_size=1)
-        try:
-            migrate_vectors(engine)
-        finally:
-            engine.dispose()
-        self._connection = psycopg.connect(
-            url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True
-        )
-        register_vector(self._connection)
+        self._connection = connect(url)
         self._dimension = self._stored_dimension()
 
     def _stored_dimension(self) -> int | None:
@@ -89,6 +97,37 @@ class PgVectorStore(SqlVectorStore[psycopg.Connection[Any]]):
         }
         sql = _SEARCH.format(conversation=_IN_CONVERSATION if q.conversation_id is not None else "")
         return self._connection.execute(sql, params).fetchall()
+
+
+class PgKeyedVectors(SqlKeyedVectors):
+    """`KeyedVectors` in PostgreSQL's `keyed_vectors` table (`connect` migrates it; a server without
+    pgvector is an `ExtensionMissing`), scored by pgvector's cosine distance (`<=>`) in SQL: exact,
+    over the owner's rows under the prefix (read through the primary key's owner column)."""
+
+    distance = "(embedding <=> :vector)"
+    dimension = "vector_dims(embedding)"
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self._connection = connect(url)
+
+    def _sql(self, sql: str) -> str:
+        return psycopg_style(sql)
+
+    def _encoded(self, vector: list[float]) -> Any:
+        return as_pgvector(vector)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with self._connection.transaction(), self._connection.cursor() as cursor:
+            yield cursor
+
+    def _rows(self, sql: str, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
+        return self._connection.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
 
 
 def as_pgvector(values: list[float]) -> Any:

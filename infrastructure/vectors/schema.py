@@ -1,4 +1,4 @@
-"""The vector stores' table, brought up to date by the ledger's migration runner (its `vectors`
+"""The vector stores' tables, brought up to date by the ledger's migration runner (its `vectors`
 history, recorded apart from the ledger's), or a one-line error naming the extension it lacks.
 
 A store migrates its database when it opens, as a ledger does; `sessionledger migrate` migrates
@@ -11,6 +11,10 @@ import sqlalchemy as sa
 from sessionledger.infrastructure.ledger.migrate import VECTORS, upgrade
 
 TABLE = "chat_memory_vectors"
+KEYED_TABLE = "keyed_vectors"
+"""The keyed vectors (`keyed.py`): one per owner, namespace, key and field path (revision vectors_0002)."""
+KEYED_MARKS = "keyed_vector_marks"
+"""How far each owner's namespace in `KEYED_TABLE` is up to date with the ledger (a position)."""
 
 
 class ExtensionMissing(ValueError):

@@ -1,17 +1,19 @@
-"""The vector store on SQLite: rows in a plain table, distances computed by the `sqlite-vec` extension."""
+"""The vector stores on SQLite (chat memory, keyed vectors): rows in plain tables, distances computed
+by the `sqlite-vec` extension."""
 
 from __future__ import annotations
 
 import importlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
-from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.vectors.entries import Embeddings, Query
+from sessionledger.infrastructure.vectors.keyed_sql import SqlKeyedVectors
 from sessionledger.infrastructure.vectors.schema import migrate_vectors
 from sessionledger.infrastructure.vectors.sql_store import Row, SqlVectorStore
 from sqlalchemy.pool import StaticPool
@@ -35,6 +37,55 @@ def _driver() -> ModuleType:
         ) from None
 
 
+def _serializer() -> Callable[[list[float]], bytes]:
+    import sqlite_vec
+
+    serialize: Callable[[list[float]], bytes] = sqlite_vec.serialize_float32
+    return serialize
+
+
+BUSY_TIMEOUT_MS = 30_000
+"""How long a write waits for another connection's (as the ledger's SQLite engine waits)."""
+
+
+def connect(database: str | Path) -> Any:
+    """A connection (autocommit: statements issue their own BEGIN) to a SQLite file (`sqlite:///path`,
+    a path, or `:memory:`) with sqlite-vec loaded and the vector tables migrated (`schema.py`, the
+    ledger's migration runner) through this very connection, in WAL mode as a ledger is.
+
+    Only this connection's SQLite library touches the file: where this Python's `sqlite3` cannot
+    load extensions, the driver is `sqlean`, a second copy of SQLite in the process, and two copies
+    on one file break each other's POSIX locks (closing one's descriptor drops the other's locks:
+    "disk I/O error"). So keep a vector file apart from a ledger's file (`keyed.beside_ledger`).
+    """
+    path = str(database)
+    if path.startswith("sqlite:///"):
+        path = path.removeprefix("sqlite:///")
+    if not path:
+        raise ValueError("database must name a SQLite file (sqlite:///path) or ':memory:'")
+    if path != ":memory:" and not Path(path).parent.is_dir():
+        raise ValueError(f"cannot create the SQLite vector file {path}: no directory {Path(path).parent}")
+    import sqlite_vec
+
+    connection: Any = _driver().connect(
+        path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    connection.enable_load_extension(True)
+    sqlite_vec.load(connection)
+    connection.enable_load_extension(False)
+    connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    if path != ":memory:":
+        connection.execute("PRAGMA journal_mode=WAL")
+    own = sa.create_engine("sqlite://", creator=lambda: connection, poolclass=StaticPool)
+
+    @sa.event.listens_for(own, "begin")
+    def _begin(_: sa.Connection) -> None:  # the write lock first, as the ledger's runner expects
+        connection.execute("BEGIN IMMEDIATE")
+
+    migrate_vectors(own)  # not disposed: that would close the connection
+    return connection
+
+
 class SqliteVecStore(SqlVectorStore[Any]):
     """Messages and embeddings in a SQLite file (`sqlite:///path`, a path, or `:memory:`), in the
     `chat_memory_vectors` table that opening creates or upgrades (`schema.py`, the ledger's
@@ -48,28 +99,8 @@ class SqliteVecStore(SqlVectorStore[Any]):
 
     def __init__(self, database: str | Path, embeddings: Embeddings) -> None:
         super().__init__(embeddings)
-        path = str(database)
-        if path.startswith("sqlite:///"):
-            path = path.removeprefix("sqlite:///")
-        if not path:
-            raise ValueError("database must name a SQLite file (sqlite:///path) or ':memory:'")
-        import sqlite_vec
-
-        driver = _driver()
-        if path != ":memory:":
-            engine = create_ledger_engine(f"sqlite:///{path}")
-            try:
-                migrate_vectors(engine)
-            finally:
-                engine.dispose()
-        self._serialize = sqlite_vec.serialize_float32
-        self._connection: Any = driver.connect(path, check_same_thread=False, isolation_level=None)
-        self._connection.enable_load_extension(True)
-        sqlite_vec.load(self._connection)
-        self._connection.enable_load_extension(False)
-        if path == ":memory:":  # a database of this connection's own, migrated through it
-            own = sa.create_engine("sqlite://", creator=lambda: self._connection, poolclass=StaticPool)
-            migrate_vectors(own)  # not disposed: that would close the connection
+        self._serialize = _serializer()
+        self._connection: Any = connect(database)
 
     def _held_dimension(self) -> int | None:
         row = self._connection.execute(_FIRST_DIMENSION).fetchone()
@@ -102,3 +133,40 @@ class SqliteVecStore(SqlVectorStore[Any]):
         )
         found: Sequence[tuple[str, str]] = self._connection.execute(_SEARCH, params).fetchall()
         return found
+
+
+class SqliteKeyedVectors(SqlKeyedVectors):
+    """`KeyedVectors` in a SQLite file's `keyed_vectors` table (`connect` migrates it), scored by
+    sqlite-vec's `vec_distance_cosine` in SQL."""
+
+    distance = "vec_distance_cosine(embedding, :vector)"
+    dimension = "vec_length(embedding)"
+
+    def __init__(self, database: str | Path) -> None:
+        super().__init__()
+        self._serialize = _serializer()
+        self._connection = connect(database)
+
+    def _sql(self, sql: str) -> str:
+        return sql
+
+    def _encoded(self, vector: list[float]) -> Any:
+        return self._serialize(vector)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        self._connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._connection
+        except BaseException:
+            self._connection.execute("ROLLBACK")
+            raise
+        self._connection.execute("COMMIT")
+
+    def _rows(self, sql: str, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
+        rows: Sequence[Sequence[Any]] = self._connection.execute(sql, params).fetchall()
+        return rows
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from sessionledger.infrastructure import SessionService, Settings, open_service
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
+from sessionledger.infrastructure.vectors.keyed import beside_ledger
 
 
 @pytest.fixture
@@ -45,3 +46,13 @@ def reopen(database_url: str) -> Iterator[Callable[[], Storage]]:
 def unique() -> Callable[[str], str]:
     """Makes names no other test uses (the PostgreSQL database is shared by the whole run)."""
     return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def vectors_url(database_url: str, request: pytest.FixtureRequest) -> str:
+    """Where an indexed `LedgerStore` keeps its keyed vectors: where it would by default (memory,
+    the file beside a SQLite ledger), or, as this machine's PostgreSQL has no pgvector, on the
+    pgvector server."""
+    if database_url.startswith("postgresql"):
+        return str(request.getfixturevalue("pgvector_url"))
+    return beside_ledger(database_url)

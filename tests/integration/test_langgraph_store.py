@@ -164,10 +164,10 @@ def _pairs(found: list[Any]) -> list[tuple[str, float | None]]:
     ids=["function", "async-function", "langchain-embeddings"],
 )
 def test_semantic_search_ranks_as_langgraphs_in_memory_store(
-    ledger: SessionService, embedder: Any, user: str
+    ledger: SessionService, embedder: Any, user: str, vectors_url: str
 ) -> None:
     index: Any = {"dims": DIMS, "embed": embedder, "fields": ["text", "chunks[*]"]}
-    ours = LedgerStore(service=ledger, index=index, user_id=user)
+    ours = LedgerStore(service=ledger, index=index, user_id=user, vectors=vectors_url)
     theirs = InMemoryStore(index=index)
     documents = [
         ("a", {"text": "apples and pears"}, None),

@@ -135,6 +135,49 @@ steps = st.builds(
 """Some puts first (so that searches have pages to order and cut), then anything."""
 
 
+def embed(texts: list[str]) -> list[list[float]]:
+    """A bag of letters and a constant (never a zero vector): texts sharing letters are near."""
+    vectors = []
+    for text in texts:
+        vector = [0.0] * 6 + [1.0]
+        for char in text.lower():
+            if char.isalpha():
+                vector[ord(char) % 6] += 1.0
+        vectors.append(vector)
+    return vectors
+
+
+INDEX: Any = {"dims": 7, "embed": embed, "fields": ["text"]}
+"""Items with a `text` are scored; the others fill a short page after them, as in `InMemoryStore`."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """A search with a query (a step of its own: `PostgresStore` has no index to answer it)."""
+
+    op: SearchOp
+
+
+queries = st.builds(
+    lambda prefix, flt, limit, offset, text: Query(SearchOp(prefix, flt, limit, offset, text)),
+    st.sampled_from(PREFIXES),
+    filters,
+    st.integers(1, 6),
+    st.integers(0, 3),
+    st.sampled_from(["a", "ab", "xyz", "hello", "Zz"]),
+)
+indexed_steps = st.builds(
+    lambda first, then: first + then,
+    st.lists(puts, min_size=3, max_size=12),
+    st.lists(
+        st.one_of(puts, deletes, gets, searches, queries, queries, listings, st.builds(Batch, batches())),
+        min_size=5,
+        max_size=30,
+    ),
+)
+"""`steps` with searches by query among them."""
+
+
 @pytest.fixture(scope="module")
 def peer_postgres() -> Iterator[PostgresStore]:
     """langgraph's `PostgresStore` on a fresh database of its own, dropped afterwards."""
@@ -200,3 +243,55 @@ def test_ledger_store_answers_as_langgraphs_stores(
                 assert _everything(ours, op) == _everything(memory, op), op
             elif isinstance(op, GetOp):
                 assert mine == theirs, op
+
+
+def _texted(step: Any) -> Any:
+    """The step with a `text` in every value it puts: `InMemoryStore` keeps an item's old vectors
+    when a put gives it nothing to index (the item stays scored by its old text; here it has no
+    vectors any more), so only items that always have a text are compared by score."""
+    if isinstance(step, Batch):
+        return Batch([_texted(op) for op in step.ops])
+    if isinstance(step, PutOp) and step.value is not None and "text" not in step.value:
+        return PutOp(step.namespace, step.key, {**step.value, "text": ""})
+    return step
+
+
+def _scored(store: BaseStore, op: SearchOp) -> list[tuple[Any, float | None]]:
+    found = store.batch([op])[0]
+    assert isinstance(found, list)
+    return [(_seen(item), None if item.score is None else round(item.score, 9)) for item in found]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sequence=indexed_steps)
+def test_with_an_index_ledger_store_answers_as_langgraphs_stores(
+    sequence: list[Any], ledger_service: SessionService, vectors_url: str, peer_postgres: PostgresStore
+) -> None:
+    """The same with an index, its candidates from the vector store of the backend: every other
+    op as before; a search by query gives `InMemoryStore`'s scores in its order (items of equal
+    score may come in another order: the newest first here) and, when its page holds everything,
+    the same items."""
+    sequence = [_texted(step) for step in sequence]
+    memory = InMemoryStore(index=INDEX)
+    postgres = _emptied(peer_postgres)
+    with LedgerStore(
+        service=ledger_service, index=INDEX, user_id=f"u-{uuid.uuid4().hex[:8]}", vectors=vectors_url
+    ) as ours:
+        for step in sequence:
+            if isinstance(step, Query):
+                mine, theirs = _scored(ours, step.op), _scored(memory, step.op)
+                assert [score for _, score in mine] == [score for _, score in theirs], step
+                whole = SearchOp(step.op.namespace_prefix, step.op.filter, 1000, 0, step.op.query)
+                everything = [
+                    sorted(json.dumps(pair, sort_keys=True) for pair in _scored(store, whole))
+                    for store in (ours, memory)
+                ]
+                assert everything[0] == everything[1], step
+                continue
+            ops = step.ops if isinstance(step, Batch) else [step]
+            expected = _answers(postgres, ops)
+            assert _answers(ours, ops) == expected, ops
+            by_memory = _answers(memory, ops)
+            for op, mine_, theirs_ in zip(ops, expected, by_memory, strict=True):
+                if isinstance(op, GetOp):
+                    assert mine_ == theirs_, op

@@ -271,7 +271,7 @@ COLUMNS = {"id", "user_id", "conversation_id", "message_type", "text", "embeddin
 
 
 def test_migrate_creates_the_vector_table_beside_the_ledger(vector_url: str) -> None:
-    assert _migrate_all(vector_url) == head_revision(VECTORS) == "vectors_0001"
+    assert _migrate_all(vector_url) == head_revision(VECTORS) == "vectors_0002"
     ledger, vectors, columns, indexes = _vector_schema(vector_url)
     assert (ledger, vectors) == (head_revision(), head_revision(VECTORS))
     assert columns == COLUMNS and "chat_memory_vectors_owner" in indexes
@@ -284,7 +284,7 @@ def test_the_sessionledger_migrate_command_migrates_the_vector_table_too(tmp_pat
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     done = subprocess.run([CLI, "migrate", "--database-url", url], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "its vector table is at revision vectors_0001" in done.stdout
+    assert "its vector table is at revision vectors_0002" in done.stdout
     assert _vector_schema(url)[:3] == (head_revision(), head_revision(VECTORS), COLUMNS)
 
 
@@ -361,6 +361,52 @@ def test_a_vector_table_the_previous_release_made_upgrades_in_place(vector_url: 
         ]
     with _store(vector_url, Fixed(3)) as store, pytest.raises(ValueError, match="dimension 64"):
         store.add("c", [UserMessage("three numbers")], user_id="ada")
+
+
+def test_the_keyed_vector_tables_come_in_an_upgrade_from_vectors_0001(vector_url: str) -> None:
+    """A database at vectors_0001 (the chat memory table, a row in it) upgrades to vectors_0002 in
+    place: the keyed tables appear, empty (their rows are derived, rebuilt from the ledger), and
+    the chat memory keeps what it held."""
+    from sessionledger.infrastructure.vectors.keyed import KeyedChange, keyed_vectors
+
+    engine = create_ledger_engine(vector_url)
+    try:
+        with engine.begin() as connection:
+            config = _config(VECTORS)
+            config.attributes["connection"] = connection
+            command.upgrade(config, "vectors_0001")
+        with engine.connect() as connection:
+            assert current_revision(connection, VECTORS) == "vectors_0001"
+            assert not sa.inspect(connection).has_table("keyed_vectors")
+    finally:
+        engine.dispose()
+    with _store(vector_url) as store:  # opening a store migrates: to vectors_0002
+        store.add("c", [UserMessage("a note from before")], user_id="ada")
+    engine = create_ledger_engine(vector_url)
+    try:
+        with engine.connect() as connection, warnings.catch_warnings():
+            warnings.simplefilter("ignore", sa.exc.SAWarning)
+            inspector = sa.inspect(connection)
+            assert current_revision(connection, VECTORS) == "vectors_0002"
+            assert {c["name"] for c in inspector.get_columns("keyed_vectors")} == {
+                "owner",
+                "namespace",
+                "key",
+                "field",
+                "position",
+                "embedding",
+            }
+            assert inspector.get_pk_constraint("keyed_vector_marks")["constrained_columns"] == [
+                "owner",
+                "namespace",
+            ]
+    finally:
+        engine.dispose()
+    with keyed_vectors(vector_url) as keyed:  # type: ignore[attr-defined]
+        keyed.write("ada", "n.", [KeyedChange("k", 1, {"text": [1.0, 0.0]})], through=1)
+        assert [s.key for s in keyed.search("ada", "", [1.0, 0.0], limit=5)] == ["k"]
+    with _store(vector_url) as store:
+        assert [m.text for m in store.search("note", user_id="ada")] == ["a note from before"]
 
 
 @pytest.mark.postgres
