@@ -23,6 +23,7 @@ from sessionledger.infrastructure.tokens import counter_for
 
 if TYPE_CHECKING:
     from sessionledger.infrastructure.ledger.async_append import AsyncAppend
+    from sessionledger.infrastructure.ledger.replicated import ReplicatedLedger
     from sessionledger.infrastructure.policies import PolicyBook
 
 
@@ -123,6 +124,7 @@ def open_storage(settings: Settings, *, create: bool = True, background: PolicyB
 
 
 def _open_storage(settings: Settings, create: bool) -> Storage:
+    check_replica_urls(settings)
     counter = counter_for(settings.model)
     if settings.database_url == MEMORY_URL:
         from sessionledger.infrastructure.ledger.memory import MemoryLedger  # not for a SQL ledger
@@ -136,7 +138,9 @@ def _open_storage(settings: Settings, create: bool) -> Storage:
             MemoryRedeliveryCounts(),
         )
     engine = open_engine(settings, create=create)
-    ledger = SqlLedger(engine)
+    primary = SqlLedger(engine)
+    ledger: SqlLedger | ReplicatedLedger
+    ledger = _replicated(primary, settings, reading=not create) if settings.read_database_urls else primary
     return Storage(
         SessionService(ledger, settings, counter),
         SqlLeaseStore(engine),
@@ -168,11 +172,49 @@ def open_engine(settings: Settings, *, create: bool = True) -> sa.Engine:
     return engine
 
 
+def _replicated(primary: SqlLedger, settings: Settings, *, reading: bool) -> ReplicatedLedger:
+    """The primary's ledger with its lag-tolerant reads on the settings' replicas (engines that
+    connect on first use: a replica down when the service opens is tried later, not a failure)."""
+    from sessionledger.infrastructure.ledger.replicas import ReadReplicas, Replica, WriteFence
+    from sessionledger.infrastructure.ledger.replicated import ReplicatedLedger
+
+    replicas = [
+        Replica(
+            url,
+            SqlLedger(
+                create_ledger_engine(
+                    url,
+                    pool_size=settings.pool_size,
+                    statement_timeout=settings.statement_timeout,
+                    read_only=True,
+                )
+            ),
+        )
+        for url in settings.read_database_urls
+    ]
+    fence = WriteFence(primary.engine)
+    reads = ReadReplicas(primary, replicas, fence, settings.replica_wait, settings.replica_retry)
+    return ReplicatedLedger(reads, reading=reading)
+
+
+def check_replica_urls(settings: Settings) -> None:
+    """`ValueError` unless the ledger and every replica URL are PostgreSQL (streaming replicas are)."""
+    if not settings.read_database_urls:
+        return
+    for url in (settings.database_url, *settings.read_database_urls):
+        if url == MEMORY_URL or ledger_url(url).get_backend_name() != "postgresql":
+            raise ValueError(
+                f"read replicas need a PostgreSQL ledger and PostgreSQL replicas, not {hide_passwords(url)!r}"
+            )
+
+
 def check_database_url(settings: Settings) -> None:
-    """`ValueError` saying what is wrong with the settings' database URL, found without connecting
-    (a malformed or unsupported URL, a SQLite file in a directory that does not exist)."""
+    """`ValueError` saying what is wrong with the settings' database URL and replica URLs, found
+    without connecting (a malformed or unsupported URL, a SQLite file in a directory that does not
+    exist, replicas of a ledger that is not PostgreSQL)."""
     if settings.database_url != MEMORY_URL:
         create_ledger_engine(settings.database_url).dispose()
+    check_replica_urls(settings)
 
 
 class Migrated(NamedTuple):
