@@ -219,28 +219,56 @@ def check_database_url(settings: Settings) -> None:
 
 class Migrated(NamedTuple):
     """What `migrate_storage` brought a database to: the ledger's schema revision, the vector
-    table's (None where it has none) and, for a PostgreSQL without pgvector, the one-line reason."""
+    table's (None where it has none) and, for a PostgreSQL without pgvector, the one-line reason;
+    the hash partitions of its session-keyed tables (0: none), and how many they were before."""
 
     revision: str
     vectors_revision: str | None
     vectors_missing: str
+    partitions: int = 0
+    partitions_before: int = 0
 
 
-def migrate_storage(settings: Settings) -> Migrated:
+def migrate_storage(settings: Settings, *, partitions: int | None = None) -> Migrated:
     """Create or upgrade the ledger's schema and the vector table (`sessionledger migrate`; the
     workers reach the migrations only through this composition root). A database without the vector
-    extension still gets its ledger, and the reason it has no vector table."""
+    extension still gets its ledger, and the reason it has no vector table. With `partitions`, the
+    ledger's session-keyed tables are then hash-partitioned by session id into that many
+    (`ledger/partitions.py`: PostgreSQL only, else a `ValueError` before anything is created)."""
     from sessionledger.infrastructure.vectors.schema import ExtensionMissing, migrate_vectors
 
+    if partitions is not None:
+        from sessionledger.infrastructure.ledger.partitions import check_partitions
+
+        if not settings.database_url.startswith("postgres"):
+            raise ValueError("--partitions needs a PostgreSQL ledger (SQLite and memory have no partitions)")
+        check_partitions(partitions)
     if settings.database_url == MEMORY_URL:
         return Migrated(head_revision(), None, "")
     engine = open_engine(settings, create=True)
     try:
-        return Migrated(head_revision(), migrate_vectors(engine), "")
-    except ExtensionMissing as error:
-        return Migrated(head_revision(), None, str(error))
+        before, after = _partition(engine, partitions)
+        try:
+            vectors, missing = migrate_vectors(engine), ""
+        except ExtensionMissing as error:
+            vectors, missing = None, str(error)
+        return Migrated(head_revision(), vectors, missing, after, before)
     finally:
         engine.dispose()
+
+
+def _partition(engine: sa.Engine, partitions: int | None) -> tuple[int, int]:
+    """The ledger's partition counts before and after partitioning it into `partitions` (None:
+    left as it is)."""
+    if engine.dialect.name != "postgresql":
+        return 0, 0
+    from sessionledger.infrastructure.ledger.partitions import partition_count, partition_ledger
+
+    if partitions is not None:
+        return partition_ledger(engine, partitions)
+    with engine.connect() as connection:
+        count = partition_count(connection)
+    return count, count
 
 
 def sqlite_file(database_url: str) -> Path | None:
