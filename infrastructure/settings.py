@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -74,6 +75,9 @@ class Settings(BaseSettings):
     # --- the queue and the workers --------------------------------------------------------------
     queue_prefix: str = DEFAULT_PREFIX
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1)
+    queue_type: Literal["classic", "quorum"] = "classic"
+    """RabbitMQ's queue type: `quorum` replicates every queue over the cluster's nodes (the
+    publisher's and the workers' must match; a queue keeps the type it was declared with)."""
     ingest_chunk: int = Field(default=2000, ge=1)
     """Events per ledger transaction in the ingest task: by default what a publisher's message holds
     at most (`EventPublisher`'s `max_batch_events`), so that a message is one transaction."""
@@ -149,7 +153,7 @@ class Settings(BaseSettings):
 
     @property
     def queue_names(self) -> QueueNames:
-        return QueueNames(self.queue_prefix, self.partitions)
+        return QueueNames(self.queue_prefix, self.partitions, self.queue_type)
 
     @property
     def lease(self) -> int:
