@@ -8,13 +8,14 @@ that misses it was answered by the standby, and a read that has it by the primar
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 from sessionledger.domain import EventFilter, UserMessage
-from sessionledger.infrastructure import SessionService, Settings, open_service
+from sessionledger.infrastructure import SessionService, Settings, open_async_service, open_service
 from sessionledger.infrastructure.bootstrap import open_storage
 
 from tests.integration.replication import ReplicatedPair
@@ -94,6 +95,25 @@ def test_a_caller_reads_its_own_writes_while_the_replica_lags(
     with replay_paused(replicated_pair):
         writer.append_message(session.id, UserMessage("not mine"))
         assert texts(reader, session.id, "mine") == ["mine"]
+
+
+def test_the_async_services_loop_appends_are_read_back_while_the_replica_lags(
+    replicated_pair: ReplicatedPair, replicated_database: tuple[str, str]
+) -> None:
+    """The async service's common append is sent from the event loop, past the replicated ledger:
+    its replica reads then ask the primary how far it has written before every read."""
+    primary, replica = replicated_database
+
+    async def scenario() -> list[str | None]:
+        async with open_async_service(primary, read_database_url=replica) as service:
+            session = await service.create_session("eve")
+            await service.get_events(session.id, EventFilter.keyword_search("x"))
+            with replay_paused(replicated_pair):
+                await service.append_message(session.id, UserMessage("from the loop"))
+                found = await service.get_events(session.id, EventFilter.keyword_search("loop"))
+        return [event.message.text for event in found]
+
+    assert asyncio.run(scenario()) == ["from the loop"]
 
 
 def test_a_replica_that_goes_away_sends_reads_to_the_primary(
