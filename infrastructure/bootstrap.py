@@ -30,6 +30,7 @@ from sessionledger.infrastructure.tokens import counter_for
 
 if TYPE_CHECKING:
     from sessionledger.infrastructure.ledger.async_append import AsyncAppend
+    from sessionledger.infrastructure.ledger.replicated import ReplicatedLedger
     from sessionledger.infrastructure.policies import PolicyBook
 
 
@@ -132,6 +133,7 @@ def open_storage(settings: Settings, *, create: bool = True, background: PolicyB
 
 
 def _open_storage(settings: Settings, create: bool) -> Storage:
+    check_replica_urls(settings)
     counter = counter_for(settings.model)
     if settings.database_url == MEMORY_URL:
         from sessionledger.infrastructure.ledger.memory import MemoryLedger  # not for a SQL ledger
@@ -146,7 +148,9 @@ def _open_storage(settings: Settings, create: bool) -> Storage:
             MemoryAccessTokens(),
         )
     engine = open_engine(settings, create=create)
-    ledger = SqlLedger(engine)
+    primary = SqlLedger(engine)
+    ledger: SqlLedger | ReplicatedLedger
+    ledger = _replicated(primary, settings, reading=not create) if settings.read_database_urls else primary
     return Storage(
         SessionService(ledger, settings, counter),
         SqlLeaseStore(engine),
@@ -179,37 +183,103 @@ def open_engine(settings: Settings, *, create: bool = True) -> sa.Engine:
     return engine
 
 
+def _replicated(primary: SqlLedger, settings: Settings, *, reading: bool) -> ReplicatedLedger:
+    """The primary's ledger with its lag-tolerant reads on the settings' replicas (engines that
+    connect on first use: a replica down when the service opens is tried later, not a failure)."""
+    from sessionledger.infrastructure.ledger.replicas import ReadReplicas, Replica, WriteFence
+    from sessionledger.infrastructure.ledger.replicated import ReplicatedLedger
+
+    replicas = [
+        Replica(
+            url,
+            SqlLedger(
+                create_ledger_engine(
+                    url,
+                    pool_size=settings.pool_size,
+                    statement_timeout=settings.statement_timeout,
+                    read_only=True,
+                )
+            ),
+        )
+        for url in settings.read_database_urls
+    ]
+    fence = WriteFence(primary.engine)
+    reads = ReadReplicas(primary, replicas, fence, settings.replica_wait, settings.replica_retry)
+    return ReplicatedLedger(reads, reading=reading)
+
+
+def check_replica_urls(settings: Settings) -> None:
+    """`ValueError` unless the ledger and every replica URL are PostgreSQL (streaming replicas are)."""
+    if not settings.read_database_urls:
+        return
+    for url in (settings.database_url, *settings.read_database_urls):
+        if url == MEMORY_URL or ledger_url(url).get_backend_name() != "postgresql":
+            raise ValueError(
+                f"read replicas need a PostgreSQL ledger and PostgreSQL replicas, not {hide_passwords(url)!r}"
+            )
+
+
 def check_database_url(settings: Settings) -> None:
-    """`ValueError` saying what is wrong with the settings' database URL, found without connecting
-    (a malformed or unsupported URL, a SQLite file in a directory that does not exist)."""
+    """`ValueError` saying what is wrong with the settings' database URL and replica URLs, found
+    without connecting (a malformed or unsupported URL, a SQLite file in a directory that does not
+    exist, replicas of a ledger that is not PostgreSQL)."""
     if settings.database_url != MEMORY_URL:
         create_ledger_engine(settings.database_url).dispose()
+    check_replica_urls(settings)
 
 
 class Migrated(NamedTuple):
     """What `migrate_storage` brought a database to: the ledger's schema revision, the vector
-    table's (None where it has none) and, for a PostgreSQL without pgvector, the one-line reason."""
+    table's (None where it has none) and, for a PostgreSQL without pgvector, the one-line reason;
+    the hash partitions of its session-keyed tables (0: none), and how many they were before."""
 
     revision: str
     vectors_revision: str | None
     vectors_missing: str
+    partitions: int = 0
+    partitions_before: int = 0
 
 
-def migrate_storage(settings: Settings) -> Migrated:
+def migrate_storage(settings: Settings, *, partitions: int | None = None) -> Migrated:
     """Create or upgrade the ledger's schema and the vector table (`sessionledger migrate`; the
     workers reach the migrations only through this composition root). A database without the vector
-    extension still gets its ledger, and the reason it has no vector table."""
+    extension still gets its ledger, and the reason it has no vector table. With `partitions`, the
+    ledger's session-keyed tables are then hash-partitioned by session id into that many
+    (`ledger/partitions.py`: PostgreSQL only, else a `ValueError` before anything is created)."""
     from sessionledger.infrastructure.vectors.schema import ExtensionMissing, migrate_vectors
 
+    if partitions is not None:
+        from sessionledger.infrastructure.ledger.partitions import check_partitions
+
+        if not settings.database_url.startswith("postgres"):
+            raise ValueError("--partitions needs a PostgreSQL ledger (SQLite and memory have no partitions)")
+        check_partitions(partitions)
     if settings.database_url == MEMORY_URL:
         return Migrated(head_revision(), None, "")
     engine = open_engine(settings, create=True)
     try:
-        return Migrated(head_revision(), migrate_vectors(engine), "")
-    except ExtensionMissing as error:
-        return Migrated(head_revision(), None, str(error))
+        before, after = _partition(engine, partitions)
+        try:
+            vectors, missing = migrate_vectors(engine), ""
+        except ExtensionMissing as error:
+            vectors, missing = None, str(error)
+        return Migrated(head_revision(), vectors, missing, after, before)
     finally:
         engine.dispose()
+
+
+def _partition(engine: sa.Engine, partitions: int | None) -> tuple[int, int]:
+    """The ledger's partition counts before and after partitioning it into `partitions` (None:
+    left as it is)."""
+    if engine.dialect.name != "postgresql":
+        return 0, 0
+    from sessionledger.infrastructure.ledger.partitions import partition_count, partition_ledger
+
+    if partitions is not None:
+        return partition_ledger(engine, partitions)
+    with engine.connect() as connection:
+        count = partition_count(connection)
+    return count, count
 
 
 def sqlite_file(database_url: str) -> Path | None:

@@ -106,9 +106,10 @@ class EventPublisher:
     """Publishes `SessionEvent`s to the ingest queues without blocking the caller.
 
     `broker_url` is checked at once (`ValueError` naming what is wrong, password masked); nothing
-    connects before the first send. Options: `queue_prefix`, `partitions` (must match the workers'),
-    `max_payload_bytes` (must match the ledger's: larger events are refused at `publish`), by default
-    the settings' (`SESSIONLEDGER_QUEUE_PREFIX`, `_PARTITIONS`, `_MAX_PAYLOAD_BYTES`); `max_buffered`
+    connects before the first send. Options: `queue_prefix`, `partitions`, `queue_type` (must match the
+    workers'), `max_payload_bytes` (must match the ledger's: larger events are refused at `publish`),
+    by default the settings' (`SESSIONLEDGER_QUEUE_PREFIX`, `_PARTITIONS`, `_QUEUE_TYPE`,
+    `_MAX_PAYLOAD_BYTES`); `max_buffered`
     (events held in memory before `publish` raises), `flush_interval` (seconds an event may wait to
     be batched), `max_batch_events` / `max_batch_bytes` (per broker message), `confirm_timeout`,
     `max_backoff`, `close_timeout` (seconds `close()`, and so the end of a `with` block, waits for
@@ -127,6 +128,7 @@ class EventPublisher:
         *,
         queue_prefix: str | None = None,
         partitions: int | None = None,
+        queue_type: str | None = None,
         max_payload_bytes: int | None = None,
         max_buffered: int = 100_000,
         flush_interval: float = 0.05,
@@ -147,6 +149,7 @@ class EventPublisher:
         given: dict[str, Any] = {
             "queue_prefix": queue_prefix,
             "partitions": partitions,
+            "queue_type": queue_type,
             "max_payload_bytes": max_payload_bytes,
         }
         settings = Settings(**{name: value for name, value in given.items() if value is not None})

@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # kombu is imported by the declarations, not with the names t
 
 DEFAULT_PREFIX = "sessionledger"
 DEFAULT_PARTITIONS = 2
+QUEUE_TYPES = ("classic", "quorum")
+"""RabbitMQ's queue types the deployment may use: classic (one node's), or quorum (replicated over
+a cluster's nodes by Raft, surviving the loss of a minority of them)."""
 
 INGEST_TASK = "sessionledger.ingest"
 EVALUATE_TASK = "sessionledger.evaluate"
@@ -48,16 +51,20 @@ def parse_partitions(spec: str, partitions: int) -> list[int]:
 
 @dataclass(frozen=True)
 class QueueNames:
-    """The exchange, queues and routing keys of one deployment (one prefix, one partition count)."""
+    """The exchange, queues and routing keys of one deployment (one prefix, one partition count,
+    one queue type)."""
 
     prefix: str = DEFAULT_PREFIX
     partitions: int = DEFAULT_PARTITIONS
+    queue_type: str = "classic"
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c.isspace() for c in self.prefix):
             raise ValueError(f"queue prefix must be a non-empty word, got {self.prefix!r}")
         if self.partitions < 1:
             raise ValueError(f"partitions must be at least 1, got {self.partitions}")
+        if self.queue_type not in QUEUE_TYPES:
+            raise ValueError(f"queue type must be classic or quorum, got {self.queue_type!r}")
 
     # names
     def ingest(self, partition: int) -> str:
@@ -91,6 +98,12 @@ class QueueNames:
 
         return Exchange(self.dead, type="direct", durable=True)
 
+    @property
+    def _type_arguments(self) -> dict[str, object]:
+        """The queue type's declaration argument (none for classic, RabbitMQ's default: queues
+        declared before there was a choice keep matching)."""
+        return {"x-queue-type": "quorum"} if self.queue_type == "quorum" else {}
+
     def _queue(self, name: str, **arguments: object) -> Queue:
         """A durable queue whose rejected messages go to the dead-letter queue (RabbitMQ's DLX).
 
@@ -101,12 +114,15 @@ class QueueNames:
         arguments = {
             "x-dead-letter-exchange": self.dead,
             "x-dead-letter-routing-key": self.dead,
+            **self._type_arguments,
             **arguments,
         }
         return Queue(name, self.exchange, routing_key=name, durable=True, queue_arguments=arguments)
 
     def ingest_queue(self, partition: int) -> Queue:
-        """One ingest partition; a single active consumer keeps its sessions in order on RabbitMQ."""
+        """One ingest partition; a single active consumer keeps its sessions in order on RabbitMQ,
+        however many workers (on however many hosts) consume it: the others wait as standbys, and
+        the broker hands the partition, unacked messages first, to one of them when it goes."""
         return self._queue(self.ingest(partition), **{"x-single-active-consumer": True})
 
     def ingest_queues(self, partitions: list[int] | None = None) -> list[Queue]:
@@ -125,7 +141,13 @@ class QueueNames:
     def dead_queue(self) -> Queue:
         from kombu import Queue
 
-        return Queue(self.dead, self.dead_exchange, routing_key=self.dead, durable=True)
+        return Queue(
+            self.dead,
+            self.dead_exchange,
+            routing_key=self.dead,
+            durable=True,
+            queue_arguments=self._type_arguments or None,
+        )
 
     def all_queues(self) -> list[Queue]:
         return [*self.ingest_queues(), self.evaluate_queue, self.compact_queue, self.dead_queue]

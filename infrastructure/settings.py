@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     statement_timeout: float = Field(default=30.0, gt=0)
     """Seconds any one database statement may run before it is cancelled (PostgreSQL's
     `statement_timeout`; a progress handler on SQLite), so no single request exhausts the database."""
+    read_database_url: str | None = None
+    """Streaming replicas of the PostgreSQL ledger, one URL or several separated by commas: the reads
+    that tolerate lag (audit snapshots, searches, session lists) go to them (docs/scaling.md)."""
+    replica_wait: float = Field(default=0.05, ge=0)
+    """Seconds a replica read waits for the replica to replay this process's own writes before the
+    read goes to the primary instead (read-your-writes)."""
+    replica_retry: float = Field(default=10.0, gt=0)
+    """Seconds a replica that could not be reached is left out before it is tried again."""
 
     # --- tokens, summaries and policies ---------------------------------------------------------
     model: str = DEFAULT_MODEL
@@ -67,6 +75,9 @@ class Settings(BaseSettings):
     # --- the queue and the workers --------------------------------------------------------------
     queue_prefix: str = DEFAULT_PREFIX
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1)
+    queue_type: Literal["classic", "quorum"] = "classic"
+    """RabbitMQ's queue type: `quorum` replicates every queue over the cluster's nodes (the
+    publisher's and the workers' must match; a queue keeps the type it was declared with)."""
     ingest_chunk: int = Field(default=2000, ge=1)
     """Events per ledger transaction in the ingest task: by default what a publisher's message holds
     at most (`EventPublisher`'s `max_batch_events`), so that a message is one transaction."""
@@ -165,8 +176,15 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def read_database_urls(self) -> tuple[str, ...]:
+        """The replicas `read_database_url` names, in order (none when it is unset)."""
+        if self.read_database_url is None:
+            return ()
+        return tuple(url.strip() for url in self.read_database_url.split(",") if url.strip())
+
+    @property
     def queue_names(self) -> QueueNames:
-        return QueueNames(self.queue_prefix, self.partitions)
+        return QueueNames(self.queue_prefix, self.partitions, self.queue_type)
 
     @property
     def lease(self) -> int:

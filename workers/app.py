@@ -42,6 +42,17 @@ class DeadLetteringConsumer(Consumer):
     are kept, with the reason, for an operator to inspect (`sessionledger dlq list`).
     """
 
+    class Blueprint(Consumer.Blueprint):  # type: ignore[valid-type,misc]  # celery-types: an attribute, not a class
+        """Celery's consumer steps without native delayed delivery, which Celery turns on for
+        quorum queues: it declares 28 broker-wide `celery_delayed_*` queues and exchanges, and
+        works only for queues bound to topic exchanges, not the direct one the ingest partitions
+        are routed by. A retry's countdown is kept by the worker instead, as with classic queues
+        (an ingest partition waits for its retried batch, which keeps its sessions in order)."""
+
+        default_steps = tuple(
+            step for step in Consumer.Blueprint.default_steps if not step.endswith(":DelayedDelivery")
+        )
+
     def on_decode_error(self, message: Any, exc: Exception) -> None:
         self._dead(message, f"undecodable message: {exc}")
 

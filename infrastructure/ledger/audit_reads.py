@@ -208,7 +208,8 @@ def _stored_session(row: Any, prefix: tuple[int, ...], hidden: frozenset[int]) -
 def _moved_query(wanted: Any) -> AnySelect:
     """The trusted heads (`wanted`: sid, pos, head, gp) whose ledger row or session row differs.
 
-    A head is found by its global position, the primary key, and is as trusted when the row there
+    A head is found by its session and global position (the primary key, on a partitioned ledger
+    too, where it prunes the lookup to the session's partition), and is as trusted when the row there
     is that session's record at that position with that hash: by UNIQUE(session_id, position) it
     is then the row the session holds at the position. Only a head not found so (moved, or its
     global position unknown or not the row's) is looked up by session and position, to say what
@@ -228,7 +229,11 @@ def _moved_query(wanted: Any) -> AnySelect:
     )
     heads = (
         sa.select(wanted.c.sid, wanted.c.pos, wanted.c.head, now.label("now"))
-        .select_from(wanted.outerjoin(at_gp, at_gp.c.global_position == wanted.c.gp))
+        .select_from(
+            wanted.outerjoin(
+                at_gp, sa.and_(at_gp.c.session_id == wanted.c.sid, at_gp.c.global_position == wanted.c.gp)
+            )
+        )
         .subquery("heads")
     )
     return (

@@ -35,11 +35,17 @@ class Deployment:
     """Worker processes on one database and one broker, configured through the environment."""
 
     def __init__(
-        self, database_url: str, broker_url: str, logs: Path, partitions: int = 4, **settings: Any
+        self,
+        database_url: str,
+        broker_url: str,
+        logs: Path,
+        partitions: int = 4,
+        queue_type: str = "classic",
+        **settings: Any,
     ) -> None:
         self.database_url = database_url
         self.broker_url = broker_url
-        self.names = QueueNames(f"sltest-{uuid.uuid4().hex[:10]}", partitions)
+        self.names = QueueNames(f"sltest-{uuid.uuid4().hex[:10]}", partitions, queue_type)
         self.logs = logs
         self.env = {
             **os.environ,
@@ -47,6 +53,7 @@ class Deployment:
             "SESSIONLEDGER_BROKER_URL": broker_url,
             "SESSIONLEDGER_QUEUE_PREFIX": self.names.prefix,
             "SESSIONLEDGER_PARTITIONS": str(partitions),
+            "SESSIONLEDGER_QUEUE_TYPE": queue_type,
             "SESSIONLEDGER_RELAY_INTERVAL": "0.1",
             "SESSIONLEDGER_RETRY_BACKOFF": "1",
             "SESSIONLEDGER_RETRY_BACKOFF_MAX": "2",
@@ -87,7 +94,11 @@ class Deployment:
 
     def publisher(self, **options: Any) -> EventPublisher:
         return EventPublisher(
-            self.broker_url, queue_prefix=self.names.prefix, partitions=self.names.partitions, **options
+            self.broker_url,
+            queue_prefix=self.names.prefix,
+            partitions=self.names.partitions,
+            queue_type=self.names.queue_type,
+            **options,
         )
 
     def dead_letters(self) -> list[DeadLetter]:

@@ -113,14 +113,14 @@ def test_an_interrupted_benchmark_drops_its_database(started, number) -> None:
 
 
 def test_a_module_by_name_runs_and_drops_its_databases(started, tmp_path) -> None:
-    """bench_scale, on a small ledger: both its databases made and dropped, its rows printed and
+    """bench_scale, on a small ledger: its four databases made and dropped, its rows printed and
     written where it was told."""
     before = bench_databases()
     told = {"SESSIONLEDGER_BENCH_SCALE_EVENTS": "3000", "SESSIONLEDGER_BENCH_RESULTS": str(tmp_path)}
     started.append(process := bench("bench_scale", env_extra=told))
     out, err = process.communicate(timeout=300)
     assert process.returncode in (0, 1), err  # 1: a target missed on a noisy machine, still a run
-    assert out.count("on an empty ledger") == 2 and out.count("3,000-event") == 2  # its two rows
+    assert out.count("on an empty ledger") == 8 and out.count("3,000-event") == 8  # its eight rows
     written = (tmp_path / "bench_scale.md").read_text()
-    assert "append_message to a small session, on a 3,000-event ledger" in written
+    assert "append_message to a small session, on a 3,000-event partitioned ledger" in written
     assert bench_databases() == before

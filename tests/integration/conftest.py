@@ -11,6 +11,8 @@ from sessionledger.infrastructure import SessionService, Settings, open_service
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.vectors.keyed import beside_ledger
 
+from tests.integration.replication import ReplicatedPair, start_pair
+
 
 @pytest.fixture
 def service(database_url: str) -> Iterator[SessionService]:
@@ -56,3 +58,23 @@ def vectors_url(database_url: str, request: pytest.FixtureRequest) -> str:
     if database_url.startswith("postgresql"):
         return str(request.getfixturevalue("pgvector_url"))
     return beside_ledger(database_url)
+
+
+@pytest.fixture(scope="session")
+def replicated_pair(request: pytest.FixtureRequest) -> ReplicatedPair:
+    """A private PostgreSQL primary and hot standby (`replication.py`), started once for the test
+    session and only when a selected test asks for it; stopped and removed at its end."""
+    pair = start_pair()
+    request.addfinalizer(pair.close)
+    return pair
+
+
+@pytest.fixture
+def replicated_database(replicated_pair: ReplicatedPair) -> Iterator[tuple[str, str]]:
+    """A fresh database on the private primary: its URL there and on the standby; dropped after."""
+    name = f"sl_replica_{uuid.uuid4().hex[:10]}"
+    replicated_pair.create_database(name)
+    try:
+        yield replicated_pair.primary.url(name), replicated_pair.standby.url(name)
+    finally:
+        replicated_pair.drop_database(name)
