@@ -264,16 +264,25 @@ class Autocommit:
         """A connection checked out of the pool and switched to autocommit (`_release` undoes both)."""
         pooled = self._engine.raw_connection()
         if self._switch:
-            driver_of(pooled).autocommit = True
+            _set_autocommit(driver_of(pooled), True)
         return pooled
 
     def _release(self, pooled: PoolProxiedConnection) -> None:
         try:
             if self._switch:
-                driver_of(pooled).autocommit = False
+                _set_autocommit(driver_of(pooled), False)
         except Exception:  # a broken connection: never hand it out again
             pooled.invalidate()
         pooled.close()
+
+
+def _set_autocommit(driver: Any, on: bool) -> None:
+    """Autocommit on or off: psycopg's `autocommit` is an attribute, PyMySQL's a method (one round
+    trip either way, only when it changes)."""
+    if callable(driver.autocommit):
+        driver.autocommit(on)
+    else:
+        driver.autocommit = on
 
 
 class _KeptUse:

@@ -15,7 +15,7 @@ from threading import Lock
 
 import sqlalchemy as sa
 from sessionledger.domain.ports import Ledger
-from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert
 from sessionledger.infrastructure.ledger.schema import ledger, relay_offsets
 
 
@@ -31,12 +31,13 @@ class SqlRelayPositions:
             return self._stored(conn, name)
 
     def save(self, name: str, position: int) -> None:
-        insert = upsert_insert(self._engine, relay_offsets).values(name=name, global_position=position)
-        statement = insert.on_conflict_do_update(
-            index_elements=["name"],
-            set_={"global_position": insert.excluded.global_position},
-            where=relay_offsets.c.global_position < insert.excluded.global_position,
-        )
+        statement = upsert(
+            self._engine.dialect,
+            relay_offsets,
+            ["name"],
+            lambda new: {"global_position": new.global_position},
+            only_if=lambda new: relay_offsets.c.global_position < new.global_position,
+        ).values(name=name, global_position=position)
         with self._writer.begin() as conn:
             conn.execute(statement)
 
