@@ -171,7 +171,9 @@ def criteria(f: EventFilter, dialect: sa.Dialect) -> list[sa.ColumnElement[bool]
         where.append(text_search)
     if f.branch is not None:
         branch = sa.literal(f.branch, sa.Text)
-        ancestor = sa.func.substr(branch, 1, sa.func.char_length(ledger.c.branch) + 1) == ledger.c.branch + "."
+        ancestor = (
+            sa.func.substr(branch, 1, sa.func.char_length(ledger.c.branch) + 1) == ledger.c.branch + "."
+        )
         where.append(sa.or_(ledger.c.branch.is_(None), ledger.c.branch == branch, ancestor))
     return where
 
