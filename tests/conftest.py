@@ -74,16 +74,28 @@ def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
+SQL_BACKENDS = ("sqlite", "postgres", "mariadb")
+"""The SQL ledgers every SQL-only suite runs on."""
+
+
+def sql_url(request: pytest.FixtureRequest, backend: str, *, shared: bool = False) -> str:
+    """A database of `backend` ("sqlite", "postgres" or "mariadb") for this test: a fresh one, or
+    with `shared` the run's shared one (tests then use their own session ids; SQLite's is always
+    the test's own file)."""
+    fresh, run_wide = {
+        "sqlite": ("sqlite_url", "sqlite_url"),
+        "postgres": ("pg_url", "pg_url_shared"),
+        "mariadb": ("mariadb_url", "mariadb_url_shared"),
+    }[backend]
+    return request.getfixturevalue(run_wide if shared else fresh)
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres", "mariadb"])
 def database_url(request) -> str:
     """Each contract test runs against the four backends."""
     if request.param == "memory":
         return "memory://"
-    if request.param == "sqlite":
-        return request.getfixturevalue("sqlite_url")
-    if request.param == "mariadb":
-        return request.getfixturevalue("mariadb_url_shared")
-    return request.getfixturevalue("pg_url_shared")
+    return sql_url(request, request.param, shared=True)
 
 
 pytest_plugins = ["tests.fakes.fake_openai", "tests.fakes.embedded_pgvector"]
