@@ -125,7 +125,7 @@ it is a VARCHAR as long as an id may be (`domain.ids`); 255 4-byte characters, t
 keys, stay within InnoDB's 3,072-byte index entry."""
 
 
-def table_options(bind: sa.Connection) -> dict[str, str]:
+def table_options(bind: sa.Connection) -> dict[str, Any]:
     """The keyword arguments every table of the ledger is created with: on MariaDB and MySQL, InnoDB
     in `utf8mb4` (4-byte characters) under a binary collation without padding, so ids compare as
     PostgreSQL and SQLite compare them (`"a" != "A"`, `"a" != "a "`: the servers' defaults fold case,

@@ -54,7 +54,9 @@ def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] 
     """
     if f.keyword is None and f.keywords is None:
         return None
-    text = sa.func.lower(sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string())
+    text: sa.ColumnElement[Any] = sa.func.lower(
+        sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string()
+    )
     message = None
     if dialect.name != "mysql":
         once = sa.select(text.label("text")).correlate(ledger).offset(sa.literal_column("0"))
