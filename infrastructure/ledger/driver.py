@@ -24,7 +24,27 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 PING_AFTER_IDLE_SECONDS = 1.0
-"""A pooled connection unused for longer is pinged before it is used again (`postgres.py`)."""
+"""A pooled connection unused for longer is pinged before it is used again (`check_idle_connections`)."""
+
+
+def check_idle_connections(engine: sa.Engine, ping: Callable[[Any], None]) -> None:
+    """`pool_pre_ping`, but only for a connection idle for more than `PING_AFTER_IDLE_SECONDS`.
+
+    A dead pooled connection (server restart, idle timeout, failover) is found at checkout and
+    replaced, as with `pool_pre_ping`; a connection in steady use skips the ping, which would
+    otherwise add a network round trip to every append. `ping(dbapi_connection)` is the driver's
+    cheapest round trip, raising `sa.exc.DisconnectionError` when the connection is gone.
+    """
+
+    @sa.event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is not None and time.monotonic() - idle_since >= PING_AFTER_IDLE_SECONDS:
+            ping(dbapi_connection)
 
 
 def integrity_errors(dialect: sa.Dialect) -> tuple[type[Exception], ...]:

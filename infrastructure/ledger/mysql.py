@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.driver import check_idle_connections
 from sessionledger.infrastructure.ledger.engine import milliseconds
 from sqlalchemy import event
 
@@ -17,16 +18,25 @@ from sqlalchemy import event
 def mysql_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_only: bool) -> sa.Engine:
     """`create_ledger_engine` for a MariaDB or MySQL URL (`engine.py`): `utf8mb4` on the wire,
     READ COMMITTED as on PostgreSQL (InnoDB's REPEATABLE READ takes gap locks that turn concurrent
-    appends into deadlocks), and a dead pooled connection replaced at checkout."""
+    appends into deadlocks), and a pooled connection found dead at checkout after idling replaced
+    (`driver.check_idle_connections`)."""
     engine = sa.create_engine(
         url.update_query_dict({"charset": "utf8mb4"}),
         pool_size=pool_size,
         max_overflow=pool_size * 2,
-        pool_pre_ping=True,
         isolation_level="READ COMMITTED",
     )
+    check_idle_connections(engine, _ping)
     event.listen(engine, "connect", partial(_configure, statement_timeout, read_only))
     return engine
+
+
+def _ping(dbapi_connection: Any) -> None:
+    """PyMySQL's ping (a COM_PING round trip); `DisconnectionError` when the connection is gone."""
+    try:
+        dbapi_connection.ping(reconnect=False)
+    except Exception as error:
+        raise sa.exc.DisconnectionError(str(error)) from error
 
 
 def _configure(statement_timeout: float, read_only: bool, connection: Any, _record: Any) -> None:
