@@ -660,7 +660,7 @@ def test_open_service_defaults(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ValueError):
         open_service("memory://", no_such_option=1)
     with pytest.raises(ValueError):
-        open_service("mysql://nowhere/db")
+        open_service("oracle://nowhere/db")
 
 
 @pytest.mark.parametrize("backend", SQL_BACKENDS)
