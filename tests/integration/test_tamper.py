@@ -171,6 +171,23 @@ def test_the_guard_refuses_the_same_edit_without_the_bypass(ledger: Ledger) -> N
         conn.execute(sa.text("DELETE FROM ledger WHERE session_id = :sid"), {"sid": ledger.session_id})
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE ledger SET event_type = 'system' WHERE session_id = :sid",
+        "UPDATE ledger SET payload = NULL WHERE session_id = :sid",  # an erasure that named no session
+        "UPDATE ledger SET token_count = 1, kind = 'event' WHERE session_id = :sid AND kind = 'created'",
+    ],
+)
+def test_the_guard_refuses_an_edit_of_a_row(ledger: Ledger, edit: str) -> None:
+    if not ledger.guarded:
+        pytest.skip("SQLite has no ledger_guard trigger")
+    before = ledger.records()
+    with pytest.raises(sa.exc.DBAPIError, match="append-only"), ledger.service.ledger.engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(sa.text(edit), {"sid": ledger.session_id})
+    assert ledger.records() == before
+
+
 def test_an_edited_payload(ledger: Ledger) -> None:
     p = ledger.event_positions()[2]
     record = ledger.records()[p - 1]
