@@ -133,6 +133,31 @@ class DriverStatement:
             yield new(row_type, converted)
 
 
+class Packet:
+    """Statements sent as one multi-statement packet in one transaction of their own (one round
+    trip, on a connection in autocommit mode): MariaDB's and MySQL's way to do what PostgreSQL does
+    in one statement with DML in a CTE. Their parameters share one namespace, so the statements
+    must not bind one name to two meanings. On an error the server stops at the failing statement
+    with the transaction open: the caller hands the connection back (`Autocommit` does), and the
+    pool's reset rolls it back."""
+
+    def __init__(self, statements: Sequence[sa.ClauseElement], dialect: sa.Dialect) -> None:
+        self._statements = [DriverStatement(statement, dialect) for statement in statements]
+        self.sql = "; ".join(["START TRANSACTION", *(s.sql for s in self._statements), "COMMIT"])
+
+    def execute(self, driver: Any, values: Mapping[str, Any]) -> list[int]:
+        """Each statement's row count, in order."""
+        params: dict[str, Any] = {}
+        for statement in self._statements:
+            params.update(statement.bound(values))
+        with driver.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            counts = []  # the first result is START TRANSACTION's, the last COMMIT's
+            while cursor.nextset():
+                counts.append(cursor.rowcount)
+        return counts[: len(self._statements)]
+
+
 _BINARY_COPY_TYPES = {
     "TEXT": "text",
     "BIGINT": "int8",

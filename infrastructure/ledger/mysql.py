@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
+from pymysql.constants import CLIENT
 from sessionledger.infrastructure.ledger.driver import check_idle_connections
 from sessionledger.infrastructure.ledger.engine import milliseconds
 from sqlalchemy import event
@@ -21,7 +22,9 @@ def mysql_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_onl
     appends into deadlocks), and a pooled connection found dead at checkout after idling replaced
     (`driver.check_idle_connections`)."""
     engine = sa.create_engine(
-        url.update_query_dict({"charset": "utf8mb4"}),
+        # multi-statement packets: the one-round-trip append (`driver.Packet`); every statement's
+        # values are bound parameters, never SQL text
+        url.update_query_dict({"charset": "utf8mb4", "client_flag": str(CLIENT.MULTI_STATEMENTS)}),
         pool_size=pool_size,
         max_overflow=pool_size * 2,
         isolation_level="READ COMMITTED",

@@ -241,6 +241,16 @@ APPEND_ROW = (
 """`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
 
+INSERT_IF_MOVED = ledger.insert().from_select(
+    list(ROW_COLUMNS),
+    sa.select(*(sa.bindparam(name, type_=ledger.c[name].type) for name in ROW_COLUMNS)).where(
+        sa.func.row_count() == ONE
+    ),
+)
+"""`INSERT INTO ledger SELECT ... FROM DUAL WHERE ROW_COUNT() = 1`: after `MOVE_HEAD` in the same
+packet, the row is inserted exactly when the head moved (MariaDB/MySQL, which have no DML in WITH:
+`driver.Packet`)."""
+
 
 # One session's rows from its cached head in one statement (adapters' appends, PostgreSQL only).
 ON_HEAD_ROWS = 32
