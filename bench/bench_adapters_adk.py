@@ -61,7 +61,7 @@ def run() -> list[Row]:
         loop.close()
 
 
-def _events(count: int, with_state: bool = False) -> Iterator[Event]:
+def adk_events(count: int, with_state: bool = False) -> Iterator[Event]:
     """ShareGPT texts as the user's and the agent's events (a one-key state delta each, or none)."""
     for n, message in enumerate(payloads.cycled(count)):
         by_user = message.type is MessageType.USER
@@ -97,7 +97,7 @@ def _append_rows(
 
     def case(service: BaseSessionService) -> Callable[[], Any]:
         session = loop.run_until_complete(service.create_session(app_name=APP, user_id="appender"))
-        events = _events(total, with_state)
+        events = adk_events(total, with_state)
 
         async def one_round() -> None:
             for _ in range(APPENDS_PER_ROUND):
@@ -148,7 +148,7 @@ def _append_rows(
 def _reads(loop: asyncio.AbstractEventLoop, services: dict[str, BaseSessionService]) -> list[Row]:
     async def load(service: BaseSessionService) -> str:
         session = await service.create_session(app_name=APP, user_id="reader", session_id=str(uuid.uuid4()))
-        for event in _events(WINDOW_EVENTS):
+        for event in adk_events(WINDOW_EVENTS):
             await service.append_event(session, event)
         return session.id
 

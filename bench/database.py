@@ -1,4 +1,5 @@
-"""A fresh PostgreSQL database per benchmark run, dropped however the run ends (error, Ctrl-C, SIGTERM)."""
+"""A fresh PostgreSQL (or MariaDB) database per benchmark run, dropped however the run ends (error,
+Ctrl-C, SIGTERM)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from contextlib import contextmanager
 from types import FrameType
 
 import psycopg
+import pymysql
 
 ADMIN_URL = os.environ.get("SESSIONLEDGER_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+MARIADB = os.environ.get("SESSIONLEDGER_BENCH_MARIADB", "root@127.0.0.1:3306")
+"""user@host:port of a MariaDB (or MySQL) account that may create and drop databases."""
 PREFIX = os.environ.get("SESSIONLEDGER_BENCH_DB_PREFIX", "sl_bench")
 """The names of the databases a run creates start with it (a test gives its runs their own)."""
 
@@ -29,6 +33,26 @@ def fresh_postgres(prefix: str = PREFIX) -> Iterator[str]:
         finally:
             with uninterrupted(), psycopg.connect(ADMIN_URL, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def fresh_mariadb(prefix: str = PREFIX) -> Iterator[str]:
+    """Yields the new database's URL (`mysql+pymysql://...`), as `fresh_postgres` does."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with terminate_as_exit():
+        try:
+            _mariadb_admin(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+            yield f"mysql+pymysql://{MARIADB}/{name}"
+        finally:
+            with uninterrupted():
+                _mariadb_admin(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def _mariadb_admin(sql: str) -> None:
+    user, address = MARIADB.rsplit("@", 1)
+    host, port = address.rsplit(":", 1)
+    with pymysql.connect(host=host, port=int(port), user=user, autocommit=True) as conn:
+        conn.cursor().execute(sql)
 
 
 @contextmanager

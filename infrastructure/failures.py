@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 import sys
+from types import ModuleType
 from typing import Literal
 
 import sqlalchemy as sa
@@ -23,24 +24,26 @@ _UNUSABLE: tuple[type[Exception], ...] = (
 )
 
 
+def _drivers() -> list[ModuleType]:
+    """The network drivers imported so far (PEP 249 modules: each has `OperationalError`,
+    `InterfaceError` and `Error`). None of a driver's errors can exist before it is imported, and
+    importing one would cost every command on a SQLite ledger a tenth of a second."""
+    return [module for name in ("psycopg", "pymysql") if (module := sys.modules.get(name)) is not None]
+
+
 def database_unavailable() -> tuple[type[Exception], ...]:
     """Errors that mean "not now" (connection refused or lost, server restarting or failing over,
-    database locked), not "never": raised by SQLAlchemy or, for statements run on the driver, by the
-    driver. psycopg's are among them once psycopg is imported: none of its errors can exist before,
-    and importing it would cost every command on a SQLite ledger a tenth of a second."""
-    psycopg = sys.modules.get("psycopg")
-    if psycopg is None:
-        return _UNAVAILABLE
-    return (*_UNAVAILABLE, psycopg.OperationalError, psycopg.InterfaceError)
+    database locked, a deadlock), not "never": raised by SQLAlchemy or, for statements run on the
+    driver, by the driver (psycopg's and PyMySQL's, once imported: `_drivers`)."""
+    drivers = _drivers()
+    return (*_UNAVAILABLE, *(d.OperationalError for d in drivers), *(d.InterfaceError for d in drivers))
 
 
 def database_errors() -> tuple[type[Exception], ...]:
     """Every error that says the database (or its URL) cannot be used: the unavailable ones, and
     those a retry does not cure (a malformed URL, a refused login, a constraint, no free pooled
-    connection); psycopg's once it is imported (`database_unavailable`)."""
-    psycopg = sys.modules.get("psycopg")
-    unusable = _UNUSABLE if psycopg is None else (*_UNUSABLE, psycopg.Error)
-    return (*database_unavailable(), *unusable)
+    connection); the drivers' once they are imported (`_drivers`)."""
+    return (*database_unavailable(), *_UNUSABLE, *(d.Error for d in _drivers()))
 
 
 def broker_errors() -> tuple[type[BaseException], ...]:

@@ -7,9 +7,12 @@ import uuid
 from collections.abc import Iterator
 
 import psycopg
+import pymysql
 import pytest
 
 PG_ADMIN_URL = os.environ.get("SESSIONLEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+MARIADB_ADMIN = os.environ.get("SESSIONLEDGER_TEST_MARIADB", "root@127.0.0.1:3306")
+"""user@host:port of a MariaDB (or MySQL) account that may create and drop databases."""
 
 
 def _pg_database() -> Iterator[str]:
@@ -22,6 +25,36 @@ def _pg_database() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _mariadb_database() -> Iterator[str]:
+    """As `_pg_database`: a database of its own, dropped afterwards (an interrupted run's too, as
+    the `finally` runs on KeyboardInterrupt)."""
+    name = f"sl_test_{uuid.uuid4().hex[:12]}"
+    user, address = MARIADB_ADMIN.rsplit("@", 1)
+    host, port = address.rsplit(":", 1)
+
+    def admin(sql: str) -> None:
+        with pymysql.connect(host=host, port=int(port), user=user, autocommit=True) as conn:
+            conn.cursor().execute(sql)
+
+    admin(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        yield f"mysql+pymysql://{MARIADB_ADMIN}/{name}"
+    finally:
+        admin(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture
+def mariadb_url() -> Iterator[str]:
+    """A fresh, empty MariaDB database for one test."""
+    yield from _mariadb_database()
+
+
+@pytest.fixture(scope="session")
+def mariadb_url_shared() -> Iterator[str]:
+    """One MariaDB database for a whole test session (tests must use their own session ids)."""
+    yield from _mariadb_database()
 
 
 @pytest.fixture
@@ -41,14 +74,28 @@ def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+SQL_BACKENDS = ("sqlite", "postgres", "mariadb")
+"""The SQL ledgers every SQL-only suite runs on."""
+
+
+def sql_url(request: pytest.FixtureRequest, backend: str, *, shared: bool = False) -> str:
+    """A database of `backend` ("sqlite", "postgres" or "mariadb") for this test: a fresh one, or
+    with `shared` the run's shared one (tests then use their own session ids; SQLite's is always
+    the test's own file)."""
+    fresh, run_wide = {
+        "sqlite": ("sqlite_url", "sqlite_url"),
+        "postgres": ("pg_url", "pg_url_shared"),
+        "mariadb": ("mariadb_url", "mariadb_url_shared"),
+    }[backend]
+    return request.getfixturevalue(run_wide if shared else fresh)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "mariadb"])
 def database_url(request) -> str:
-    """Each contract test runs against the three backends."""
+    """Each contract test runs against the four backends."""
     if request.param == "memory":
         return "memory://"
-    if request.param == "sqlite":
-        return request.getfixturevalue("sqlite_url")
-    return request.getfixturevalue("pg_url_shared")
+    return sql_url(request, request.param, shared=True)
 
 
 pytest_plugins = ["tests.fakes.fake_openai", "tests.fakes.embedded_pgvector"]

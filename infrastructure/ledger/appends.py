@@ -43,6 +43,7 @@ from sessionledger.infrastructure.ledger.driver import (
     Autocommit,
     BulkInsert,
     DriverStatement,
+    Packet,
     driver_of,
     integrity_errors,
     write_transaction,
@@ -134,6 +135,12 @@ class Appends:
         # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
         self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
+        # MariaDB/MySQL: the same in one packet (`driver.Packet`), also one round trip
+        self._append_packet = (
+            Packet([statements.MOVE_HEAD, statements.INSERT_IF_MOVED], engine.dialect)
+            if engine.dialect.name == "mysql"
+            else None
+        )
         # by row count: `statements.append_rows` and its row parameters (`statements.row_parameters`)
         self._append_rows: dict[int, tuple[LibpqStatement, tuple[tuple[int, str, str], ...]]] = {}
         self._integrity_errors = integrity_errors(engine.dialect)
@@ -233,6 +240,9 @@ class Appends:
                 elif self._append_libpq is not None:
                     with self._autocommit() as connection:
                         moved = self._append_libpq.execute(connection, values) == 1
+                elif self._append_packet is not None:
+                    with self._autocommit() as connection:
+                        moved = self._append_packet.execute(connection, values)[-1] == 1
                 else:
                     with write_transaction(self._engine) as driver:
                         moved = self._move_and_insert(driver, values)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from threading import Lock
 
 import sqlalchemy as sa
-from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert
 from sessionledger.infrastructure.ledger.schema import worker_counters
 
 
@@ -17,13 +17,10 @@ def add_counts(conn: sa.Connection, deltas: Mapping[str, int]) -> None:
     rows = [{"name": name, "value": delta} for name, delta in sorted(deltas.items()) if delta]
     if not rows:
         return
-    insert = upsert_insert(conn.engine, worker_counters)
-    conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=["name"], set_={"value": worker_counters.c.value + insert.excluded.value}
-        ),
-        rows,
+    add = upsert(
+        conn.dialect, worker_counters, ["name"], lambda new: {"value": worker_counters.c.value + new.value}
     )
+    conn.execute(add, rows)
 
 
 class SqlCounterStore:

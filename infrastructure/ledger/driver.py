@@ -24,7 +24,27 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 PING_AFTER_IDLE_SECONDS = 1.0
-"""A pooled connection unused for longer is pinged before it is used again (`postgres.py`)."""
+"""A pooled connection unused for longer is pinged before it is used again (`check_idle_connections`)."""
+
+
+def check_idle_connections(engine: sa.Engine, ping: Callable[[Any], None]) -> None:
+    """`pool_pre_ping`, but only for a connection idle for more than `PING_AFTER_IDLE_SECONDS`.
+
+    A dead pooled connection (server restart, idle timeout, failover) is found at checkout and
+    replaced, as with `pool_pre_ping`; a connection in steady use skips the ping, which would
+    otherwise add a network round trip to every append. `ping(dbapi_connection)` is the driver's
+    cheapest round trip, raising `sa.exc.DisconnectionError` when the connection is gone.
+    """
+
+    @sa.event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is not None and time.monotonic() - idle_since >= PING_AFTER_IDLE_SECONDS:
+            ping(dbapi_connection)
 
 
 def integrity_errors(dialect: sa.Dialect) -> tuple[type[Exception], ...]:
@@ -111,6 +131,31 @@ class DriverStatement:
             for index, convert in converters:
                 converted[index] = convert(converted[index])
             yield new(row_type, converted)
+
+
+class Packet:
+    """Statements sent as one multi-statement packet in one transaction of their own (one round
+    trip, on a connection in autocommit mode): MariaDB's and MySQL's way to do what PostgreSQL does
+    in one statement with DML in a CTE. Their parameters share one namespace, so the statements
+    must not bind one name to two meanings. On an error the server stops at the failing statement
+    with the transaction open: the caller hands the connection back (`Autocommit` does), and the
+    pool's reset rolls it back."""
+
+    def __init__(self, statements: Sequence[sa.ClauseElement], dialect: sa.Dialect) -> None:
+        self._statements = [DriverStatement(statement, dialect) for statement in statements]
+        self.sql = "; ".join(["START TRANSACTION", *(s.sql for s in self._statements), "COMMIT"])
+
+    def execute(self, driver: Any, values: Mapping[str, Any]) -> list[int]:
+        """Each statement's row count, in order."""
+        params: dict[str, Any] = {}
+        for statement in self._statements:
+            params.update(statement.bound(values))
+        with driver.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            counts = []  # the first result is START TRANSACTION's, the last COMMIT's
+            while cursor.nextset():
+                counts.append(cursor.rowcount)
+        return counts[: len(self._statements)]
 
 
 _BINARY_COPY_TYPES = {
@@ -264,16 +309,25 @@ class Autocommit:
         """A connection checked out of the pool and switched to autocommit (`_release` undoes both)."""
         pooled = self._engine.raw_connection()
         if self._switch:
-            driver_of(pooled).autocommit = True
+            _set_autocommit(driver_of(pooled), True)
         return pooled
 
     def _release(self, pooled: PoolProxiedConnection) -> None:
         try:
             if self._switch:
-                driver_of(pooled).autocommit = False
+                _set_autocommit(driver_of(pooled), False)
         except Exception:  # a broken connection: never hand it out again
             pooled.invalidate()
         pooled.close()
+
+
+def _set_autocommit(driver: Any, on: bool) -> None:
+    """Autocommit on or off: psycopg's `autocommit` is an attribute, PyMySQL's a method (one round
+    trip either way, only when it changes)."""
+    if callable(driver.autocommit):
+        driver.autocommit(on)
+    else:
+        driver.autocommit = on
 
 
 class _KeptUse:

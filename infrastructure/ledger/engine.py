@@ -1,12 +1,13 @@
 """Engines for the SQL ledger: PostgreSQL through psycopg 3 (`postgres.py`, imported only when a
-PostgreSQL URL is opened), SQLite tuned for concurrent writers."""
+PostgreSQL URL is opened), MariaDB and MySQL through PyMySQL (`mysql.py`, likewise), SQLite tuned
+for concurrent writers."""
 
 from __future__ import annotations
 
 import importlib
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,33 +22,69 @@ WRITE = "ledger_write"
 """Execution option marking a connection that writes: on SQLite its transaction is BEGIN IMMEDIATE."""
 
 
-def upsert_insert(engine: sa.Engine, table: sa.Table) -> Any:
-    """An `INSERT` into `table` that takes `ON CONFLICT` clauses, in the engine's dialect (both
-    PostgreSQL and SQLite have them, under the same SQLAlchemy API)."""
-    return _insert_of(engine.dialect.name)(table)
+def upsert(
+    dialect: sa.Dialect,
+    table: sa.Table,
+    keys: Sequence[str],
+    update: Callable[[Any], Mapping[str, Any]] | None = None,
+    only_if: Callable[[Any], sa.ColumnElement[bool]] | None = None,
+) -> Any:
+    """An INSERT into `table` that, where a row with the same `keys` is there already, sets that
+    row's columns to `update(new)` (`new`: the columns of the row proposed) when `only_if(new)`
+    holds, or leaves it as it is (`update=None`). PostgreSQL and SQLite say so with `ON CONFLICT`,
+    MariaDB and MySQL with `ON DUPLICATE KEY UPDATE` (a condition there is a `CASE` per column)."""
+    insert = _insert_of(dialect.name)(table)
+    if dialect.name != "mysql":
+        if update is None:
+            return insert.on_conflict_do_nothing(index_elements=list(keys))
+        where = None if only_if is None else only_if(insert.excluded)
+        return insert.on_conflict_do_update(
+            index_elements=list(keys), set_=update(insert.excluded), where=where
+        )
+    new = insert.inserted
+    if update is None:
+        return insert.on_duplicate_key_update({keys[0]: table.c[keys[0]]})
+    changes = update(new)
+    if only_if is not None:
+        condition = only_if(new)
+        changes = {name: sa.case((condition, value), else_=table.c[name]) for name, value in changes.items()}
+    return insert.on_duplicate_key_update(changes)
 
 
 @cache
 def _insert_of(dialect_name: str) -> Callable[[sa.Table], Any]:
     """The dialect's own `insert`, looked up once: its module is the one the engine already loaded
-    (importing both dialects' would load PostgreSQL's, asyncpg's module with it, on every SQLite run)."""
+    (importing every dialect's would load PostgreSQL's, asyncpg's module with it, on every SQLite run)."""
     insert: Callable[[sa.Table], Any] = importlib.import_module(f"sqlalchemy.dialects.{dialect_name}").insert
     return insert
 
 
+_SCHEMES = {
+    "postgresql://": "postgresql+psycopg://",
+    "postgres://": "postgresql+psycopg://",
+    "mysql://": "mysql+pymysql://",
+    "mariadb://": "mysql+pymysql://",
+    "mariadb+pymysql://": "mysql+pymysql://",
+}
+"""`postgresql://` and `postgres://` mean psycopg 3, the only PostgreSQL driver installed;
+`mysql://`, `mariadb://` and `mariadb+pymysql://` mean PyMySQL under SQLAlchemy's `mysql` dialect,
+which serves MariaDB and MySQL alike (its `mariadb` name only refuses to connect to a MySQL), so
+the ledger has one name to tell them by."""
+
+
 def normalize_url(url: str) -> str:
-    """`postgresql://` and `postgres://` mean psycopg 3 (the only PostgreSQL driver installed)."""
-    for prefix in ("postgresql://", "postgres://"):
+    """The URL with its scheme spelled as `_SCHEMES` says (anything else as it is)."""
+    for prefix, scheme in _SCHEMES.items():
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
+            return scheme + url[len(prefix) :]
     return url
 
 
 URL_FORMS = (
-    "postgresql+psycopg://user@host:port/database, sqlite:///relative/path.db, "
-    "sqlite:////absolute/path.db or memory://"
+    "postgresql+psycopg://user@host:port/database, mysql+pymysql://user@host:port/database "
+    "(MariaDB or MySQL), sqlite:///relative/path.db, sqlite:////absolute/path.db or memory://"
 )
-_DRIVERS = {("postgresql", "psycopg"), ("sqlite", "pysqlite")}
+_DRIVERS = {("postgresql", "psycopg"), ("mysql", "pymysql"), ("sqlite", "pysqlite")}
 
 
 def ledger_url(url: str) -> sa.URL:
@@ -86,6 +123,10 @@ def create_ledger_engine(
         from sessionledger.infrastructure.ledger.postgres import postgres_engine
 
         return postgres_engine(parsed, pool_size, statement_timeout, read_only)
+    if parsed.get_backend_name() == "mysql":
+        from sessionledger.infrastructure.ledger.mysql import mysql_engine
+
+        return mysql_engine(parsed, pool_size, statement_timeout, read_only)
     return _sqlite_engine(parsed, busy_timeout_ms, statement_timeout, read_only)
 
 

@@ -31,7 +31,7 @@ class EventReads:
         if filter == ACTIVE:
             return self._window.events(session_id)
         query = statements.live_session_events(session_id).add_columns(ledger.c.event_id, ledger.c.payload)
-        query = query.where(*statements.criteria(filter))
+        query = query.where(*statements.criteria(filter, self._engine.dialect))
         in_python = filter.pattern is not None
         if not in_python and filter.last_n is not None:
             query = statements.last_rows(

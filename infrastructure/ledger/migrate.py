@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).with_name("migrations")
 ADVISORY_LOCK_KEY = 0x5E551071ED6E
 """pg_advisory_lock key serializing schema upgrades (of either schema) across processes."""
+LOCK_NAME = "sessionledger.migrate"
+"""The same, as MariaDB's and MySQL's named lock (`GET_LOCK`)."""
 HEAD_REVISION = "0007"
 """The newest ledger migration's revision, written here so that opening a ledger that is up to date
 (every reading command, every writer after the first) needs no alembic, whose import costs more
@@ -85,27 +87,45 @@ def upgrade(engine: sa.Engine, schema: Schema = LEDGER) -> None:
     """Bring `schema` to its head revision; a no-op (one query) when it is there already.
 
     PostgreSQL: the upgrade runs in one transaction under a session advisory lock. SQLite: in one
-    BEGIN IMMEDIATE transaction, which is the database's write lock. Either way a second opener
-    waits, then finds the schema current. A revision that raises leaves the schema as it was.
+    BEGIN IMMEDIATE transaction, which is the database's write lock. MariaDB/MySQL: under a named
+    lock (`GET_LOCK`). Every way a second opener waits, then finds the schema current. A revision
+    that raises leaves the schema as it was on PostgreSQL and SQLite; MariaDB and MySQL commit each
+    DDL statement on its own, so there it stops where it failed (its revision not recorded).
     """
     with engine.connect() as connection:
         if current_revision(connection, schema) == schema.head:
             return
-    if engine.dialect.name == "postgresql":
-        with engine.connect() as connection:
-            # a schema change is no request: neither it nor the wait for another process's may time out
-            connection.execute(sa.text("SET LOCAL statement_timeout = 0"))
-            connection.execute(sa.select(sa.func.pg_advisory_lock(ADVISORY_LOCK_KEY)))
-            try:
-                _upgrade_on(connection, schema)
-                connection.commit()
-            finally:
-                connection.rollback()
-                connection.execute(sa.select(sa.func.pg_advisory_unlock(ADVISORY_LOCK_KEY)))
-                connection.commit()
-    else:
+    if engine.dialect.name == "sqlite":
         with engine.execution_options(**{WRITE: True}).begin() as connection:
             _upgrade_on(connection, schema)
+        return
+    with engine.connect() as connection:
+        _lock_schema(connection)
+        try:
+            _upgrade_on(connection, schema)
+            connection.commit()
+        finally:
+            connection.rollback()
+            connection.execute(
+                sa.text("SELECT RELEASE_LOCK(:key)").bindparams(key=LOCK_NAME)
+                if engine.dialect.name == "mysql"
+                else sa.select(sa.func.pg_advisory_unlock(ADVISORY_LOCK_KEY))
+            )
+            connection.commit()
+
+
+def _lock_schema(connection: sa.Connection) -> None:
+    """Wait for the schema's lock on `connection`, however long: a schema change is no request, so
+    neither it nor the wait for another process's may time out. PostgreSQL: its session advisory
+    lock, the statement timeout off for the transaction. MariaDB/MySQL: the named lock, asked for a
+    second at a time (each wait well within the statement timeout, which is a session setting there)."""
+    if connection.dialect.name == "mysql":
+        take = sa.text("SELECT GET_LOCK(:key, 1)").bindparams(key=LOCK_NAME)
+        while connection.execute(take).scalar() != 1:
+            pass
+        return
+    connection.execute(sa.text("SET LOCAL statement_timeout = 0"))
+    connection.execute(sa.select(sa.func.pg_advisory_lock(ADVISORY_LOCK_KEY)))
 
 
 def _upgrade_on(connection: sa.Connection, schema: Schema) -> None:

@@ -51,9 +51,13 @@ TABLES = (
             # by their identity sequence, and the relay's tail reads them through an index of its own
             "CONSTRAINT ledger_pkey PRIMARY KEY (session_id, global_position)",
             "CONSTRAINT uq_ledger_session_position UNIQUE (session_id, position)",
-            "CONSTRAINT uq_ledger_session_event UNIQUE (session_id, event_id)",
         ),
-        ("CREATE INDEX ix_ledger_global_position ON ledger (global_position)",),
+        (
+            "CREATE INDEX ix_ledger_global_position ON ledger (global_position)",
+            # partial, as on an unpartitioned ledger (migration 0005): only events carry an id
+            "CREATE UNIQUE INDEX uq_ledger_session_event ON ledger (session_id, event_id) "
+            "WHERE event_id IS NOT NULL",
+        ),
     ),
     Table("window_slots", "session_id", ("CONSTRAINT window_slots_pkey PRIMARY KEY (session_id, position)",)),
 )

@@ -3,7 +3,6 @@ opened, so that a command on a SQLite ledger loads neither psycopg nor SQLAlchem
 
 from __future__ import annotations
 
-import time
 from functools import partial
 from typing import Any
 
@@ -12,7 +11,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
 from psycopg.types.string import ByteaBinaryLoader
-from sessionledger.infrastructure.ledger.driver import PING_AFTER_IDLE_SECONDS
+from sessionledger.infrastructure.ledger.driver import check_idle_connections
 from sessionledger.infrastructure.ledger.engine import milliseconds
 from sessionledger.infrastructure.ledger.schema import loads
 from sqlalchemy import event
@@ -21,7 +20,7 @@ from sqlalchemy import event
 def postgres_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_only: bool) -> sa.Engine:
     """`create_ledger_engine` for a PostgreSQL URL (`engine.py`)."""
     engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
-    _check_idle_connections(engine)
+    check_idle_connections(engine, _ping)
     event.listen(engine, "connect", partial(_configure_postgres, statement_timeout, read_only))
     return engine
 
@@ -61,27 +60,12 @@ def _configure_postgres(statement_timeout: float, read_only: bool, connection: A
     connection.commit()
 
 
-def _check_idle_connections(engine: sa.Engine) -> None:
-    """`pool_pre_ping`, but only for a connection idle for more than a second.
-
-    A dead pooled connection (server restart, idle timeout, failover) is found at checkout and
-    replaced, as with `pool_pre_ping`; a connection in steady use skips the ping, which would
-    otherwise add a network round trip to every append.
-    """
-
-    @event.listens_for(engine, "checkin")
-    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
-        record.info["idle_since"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        idle_since = record.info.get("idle_since")
-        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
-            return
-        pgconn = dbapi_connection.pgconn
-        try:
-            pgconn.exec_(b"")  # an empty query: one round trip, no transaction
-        except Exception as error:
-            raise sa.exc.DisconnectionError(str(error)) from error
-        if pgconn.status != ConnStatus.OK:
-            raise sa.exc.DisconnectionError("connection lost while idle in the pool")
+def _ping(dbapi_connection: Any) -> None:
+    """One round trip (an empty query, no transaction); `DisconnectionError` when it fails."""
+    pgconn = dbapi_connection.pgconn
+    try:
+        pgconn.exec_(b"")
+    except Exception as error:
+        raise sa.exc.DisconnectionError(str(error)) from error
+    if pgconn.status != ConnStatus.OK:
+        raise sa.exc.DisconnectionError("connection lost while idle in the pool")

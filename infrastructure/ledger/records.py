@@ -76,9 +76,13 @@ _session_position = attrgetter("session_id", "position")
 @contextmanager
 def snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A read transaction that sees one state of the database throughout, however many chunks it
-    reads: REPEATABLE READ on PostgreSQL; in WAL mode any SQLite read transaction is one."""
-    options = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
+    reads: REPEATABLE READ on PostgreSQL; on MariaDB/MySQL too, its snapshot taken as it begins
+    (InnoDB takes it at the first read otherwise); in WAL mode any SQLite read transaction is one."""
+    dialect = engine.dialect.name
+    options = {"isolation_level": "REPEATABLE READ"} if dialect in ("postgresql", "mysql") else {}
     with engine.connect().execution_options(**options) as conn, conn.begin():
+        if dialect == "mysql":  # the driver has sent no BEGIN: this one begins the transaction
+            conn.exec_driver_sql("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         yield conn
 
 

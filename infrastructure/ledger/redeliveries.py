@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from threading import Lock
 
 import sqlalchemy as sa
-from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert
 from sessionledger.infrastructure.ledger.schema import redeliveries
 
 
@@ -18,14 +18,18 @@ class SqlRedeliveryCounts:
         self._writer = engine.execution_options(**{WRITE: True})
 
     def count(self, message_id: str) -> int:
-        insert = upsert_insert(self._engine, redeliveries).values(
-            message_id=message_id, deliveries=1, first_at=datetime.now(UTC)
-        )
-        upsert = insert.on_conflict_do_update(
-            index_elements=["message_id"], set_={"deliveries": redeliveries.c.deliveries + 1}
-        ).returning(redeliveries.c.deliveries)
+        """The upsert, then the count read back in its transaction (whose row lock it holds): MySQL
+        has no RETURNING, and this runs once per redelivered batch only."""
+        count_up = upsert(
+            self._engine.dialect,
+            redeliveries,
+            ["message_id"],
+            lambda _new: {"deliveries": redeliveries.c.deliveries + 1},
+        ).values(message_id=message_id, deliveries=1, first_at=datetime.now(UTC))
+        read = sa.select(redeliveries.c.deliveries).where(redeliveries.c.message_id == message_id)
         with self._writer.begin() as conn:
-            return int(conn.execute(upsert).scalar_one())
+            conn.execute(count_up)
+            return int(conn.execute(read).scalar_one())
 
     def forget(self, message_id: str) -> None:
         with self._writer.begin() as conn:

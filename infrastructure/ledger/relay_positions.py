@@ -1,8 +1,9 @@
 """Where the relay is in the ledger (`domain.ports.RelayPositions`): table `relay_offsets`, or in memory.
 
-On PostgreSQL one relay of a name leads at a time: it holds an advisory lock on a connection of
-its own, and a standby takes over when the leader's connection goes. SQLite and the in-memory
-ledger have no way to see another relay, so every relay leads there.
+On PostgreSQL, MariaDB and MySQL one relay of a name leads at a time: it holds a lock of the
+connection's (an advisory lock; a named lock, `GET_LOCK`) on a connection of its own, and a standby
+takes over when the leader's connection goes. SQLite and the in-memory ledger have no way to see
+another relay, so every relay leads there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from threading import Lock
 
 import sqlalchemy as sa
 from sessionledger.domain.ports import Ledger
-from sessionledger.infrastructure.ledger.engine import WRITE, upsert_insert
+from sessionledger.infrastructure.ledger.engine import WRITE, upsert
 from sessionledger.infrastructure.ledger.schema import ledger, relay_offsets
 
 
@@ -31,12 +32,13 @@ class SqlRelayPositions:
             return self._stored(conn, name)
 
     def save(self, name: str, position: int) -> None:
-        insert = upsert_insert(self._engine, relay_offsets).values(name=name, global_position=position)
-        statement = insert.on_conflict_do_update(
-            index_elements=["name"],
-            set_={"global_position": insert.excluded.global_position},
-            where=relay_offsets.c.global_position < insert.excluded.global_position,
-        )
+        statement = upsert(
+            self._engine.dialect,
+            relay_offsets,
+            ["name"],
+            lambda new: {"global_position": new.global_position},
+            only_if=lambda new: relay_offsets.c.global_position < new.global_position,
+        ).values(name=name, global_position=position)
         with self._writer.begin() as conn:
             conn.execute(statement)
 
@@ -56,15 +58,15 @@ class SqlRelayPositions:
     def leadership(
         self, name: str, stop: threading.Event, standing_by: Callable[[], None] | None = None
     ) -> Iterator[bool]:
-        if self._engine.dialect.name != "postgresql":
+        dialect = self._engine.dialect.name
+        if dialect not in _LEADER_LOCKS:
             yield True
             return
+        take, release = _LEADER_LOCKS[dialect]
+        key = {"key": f"sessionledger.relay:{name}"}
         with self._engine.connect() as conn:
-            key = sa.text("SELECT pg_try_advisory_lock(hashtext(:key))").bindparams(
-                key=f"sessionledger.relay:{name}"
-            )
             waited = False
-            while not conn.execute(key).scalar():
+            while not conn.execute(take, key).scalar():
                 conn.rollback()
                 if not waited and standing_by is not None:
                     standing_by()
@@ -76,8 +78,19 @@ class SqlRelayPositions:
             try:
                 yield True
             finally:
-                conn.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+                conn.execute(release)
                 conn.commit()
+
+
+_LEADER_LOCKS = {
+    "postgresql": (
+        sa.text("SELECT pg_try_advisory_lock(hashtext(:key))"),
+        sa.text("SELECT pg_advisory_unlock_all()"),
+    ),
+    # a digest of the key: MySQL's lock names end at 64 characters
+    "mysql": (sa.text("SELECT GET_LOCK(SHA2(:key, 256), 0)"), sa.text("SELECT RELEASE_ALL_LOCKS()")),
+}
+"""Per dialect, the statements that try to take a relay's lock without waiting, and that release it."""
 
 
 class MemoryRelayPositions:

@@ -1,4 +1,4 @@
-"""The ledger's tables (SQLAlchemy Core), one definition for PostgreSQL and SQLite.
+"""The ledger's tables (SQLAlchemy Core), one definition for PostgreSQL, SQLite and MariaDB/MySQL.
 
 See docs/architecture.md "The ledger". Every table but the relay's view of `ledger` is keyed by
 session id first, so the ledger can later be hash-partitioned by session.
@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 from sessionledger.domain.hashing import canonical
+from sessionledger.domain.ids import MAX_ID_LENGTH
 from sqlalchemy.types import TypeDecorator, UserDefinedType
 
 loads: Callable[[str | bytes | bytearray | memoryview], Any] = orjson.loads
@@ -53,7 +54,10 @@ class Json(TypeDecorator[Any]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
-        return dialect.type_descriptor(_JsonColumn() if dialect.name == "postgresql" else sa.Text())
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(_JsonColumn())
+        # MySQL's JSON re-renders the text (MariaDB's checks it): LONGTEXT keeps it as given, up to 4 GB
+        return dialect.type_descriptor(sa.Text(LONGTEXT) if dialect.name == "mysql" else sa.Text())
 
     def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
         if value is None or isinstance(value, str):
@@ -72,18 +76,31 @@ class Json(TypeDecorator[Any]):
         return loads(value) if isinstance(value, str) else value
 
 
+LONGTEXT = 2**32 - 1
+"""A TEXT of this length is MySQL's and MariaDB's LONGTEXT (their TEXT holds 64 KB)."""
+
+
 class UtcDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC in and out; SQLite keeps naive UTC text, which sorts correctly."""
+    """Timezone-aware UTC in and out; SQLite keeps naive UTC text, which sorts correctly, and
+    MariaDB/MySQL a naive UTC `DATETIME(6)` (their `TIMESTAMP` ends in 2038, and a plain `DATETIME`
+    drops the microseconds)."""
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "mysql":
+            from sqlalchemy.dialects.mysql import DATETIME  # the dialect's module, loaded with it
+
+            return dialect.type_descriptor(DATETIME(fsp=6))
+        return super().load_dialect_impl(dialect)
 
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is not UTC:  # a new datetime per call: two per appended event
             value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
         """None on PostgreSQL: every connection's session time zone is UTC (`postgres.py`), so psycopg
@@ -102,14 +119,35 @@ class UtcDateTime(TypeDecorator[datetime]):
 BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 """64-bit on PostgreSQL; on SQLite an INTEGER PRIMARY KEY is the rowid (itself 64-bit)."""
 
+Key = sa.Text().with_variant(sa.String(MAX_ID_LENGTH), "mysql")
+"""An id column that is indexed: MariaDB and MySQL index no TEXT without a prefix length, so there
+it is a VARCHAR as long as an id may be (`domain.ids`); 255 4-byte characters, twice in the ledger's
+keys, stay within InnoDB's 3,072-byte index entry."""
+
+
+def table_options(bind: sa.Connection) -> dict[str, Any]:
+    """The keyword arguments every table of the ledger is created with: on MariaDB and MySQL, InnoDB
+    in `utf8mb4` (4-byte characters) under a binary collation without padding, so ids compare as
+    PostgreSQL and SQLite compare them (`"a" != "A"`, `"a" != "a "`: the servers' defaults fold case,
+    and their `_bin` collations ignore trailing spaces); nothing elsewhere."""
+    if bind.dialect.name != "mysql":
+        return {}
+    mariadb = bool(getattr(bind.dialect, "is_mariadb", False))
+    return {
+        "mysql_engine": "InnoDB",
+        "mysql_charset": "utf8mb4",
+        "mysql_collate": "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin",
+    }
+
+
 metadata = sa.MetaData()
 
 sessions = sa.Table(
     "sessions",
     metadata,
-    sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("app_name", sa.Text, nullable=False),
-    sa.Column("user_id", sa.Text, nullable=False),
+    sa.Column("id", Key, primary_key=True),
+    sa.Column("app_name", Key, nullable=False),
+    sa.Column("user_id", Key, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("expires_at", UtcDateTime),
     sa.Column("metadata", Json, nullable=False),
@@ -141,10 +179,10 @@ ledger = sa.Table(
     "ledger",
     metadata,
     sa.Column("global_position", BigInt, sa.Identity(), primary_key=True),
-    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("session_id", Key, nullable=False),
     sa.Column("position", sa.BigInteger, nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),
-    sa.Column("event_id", sa.Text),
+    sa.Column("event_id", Key),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("occurred_at", UtcDateTime, nullable=False),
     sa.Column("recorded_at", UtcDateTime, nullable=False),
@@ -171,7 +209,7 @@ ledger = sa.Table(
 window_slots = sa.Table(
     "window_slots",
     metadata,
-    sa.Column("session_id", sa.Text, primary_key=True),
+    sa.Column("session_id", Key, primary_key=True),
     sa.Column("position", sa.BigInteger, primary_key=True),
     sa.Column("ordinal", sa.Integer),
     sa.Column("rewound", sa.Boolean, nullable=False, server_default=sa.false()),
@@ -180,29 +218,29 @@ window_slots = sa.Table(
 app_states = sa.Table(
     "app_states",
     metadata,
-    sa.Column("app_name", sa.Text, primary_key=True),
+    sa.Column("app_name", Key, primary_key=True),
     sa.Column("state", Json, nullable=False),
 )
 
 user_states = sa.Table(
     "user_states",
     metadata,
-    sa.Column("app_name", sa.Text, primary_key=True),
-    sa.Column("user_id", sa.Text, primary_key=True),
+    sa.Column("app_name", Key, primary_key=True),
+    sa.Column("user_id", Key, primary_key=True),
     sa.Column("state", Json, nullable=False),
 )
 
 relay_offsets = sa.Table(
     "relay_offsets",
     metadata,
-    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("name", Key, primary_key=True),
     sa.Column("global_position", sa.BigInteger, nullable=False),
 )
 
 worker_counters = sa.Table(
     "worker_counters",
     metadata,
-    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("name", Key, primary_key=True),
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 """Queue counters summed over every worker process (`infrastructure.ledger.counters`)."""
@@ -210,7 +248,7 @@ worker_counters = sa.Table(
 redeliveries = sa.Table(
     "redeliveries",
     metadata,
-    sa.Column("message_id", sa.Text, primary_key=True),
+    sa.Column("message_id", Key, primary_key=True),
     sa.Column("deliveries", sa.Integer, nullable=False),
     sa.Column("first_at", UtcDateTime, nullable=False),
 )
@@ -219,9 +257,9 @@ redeliveries = sa.Table(
 access_tokens = sa.Table(
     "access_tokens",
     metadata,
-    sa.Column("token_id", sa.Text, primary_key=True),
+    sa.Column("token_id", Key, primary_key=True),
     sa.Column("secret_sha256", sa.Text, nullable=False),
-    sa.Column("user_id", sa.Text, nullable=False),
+    sa.Column("user_id", Key, nullable=False),
     sa.Column("admin", sa.Boolean, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("revoked_at", UtcDateTime),

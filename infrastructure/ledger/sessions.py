@@ -42,7 +42,7 @@ class Sessions:
         self._autocommit = autocommit
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
-        self._postgres = engine.dialect.name == "postgresql"
+        self._dialect = engine.dialect.name
         self._heads = heads
         self._state = state
         self._prefix = prefix
@@ -152,17 +152,7 @@ class Sessions:
                 return False
             draft = erasure_draft(at=now, reason=reason)
             record = head.place(session_id, draft, head.version, now)
-            if self._postgres:  # the one path ledger_guard lets null a payload
-                conn.execute(sa.select(sa.func.set_config("sessionledger.erasing", session_id, True)))
-            conn.execute(
-                ledger.update()
-                .where(
-                    ledger.c.session_id == session_id,
-                    ledger.c.kind.in_(sorted(kind.value for kind in ERASABLE)),
-                    ledger.c.payload.is_not(None),
-                )
-                .values(payload=None)
-            )
+            _erase_payloads(conn, self._dialect, session_id)
             conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
             conn.execute(
@@ -190,3 +180,32 @@ class Sessions:
         )
         with self._engine.connect() as conn:
             return list(conn.execute(query).scalars())
+
+
+_ERASE = (
+    ledger.update()
+    .where(
+        ledger.c.session_id == sa.bindparam("sid", type_=sa.Text),
+        ledger.c.kind.in_(sorted(kind.value for kind in ERASABLE)),
+        ledger.c.payload.is_not(None),
+    )
+    .values(payload=None)
+)
+
+
+def _erase_payloads(conn: sa.Connection, dialect: str, session_id: str) -> None:
+    """Null the session's erasable payloads inside `conn`'s transaction, on the one path
+    `ledger_guard` lets through: the transaction names the session first (PostgreSQL: a setting
+    local to it; MariaDB/MySQL: a user variable, cleared on the way out whatever happens, as it
+    outlives the transaction on its pooled connection)."""
+    sid = {"sid": session_id}
+    if dialect == "mysql":
+        conn.execute(sa.text("SET @sessionledger_erasing = :sid"), sid)
+        try:
+            conn.execute(_ERASE, sid)
+        finally:
+            conn.execute(sa.text("SET @sessionledger_erasing = NULL"))
+        return
+    if dialect == "postgresql":
+        conn.execute(sa.select(sa.func.set_config("sessionledger.erasing", session_id, True)))
+    conn.execute(_ERASE, sid)

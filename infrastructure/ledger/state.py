@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.sessions import StateDelta
-from sessionledger.infrastructure.ledger.engine import upsert_insert
+from sessionledger.infrastructure.ledger.engine import upsert
 from sessionledger.infrastructure.ledger.schema import app_states, sessions, user_states
 
 
@@ -50,7 +50,7 @@ class StateScopes:
         for table, key, delta in deltas:
             if not delta:
                 continue
-            conn.execute(upsert_insert(self._engine, table).values(**key, state={}).on_conflict_do_nothing())
+            conn.execute(upsert(self._engine.dialect, table, list(key)).values(**key, state={}))
             where = [table.c[name] == value for name, value in key.items()]
             current = conn.execute(sa.select(table.c.state).where(*where).with_for_update()).scalar_one()
             conn.execute(table.update().where(*where).values(state={**current, **delta}))

@@ -41,7 +41,7 @@ def _like_term(term: str) -> str:
     return f"%{escaped}%"
 
 
-def _text_search(f: EventFilter) -> sa.ColumnElement[bool] | None:
+def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] | None:
     """`keyword` and `keywords` as one condition on the row's lowercased message text, extracted
     from the payload once per row whatever the number of terms.
 
@@ -49,20 +49,29 @@ def _text_search(f: EventFilter) -> sa.ColumnElement[bool] | None:
     (PostgreSQL keeps each copy until the row is done: 300 terms over one 1 MB event took 1.5 GB).
     The text therefore comes from a subquery with `OFFSET 0`, which neither PostgreSQL nor SQLite
     merges into the query around it (it would copy the expression back into every term).
+    MariaDB and MySQL take no outer column into a subquery in FROM: there the expression is written
+    per term, at most `MAX_KEYWORDS` + 1 of them (`domain.filters`).
     """
     if f.keyword is None and f.keywords is None:
         return None
-    text = sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string()
-    once = sa.select(sa.func.lower(text).label("text")).correlate(ledger).offset(sa.literal_column("0"))
-    message = once.subquery("message")
+    text: sa.ColumnElement[Any] = sa.func.lower(
+        sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string()
+    )
+    message = None
+    if dialect.name != "mysql":
+        once = sa.select(text.label("text")).correlate(ledger).offset(sa.literal_column("0"))
+        message = once.subquery("message")
+        text = message.c.text
 
     def contains(term: str) -> sa.ColumnElement[bool]:
-        return message.c.text.like(_like_term(term), escape="\\")
+        return text.like(_like_term(term), escape="\\")
 
     conditions = [] if f.keyword is None else [contains(f.keyword)]
     if f.keywords is not None:
         found = [contains(term) for term in f.keywords]
         conditions.append(sa.and_(*found) if f.match_mode is MatchMode.ALL else sa.or_(*found))
+    if message is None:
+        return sa.and_(*conditions)
     return sa.select(sa.and_(*conditions)).select_from(message).scalar_subquery()
 
 
@@ -146,8 +155,8 @@ def _each_group(query: AnySelect, session_id: str, n: int, archived: bool, desce
     return sa.union_all(*(sa.select(part) for part in parts)).subquery()
 
 
-def criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
-    """Every per-event criterion of the filter but `pattern`, as SQL."""
+def criteria(f: EventFilter, dialect: sa.Dialect) -> list[sa.ColumnElement[bool]]:
+    """Every per-event criterion of the filter but `pattern`, as SQL for `dialect`."""
     where: list[sa.ColumnElement[bool]] = []
     if f.exclude_synthetic:
         where.append(ledger.c.synthetic == sa.false())
@@ -159,12 +168,14 @@ def criteria(f: EventFilter) -> list[sa.ColumnElement[bool]]:
         where.append(ledger.c.occurred_at <= f.end)
     if f.message_types is not None:
         where.append(ledger.c.event_type.in_(sorted(t.value for t in f.message_types)))
-    text_search = _text_search(f)
+    text_search = _text_search(f, dialect)
     if text_search is not None:
         where.append(text_search)
     if f.branch is not None:
         branch = sa.literal(f.branch, sa.Text)
-        ancestor = sa.func.substr(branch, 1, sa.func.length(ledger.c.branch) + 1) == ledger.c.branch + "."
+        ancestor = (
+            sa.func.substr(branch, 1, sa.func.char_length(ledger.c.branch) + 1) == ledger.c.branch + "."
+        )
         where.append(sa.or_(ledger.c.branch.is_(None), ledger.c.branch == branch, ancestor))
     return where
 
@@ -229,6 +240,16 @@ APPEND_ROW = (
 )
 """`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
 the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
+
+INSERT_IF_MOVED = ledger.insert().from_select(
+    list(ROW_COLUMNS),
+    sa.select(*(sa.bindparam(name, type_=ledger.c[name].type) for name in ROW_COLUMNS)).where(
+        sa.func.row_count() == ONE
+    ),
+)
+"""`INSERT INTO ledger SELECT ... FROM DUAL WHERE ROW_COUNT() = 1`: after `MOVE_HEAD` in the same
+packet, the row is inserted exactly when the head moved (MariaDB/MySQL, which have no DML in WITH:
+`driver.Packet`)."""
 
 
 # One session's rows from its cached head in one statement (adapters' appends, PostgreSQL only).

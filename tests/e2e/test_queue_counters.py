@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.workers import metrics
 
+from tests.conftest import sql_url
 from tests.e2e.queue_deployment import RABBITMQ_URL, Deployment, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow]
@@ -20,9 +21,10 @@ pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow]
 CLI = str(Path(sys.executable).with_name("sessionledger"))
 
 
-@pytest.fixture
-def deployment(pg_url, tmp_path):
-    deployment = Deployment(pg_url, RABBITMQ_URL, tmp_path, partitions=2, ingest_chunk=50)
+@pytest.fixture(params=["postgres", "mariadb"])
+def deployment(request, tmp_path):
+    url = sql_url(request, request.param)
+    deployment = Deployment(url, RABBITMQ_URL, tmp_path, partitions=2, ingest_chunk=50)
     yield deployment
     deployment.close()
 

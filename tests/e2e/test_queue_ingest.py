@@ -17,6 +17,7 @@ from sessionledger.infrastructure.wire import encode_event, task_message
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import read_counters
 
+from tests.conftest import sql_url
 from tests.e2e.queue_deployment import RABBITMQ_URL, REDIS_URL, Deployment, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -172,12 +173,15 @@ def test_poison_messages_go_to_the_dead_letter_queue_with_their_reason(rabbit_de
 
 
 @pytest.mark.rabbitmq
-def test_a_batch_whose_worker_dies_every_time_is_dead_lettered_and_its_partition_moves_on(pg_url, tmp_path):
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"])
+def test_a_batch_whose_worker_dies_every_time_is_dead_lettered_and_its_partition_moves_on(
+    backend, request, tmp_path
+):
     """Every delivery of the batch kills its ingest worker (here: SIGKILL while it waits for the
     session row). After `max_retries` redeliveries the batch goes to the dead-letter queue instead
     of holding its partition forever (the next batch, another session's, is stored); replayed from
     there, it is stored after all."""
-    deployment = Deployment(pg_url, RABBITMQ_URL, tmp_path, partitions=1, max_retries=2)
+    deployment = Deployment(sql_url(request, backend), RABBITMQ_URL, tmp_path, partitions=1, max_retries=2)
     try:
         service = deployment.service
         session = service.create_session("agent").id
@@ -256,13 +260,15 @@ def test_a_replay_never_puts_a_sessions_events_out_of_publish_order(rabbit_deplo
 
 def lock_waiters(engine) -> int:
     """Database sessions waiting for a row lock (killed workers' sessions keep waiting, unnoticed)."""
+    waiting = (
+        "SELECT count(*) FROM information_schema.innodb_trx JOIN information_schema.processlist"
+        " ON id = trx_mysql_thread_id WHERE db = DATABASE() AND trx_state = 'LOCK WAIT'"
+        if engine.dialect.name == "mysql"
+        else "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
     with engine.connect() as conn:
-        return conn.execute(
-            sa.text(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-        ).scalar()
+        return conn.execute(sa.text(waiting)).scalar()
 
 
 def lost_worker_letters(deployment: Deployment) -> list:

@@ -18,6 +18,7 @@ from sessionledger.infrastructure import AsyncSessionService, SessionService, op
 
 from bench.timing import largest_stall
 from sessionledger import open_async_service as top_level_open_async_service
+from tests.conftest import SQL_BACKENDS, sql_url
 
 
 def unique(prefix: str) -> str:
@@ -165,9 +166,9 @@ def test_many_coroutines_appending_at_once_lose_nothing(database_url: str) -> No
     run(scenario)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
 def test_the_event_loop_keeps_ticking_while_appends_run(backend: str, request: pytest.FixtureRequest) -> None:
-    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url_shared")
+    url = sql_url(request, backend, shared=True)
 
     async def scenario() -> tuple[float, float]:
         async with open_async_service(url) as service:

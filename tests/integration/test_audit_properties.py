@@ -51,9 +51,10 @@ from sessionledger.domain.window_stats import window_stats
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import verify
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.compaction import Always
 
-EXAMPLES = {"postgres": 8, "sqlite": 8, "memory": 40}
+EXAMPLES = {"postgres": 8, "sqlite": 8, "mariadb": 8, "memory": 40}
 """Examples per backend: the durable ones cost a few database round trips per step."""
 INVOCATIONS = [f"inv-{i}" for i in range(5)]
 
@@ -350,10 +351,9 @@ def _full_stats(projection: Any, counts: dict[int, int | None]) -> Any:
     )
 
 
-@pytest.mark.parametrize("backend", ["postgres", "sqlite", "memory"])
+@pytest.mark.parametrize("backend", [*SQL_BACKENDS, "memory"])
 def test_replay_reproduces_every_version(backend: str, request: pytest.FixtureRequest) -> None:
-    url = {"postgres": "pg_url", "sqlite": "sqlite_url"}.get(backend)
-    with open_service("memory://" if url is None else request.getfixturevalue(url)) as service:
+    with open_service("memory://" if backend == "memory" else sql_url(request, backend)) as service:
         run_session_machine(service, EXAMPLES[backend])
 
 

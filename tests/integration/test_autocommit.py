@@ -14,10 +14,12 @@ from sessionledger.infrastructure.ledger import driver as driver_module
 from sessionledger.infrastructure.ledger.driver import Autocommit
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 
+from tests.conftest import SQL_BACKENDS, sql_url
 
-@pytest.fixture(params=["sqlite", "postgres"])
+
+@pytest.fixture(params=SQL_BACKENDS)
 def engine(request) -> Iterator[sa.Engine]:
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url_shared")
+    url = sql_url(request, request.param, shared=True)
     engine = create_ledger_engine(url)
     yield engine
     engine.dispose()
@@ -38,8 +40,13 @@ def checkouts(engine: sa.Engine) -> list[int]:
     return seen
 
 
+def _run(driver, sql: str) -> None:
+    """`sql` on a driver connection, through a cursor (PyMySQL's connections execute nothing themselves)."""
+    driver.cursor().execute(sql)
+
+
 def _backend_pid(driver) -> object:
-    """The server process of a PostgreSQL connection; the connection object itself on SQLite."""
+    """The server process of a PostgreSQL connection; the connection object itself elsewhere."""
     return driver.info.backend_pid if hasattr(driver, "info") else id(driver)
 
 
@@ -54,14 +61,14 @@ def test_one_connection_serves_calls_in_turn(connections: Autocommit, checkouts:
 
 def test_each_statement_commits_on_its_own(connections: Autocommit, engine: sa.Engine) -> None:
     with connections() as driver:
-        driver.execute("CREATE TABLE autocommit_probe (n INTEGER)")
-        driver.execute("INSERT INTO autocommit_probe VALUES (1)")
+        _run(driver, "CREATE TABLE autocommit_probe (n INTEGER)")
+        _run(driver, "INSERT INTO autocommit_probe VALUES (1)")
     try:
         with engine.connect() as other:  # another connection sees the row: it was committed
             assert other.execute(sa.text("SELECT count(*) FROM autocommit_probe")).scalar() == 1
     finally:
         with connections() as driver:
-            driver.execute("DROP TABLE autocommit_probe")
+            _run(driver, "DROP TABLE autocommit_probe")
 
 
 def test_a_caller_that_finds_it_taken_gets_a_connection_of_its_own(connections: Autocommit) -> None:
@@ -84,9 +91,9 @@ def _used_by(connections: Autocommit) -> object:
 
 def test_an_error_hands_the_connection_back(connections: Autocommit, checkouts: list[int]) -> None:
     with pytest.raises(Exception, match="no_such_table"), connections() as driver:
-        driver.execute("SELECT * FROM no_such_table")
+        _run(driver, "SELECT * FROM no_such_table")
     with connections() as driver:
-        driver.execute("SELECT 1")
+        _run(driver, "SELECT 1")
     assert len(checkouts) == 2  # the second call went through the pool (its reset and checks) again
 
 
@@ -97,7 +104,7 @@ def test_an_idle_connection_goes_back_to_the_pool_to_be_checked(
         pass
     monkeypatch.setattr(driver_module, "PING_AFTER_IDLE_SECONDS", -1.0)  # every gap is "idle"
     with connections() as driver:
-        driver.execute("SELECT 1")
+        _run(driver, "SELECT 1")
     assert len(checkouts) == 2, "an idle connection was used again without the pool's idle check"
 
 
@@ -111,14 +118,14 @@ def test_a_forked_process_does_not_use_its_parents_connection(
         try:
             engine.dispose(close=False)
             with connections() as driver:
-                driver.execute("SELECT 1")
+                _run(driver, "SELECT 1")
             os._exit(0 if checkouts[-1] == os.getpid() else 1)
         except BaseException:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     with connections() as driver:  # and the parent's still works
-        driver.execute("SELECT 1")
+        _run(driver, "SELECT 1")
 
 
 def test_close_returns_the_connection(engine: sa.Engine) -> None:

@@ -18,6 +18,7 @@ from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.async_service import open_async_service
 from sessionledger.infrastructure.audit.verify import verify
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.e2e.test_readme import README, fenced_blocks, run_block
 
 POLICY = """
@@ -26,9 +27,9 @@ apps.default.strategy = { type = "sliding", max_events = 4 }
 """
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=SQL_BACKENDS)
 def durable_url(request) -> str:
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+    return sql_url(request, request.param)
 
 
 def compactions(service, session_id: str) -> int:

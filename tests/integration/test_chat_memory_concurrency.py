@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from sessionledger.domain import UserMessage
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.integration import agent_faces
 
 face = agent_faces.face  # each test on both faces
@@ -20,11 +21,9 @@ THREADS = 8
 ADDS = 25
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["memory", *SQL_BACKENDS])
 def test_concurrent_adds_store_each_message_in_the_ledger_exactly_once(face, request, backend):
-    url = {"memory": lambda: "memory://", "sqlite": lambda: request.getfixturevalue("sqlite_url")}.get(
-        backend, lambda: request.getfixturevalue("pg_url_shared")
-    )()
+    url = "memory://" if backend == "memory" else sql_url(request, backend, shared=True)
     conversation = f"conv-{uuid.uuid4().hex[:10]}"
     failures: list[BaseException] = []
     start = threading.Barrier(THREADS)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sessionledger.domain import AssistantMessage, EventFilter, SystemMessage, ToolCall, UserMessage
 from sessionledger.domain.messages import ToolResponse, ToolResponseMessage
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.integration import agent_faces
 
 face, service = agent_faces.face, agent_faces.service  # each test on both faces
@@ -22,7 +23,7 @@ def user() -> str:
     return f"user-{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture(params=["in-memory", "ledger-memory", "ledger-sqlite", "ledger-postgres"])
+@pytest.fixture(params=["in-memory", "ledger-memory", *(f"ledger-{backend}" for backend in SQL_BACKENDS)])
 def repository(request, face, user):
     if request.param == "in-memory":
         yield face.InMemoryChatMemoryRepository()
@@ -30,7 +31,7 @@ def repository(request, face, user):
     if request.param == "ledger-memory":
         url = "memory://"
     else:
-        url = request.getfixturevalue("sqlite_url" if request.param == "ledger-sqlite" else "pg_url_shared")
+        url = sql_url(request, request.param.removeprefix("ledger-"), shared=True)
     with face.open_service(url) as service:
         yield face.LedgerChatMemoryRepository(service, user_id=user)
 

@@ -19,6 +19,7 @@ from sessionledger.domain.window_stats import window_stats
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import verify
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.compaction import SummarizeAllButTwo
 
 pytestmark = pytest.mark.slow
@@ -61,9 +62,9 @@ def append_many(url: str, session_id: str, writer: int, count: int) -> None:
             service.append_message(session_id, UserMessage(f"w{writer}-{i}"))
 
 
-@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
 def test_threads_append_to_one_session(backend: str, request: pytest.FixtureRequest) -> None:
-    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_url")
+    url = sql_url(request, backend)
     with open_service(url) as shared:
         session = shared.create_session("u")
         per_writer = 40
@@ -108,9 +109,9 @@ class AtLeast:
         return len(request.events) >= self.events
 
 
-@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
 def test_compactions_race_with_appends(backend: str, request: pytest.FixtureRequest) -> None:
-    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_url")
+    url = sql_url(request, backend)
     appends = 60
     with open_service(url, compaction_attempts=100) as service:
         session = service.create_session("u")
@@ -157,10 +158,10 @@ def test_compactions_race_with_appends(backend: str, request: pytest.FixtureRequ
         assert summaries == len(compactions)
 
 
-@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
 def test_concurrent_opens_create_the_schema_once(backend: str, request: pytest.FixtureRequest) -> None:
     """Fresh database, several services opened at once: the migration runs once, all of them work."""
-    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_url")
+    url = sql_url(request, backend)
     created: list[str] = []
 
     def open_and_use() -> None:

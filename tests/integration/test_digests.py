@@ -17,10 +17,11 @@ from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.anchored import Anchor, verify_against
 from sessionledger.infrastructure.audit.digest import Digest, take_digest
 
+from tests.conftest import SQL_BACKENDS
 from tests.integration.test_tamper import Ledger, open_ledger
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+@pytest.fixture(params=SQL_BACKENDS)
 def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
     yield from open_ledger(request)
 

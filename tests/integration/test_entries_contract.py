@@ -18,6 +18,8 @@ from sessionledger.infrastructure import SessionService, open_async_service, ope
 from sessionledger.infrastructure.audit import export_lines, import_lines, replay, verify
 from sessionledger.infrastructure.audit.timeline import timeline
 
+from tests.conftest import SQL_BACKENDS, sql_url
+
 
 @pytest.fixture
 def service(database_url: str) -> Iterator[SessionService]:
@@ -199,11 +201,11 @@ def test_the_async_service_has_both_methods(database_url: str) -> None:
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
 def test_two_writers_on_one_database_keep_one_chain(backend: str, request: pytest.FixtureRequest) -> None:
     """Each service caches the head it last wrote; the other's appends move it, and the next
     append finds out (the one-statement append changes nothing then, and the batch path writes)."""
-    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url_shared")
+    url = sql_url(request, backend, shared=True)
     with open_service(url) as first, open_service(url) as second:
         sid = first.create_session("ada").id
         for n in range(6):

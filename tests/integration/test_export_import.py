@@ -30,6 +30,7 @@ from sessionledger.infrastructure.audit.export import (
 )
 from sessionledger.infrastructure.sharegpt import conversations
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.compaction import Always
 
 CONVERSATIONS = 3
@@ -76,17 +77,17 @@ def load_conversations(service: SessionService) -> list[str]:
     return session_ids
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=SQL_BACKENDS)
 def source(request: pytest.FixtureRequest) -> Iterator[tuple[SessionService, list[str]]]:
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url_shared")
+    url = sql_url(request, request.param, shared=True)
     with open_service(url) as service:
         yield service, load_conversations(service)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", *SQL_BACKENDS])
 def target(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[SessionService]:
     url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path / 'target.db'}"}.get(request.param)
-    with open_service(url or request.getfixturevalue("pg_url")) as service:
+    with open_service(url or sql_url(request, request.param)) as service:
         yield service
 
 

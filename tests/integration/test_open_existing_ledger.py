@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 import psycopg
+import pymysql
 import pytest
 import sqlalchemy as sa
 from alembic import command as alembic
@@ -16,13 +17,15 @@ from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.migrate import _config, current_revision
 from sessionledger.infrastructure.settings import Settings
 
-WRITE_REFUSED = (sa.exc.DBAPIError, psycopg.Error, sqlite3.Error)
+from tests.conftest import SQL_BACKENDS, sql_url
+
+WRITE_REFUSED = (sa.exc.DBAPIError, psycopg.Error, pymysql.Error, sqlite3.Error)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=SQL_BACKENDS)
 def empty_url(request) -> str:
     """A place with no ledger yet: a SQLite file not created, an empty PostgreSQL database."""
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+    return sql_url(request, request.param)
 
 
 def _tables(url: str) -> list[str]:

@@ -12,16 +12,18 @@ from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.ledger import records
 
+from tests.conftest import SQL_BACKENDS, sql_url
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def sql_url(request) -> str:
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+
+@pytest.fixture(params=SQL_BACKENDS)
+def ledger_url(request) -> str:
+    return sql_url(request, request.param)
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 4, 5, 100])
-def test_every_record_once_in_order_across_chunks(sql_url: str, chunk: int, monkeypatch) -> None:
+def test_every_record_once_in_order_across_chunks(ledger_url: str, chunk: int, monkeypatch) -> None:
     monkeypatch.setattr(records, "CHUNK", chunk)  # 12 records: exact multiples of 1, 3 and 4
-    with open_service(sql_url) as service:
+    with open_service(ledger_url) as service:
         mine, other = service.create_session("alice").id, service.create_session("bob").id
         for i in range(11):
             service.append_message(mine, UserMessage(f"mine {i}"))

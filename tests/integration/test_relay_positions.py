@@ -52,8 +52,10 @@ def test_a_relay_leads_at_once_when_no_other_relay_does(
 def test_a_second_relay_waits_as_a_standby_until_the_leader_goes(
     storage: Storage, reopen: Callable[[], Storage], database_url: str, unique: Callable[[str], str]
 ) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("only PostgreSQL lets a relay see the others: on SQLite and in memory every relay leads")
+    if not database_url.startswith(("postgresql", "mysql")):
+        pytest.skip(
+            "only PostgreSQL and MariaDB let a relay see the others: on SQLite and in memory all lead"
+        )
     name, standby, stop = unique("relay"), reopen().relay_positions, threading.Event()
     took_over = threading.Event()
 
@@ -78,8 +80,10 @@ def test_a_second_relay_waits_as_a_standby_until_the_leader_goes(
 def test_a_waiting_standby_stops_without_leading(
     storage: Storage, reopen: Callable[[], Storage], database_url: str, unique: Callable[[str], str]
 ) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("only PostgreSQL lets a relay see the others: on SQLite and in memory every relay leads")
+    if not database_url.startswith(("postgresql", "mysql")):
+        pytest.skip(
+            "only PostgreSQL and MariaDB let a relay see the others: on SQLite and in memory all lead"
+        )
     name, standby, stop = unique("relay"), reopen().relay_positions, threading.Event()
     with storage.relay_positions.leadership(name, threading.Event()) as leading:
         assert leading

@@ -129,7 +129,7 @@ def test_postgresql_parses_each_payload_once(pg_url: str) -> None:
                 EventFilter(keyword="x", keywords=TERMS, match_mode="all"),
             ):
                 query = statements.live_session_events(session_id).add_columns(ledger.c.event_id)
-                query = query.where(*statements.criteria(search))
+                query = query.where(*statements.criteria(search, conn.dialect))
                 explain = DriverStatement(query, conn.dialect)  # the statement as it runs, explained
                 with conn.connection.dbapi_connection.cursor() as cursor:
                     cursor.execute(f"EXPLAIN (ANALYZE, VERBOSE) {explain.sql}", explain.params({}))

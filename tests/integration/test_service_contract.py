@@ -25,6 +25,7 @@ from sessionledger.domain.chain import chain_problems
 from sessionledger.domain.compaction import CompactionResult, SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.infrastructure import SessionService, open_service
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.compaction import Always, SummarizeAllButTwo
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -659,15 +660,15 @@ def test_open_service_defaults(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ValueError):
         open_service("memory://", no_such_option=1)
     with pytest.raises(ValueError):
-        open_service("mysql://nowhere/db")
+        open_service("oracle://nowhere/db")
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
 def test_filters_run_in_sql(backend: str, request: pytest.FixtureRequest) -> None:
     """Keyword, paging and last_n reach the database as LIKE ... ESCAPE and LIMIT, not Python."""
     import sqlalchemy as sa
 
-    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url_shared")
+    url = sql_url(request, backend, shared=True)
     with open_service(url) as service:
         s = service.create_session(unique("u"))
         for i in range(30):

@@ -339,9 +339,13 @@ def test_looking_up_an_id_refuses_nul_and_takes_any_length(service: SessionServi
         service.rewind(session_id, TOO_LONG)
 
 
-def test_what_was_stored_before_these_rules_stays_readable(service: SessionService) -> None:
+def test_what_was_stored_before_these_rules_stays_readable(
+    service: SessionService, database_url: str
+) -> None:
     """Rows written before ids were bounded and NUL refused (built here through the ledger port,
     which trusts its caller) are read, listed and deleted as before."""
+    if database_url.startswith("mysql"):
+        pytest.skip("no MariaDB ledger predates the rules: its id columns were made to hold 255 characters")
     user = unique("u")
     old_id = unique("s") + "x" * MAX_ID_LENGTH
     service.ledger.create_session(Session(id=old_id, user_id=user), {})

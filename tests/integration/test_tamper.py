@@ -8,6 +8,7 @@ summary, and a rewind, then checks the first finding's kind and position.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,6 +23,7 @@ from sessionledger.domain.records import Kind, LedgerRecord, event_draft
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import verify, verify_all
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.compaction import Always
 
 
@@ -30,20 +32,45 @@ class FixedSummarizer:
         return "they talked about questions and answers"
 
 
+MARIADB_GUARD = importlib.import_module(
+    "sessionledger.infrastructure.ledger.migrations.versions.0001_initial"
+).MYSQL_LEDGER_GUARD
+"""MariaDB's ledger_guard triggers, as the schema creates them."""
+
+
 @dataclass
 class Ledger:
     """A session to tamper with, and a way to run SQL on its database with the guard off."""
 
     service: SessionService
     session_id: str
-    postgres: bool
+    backend: str
+
+    @property
+    def postgres(self) -> bool:
+        return self.backend == "postgres"
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the database itself refuses edits of ledger rows (SQLite has no ledger_guard)."""
+        return self.backend != "sqlite"
 
     def sql(self, statement: str, **params: Any) -> None:
+        """`statement` run as someone who can switch the guard off: on PostgreSQL for the
+        transaction (replica role), on MariaDB by dropping its triggers and making them again."""
         engine = self.service.ledger.engine  # type: ignore[attr-defined]
         with engine.begin() as conn:
             if self.postgres:
                 conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
-            conn.execute(sa.text(statement), {"sid": self.session_id, **params})
+            if self.backend == "mariadb":
+                conn.exec_driver_sql("DROP TRIGGER ledger_guard")
+                conn.exec_driver_sql("DROP TRIGGER ledger_guard_delete")
+            try:
+                conn.execute(sa.text(statement), {"sid": self.session_id, **params})
+            finally:
+                if self.backend == "mariadb":
+                    for trigger in MARIADB_GUARD:
+                        conn.exec_driver_sql(trigger)
 
     def json(self, name: str) -> str:
         """A bind parameter holding JSON text, as the payload column takes it."""
@@ -111,16 +138,14 @@ def build_session(service: SessionService) -> str:
     return session_id
 
 
-def open_ledger(request: pytest.FixtureRequest, postgres_url: str = "pg_url_shared") -> Iterator[Ledger]:
-    """`build_session`'s session on the backend `request.param` names: PostgreSQL through the
-    `postgres_url` fixture (a fresh database where the whole ledger is judged), else SQLite."""
-    postgres = request.param == "postgres"
-    url = request.getfixturevalue(postgres_url if postgres else "sqlite_url")
-    with open_service(url) as service:
-        yield Ledger(service, build_session(service), postgres)
+def open_ledger(request: pytest.FixtureRequest, shared: bool = True) -> Iterator[Ledger]:
+    """`build_session`'s session on the backend `request.param` names, in the run's shared
+    database or (`shared=False`, where the whole ledger is judged) a fresh one."""
+    with open_service(sql_url(request, request.param, shared=shared)) as service:
+        yield Ledger(service, build_session(service), request.param)
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+@pytest.fixture(params=SQL_BACKENDS)
 def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
     yield from open_ledger(request)
 
@@ -140,10 +165,27 @@ def test_an_untouched_ledger_verifies(ledger: Ledger) -> None:
 
 
 def test_the_guard_refuses_the_same_edit_without_the_bypass(ledger: Ledger) -> None:
-    if not ledger.postgres:
+    if not ledger.guarded:
         pytest.skip("SQLite has no ledger_guard trigger")
     with pytest.raises(sa.exc.DBAPIError, match="append-only"), ledger.service.ledger.engine.begin() as conn:  # type: ignore[attr-defined]
         conn.execute(sa.text("DELETE FROM ledger WHERE session_id = :sid"), {"sid": ledger.session_id})
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE ledger SET event_type = 'system' WHERE session_id = :sid",
+        "UPDATE ledger SET payload = NULL WHERE session_id = :sid",  # an erasure that named no session
+        "UPDATE ledger SET token_count = 1, kind = 'event' WHERE session_id = :sid AND kind = 'created'",
+    ],
+)
+def test_the_guard_refuses_an_edit_of_a_row(ledger: Ledger, edit: str) -> None:
+    if not ledger.guarded:
+        pytest.skip("SQLite has no ledger_guard trigger")
+    before = ledger.records()
+    with pytest.raises(sa.exc.DBAPIError, match="append-only"), ledger.service.ledger.engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(sa.text(edit), {"sid": ledger.session_id})
+    assert ledger.records() == before
 
 
 def test_an_edited_payload(ledger: Ledger) -> None:

@@ -23,13 +23,14 @@ from sessionledger.infrastructure.audit import export_lines, import_lines, verif
 from sessionledger.infrastructure.audit.anchored import Anchor, verify_against
 from sessionledger.infrastructure.audit.digest import take_digest
 
+from tests.conftest import SQL_BACKENDS
 from tests.integration.test_tamper import Ledger, open_ledger
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+@pytest.fixture(params=SQL_BACKENDS)
 def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
     """A fresh database each (the shared-state check judges the whole ledger)."""
-    yield from open_ledger(request, "pg_url")
+    yield from open_ledger(request, shared=False)
 
 
 def whole(service: SessionService) -> dict[str, list[tuple[str, int | None]]]:

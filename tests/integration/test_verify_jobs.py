@@ -15,17 +15,16 @@ from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit import parallel, verify_all
 from sessionledger.infrastructure.audit.parallel import verify_parallel
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.integration.test_tamper import Ledger, build_session
 from tests.integration.test_tamper_coverage import with_shared_state
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+@pytest.fixture(params=SQL_BACKENDS)
 def ledger(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ledger]:
     monkeypatch.setattr(parallel, "SPAN", 7)  # the 25-record session in four ranges
-    postgres = request.param == "postgres"
-    url = request.getfixturevalue("pg_url" if postgres else "sqlite_url")
-    with open_service(url) as service:
-        ledger = Ledger(service, build_session(service), postgres)
+    with open_service(sql_url(request, request.param)) as service:
+        ledger = Ledger(service, build_session(service), request.param)
         service.delete_session(with_shared_state(service, user="bob"))
         with_shared_state(service)  # written after the erasure: its shared state is judged
         yield ledger

@@ -13,13 +13,14 @@ from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, parse_digest, take_digest
 from sessionledger.infrastructure.audit.since import verify_since
 
+from tests.conftest import SQL_BACKENDS
 from tests.integration.test_digests import rewrite
 from tests.integration.test_tamper import Ledger, build_session, open_ledger
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+@pytest.fixture(params=SQL_BACKENDS)
 def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
-    yield from open_ledger(request, "pg_url")
+    yield from open_ledger(request, shared=False)
 
 
 def found(ledger: Ledger, digest: object) -> list[tuple[str, int | None]]:

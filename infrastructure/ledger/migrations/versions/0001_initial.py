@@ -1,4 +1,4 @@
-"""The initial ledger schema, and on PostgreSQL the `ledger_guard` trigger.
+"""The initial ledger schema, and on PostgreSQL and MariaDB/MySQL the `ledger_guard` triggers.
 
 Revision ID: 0001
 Revises:
@@ -7,7 +7,7 @@ Create Date: 2026-11-25
 
 import sqlalchemy as sa
 from alembic import op
-from sessionledger.infrastructure.ledger.schema import BigInt, Json, UtcDateTime
+from sessionledger.infrastructure.ledger.schema import BigInt, Json, Key, UtcDateTime, table_options
 
 revision = "0001"
 down_revision = None
@@ -51,13 +51,44 @@ CREATE TRIGGER ledger_guard_truncate BEFORE TRUNCATE ON ledger
     FOR EACH STATEMENT EXECUTE FUNCTION ledger_guard();
 """
 
+# The same rule on MariaDB and MySQL, in their trigger language: one trigger per event, the erasure
+# path's session id in the connection's `@sessionledger_erasing` (set and cleared by the erasing
+# transaction), `<=>` for IS NOT DISTINCT FROM, and the payloads compared as bytes. They have no
+# TRUNCATE trigger: TRUNCATE needs the DROP privilege, which an application's user should not hold.
+_MYSQL_REFUSED = "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'ledger rows are append-only: {} refused'"
+MYSQL_LEDGER_GUARD = (
+    f"""
+CREATE TRIGGER ledger_guard_delete BEFORE DELETE ON ledger FOR EACH ROW
+    {_MYSQL_REFUSED.format("DELETE")}
+""",
+    f"""
+CREATE TRIGGER ledger_guard BEFORE UPDATE ON ledger FOR EACH ROW
+BEGIN
+    IF NOT (NEW.global_position <=> OLD.global_position AND NEW.session_id <=> OLD.session_id
+            AND NEW.position <=> OLD.position AND NEW.version <=> OLD.version
+            AND NEW.event_id <=> OLD.event_id AND NEW.kind <=> OLD.kind
+            AND NEW.occurred_at <=> OLD.occurred_at AND NEW.recorded_at <=> OLD.recorded_at
+            AND NEW.event_type <=> OLD.event_type AND NEW.branch <=> OLD.branch
+            AND NEW.synthetic <=> OLD.synthetic AND NEW.content_hash <=> OLD.content_hash
+            AND NEW.prev_hash <=> OLD.prev_hash AND NEW.row_hash <=> OLD.row_hash)
+       OR NOT ((OLD.token_count IS NULL AND NEW.token_count IS NOT NULL
+                AND CAST(NEW.payload AS BINARY) <=> CAST(OLD.payload AS BINARY))
+               OR (NEW.payload IS NULL AND NEW.token_count <=> OLD.token_count
+                   AND CAST(@sessionledger_erasing AS BINARY) <=> CAST(OLD.session_id AS BINARY)))
+    THEN
+        {_MYSQL_REFUSED.format("UPDATE")};
+    END IF;
+END
+""",
+)
+
 
 def upgrade() -> None:
     op.create_table(
         "sessions",
-        sa.Column("id", sa.Text, primary_key=True),
-        sa.Column("app_name", sa.Text, nullable=False),
-        sa.Column("user_id", sa.Text, nullable=False),
+        sa.Column("id", Key, primary_key=True),
+        sa.Column("app_name", Key, nullable=False),
+        sa.Column("user_id", Key, nullable=False),
         sa.Column("created_at", UtcDateTime, nullable=False),
         sa.Column("expires_at", UtcDateTime),
         sa.Column("metadata", Json, nullable=False),
@@ -76,16 +107,17 @@ def upgrade() -> None:
         sa.Column("events_since_summary", sa.Integer, nullable=False, server_default="0"),
         sa.Column("lease_owner", sa.Text),
         sa.Column("lease_until", UtcDateTime),
+        **table_options(op.get_bind()),
     )
     op.create_index("ix_sessions_user", "sessions", ["user_id", "app_name", "created_at"])
     op.create_index("ix_sessions_expires_at", "sessions", ["expires_at"])
     op.create_table(
         "ledger",
         sa.Column("global_position", BigInt, sa.Identity(), primary_key=True),
-        sa.Column("session_id", sa.Text, nullable=False),
+        sa.Column("session_id", Key, nullable=False),
         sa.Column("position", sa.BigInteger, nullable=False),
         sa.Column("version", sa.BigInteger, nullable=False),
-        sa.Column("event_id", sa.Text),
+        sa.Column("event_id", Key),
         sa.Column("kind", sa.Text, nullable=False),
         sa.Column("occurred_at", UtcDateTime, nullable=False),
         sa.Column("recorded_at", UtcDateTime, nullable=False),
@@ -99,32 +131,40 @@ def upgrade() -> None:
         sa.Column("row_hash", sa.Text, nullable=False),
         sa.UniqueConstraint("session_id", "position", name="uq_ledger_session_position"),
         sa.UniqueConstraint("session_id", "event_id", name="uq_ledger_session_event"),
+        **table_options(op.get_bind()),
     )
     op.create_table(
         "window_slots",
-        sa.Column("session_id", sa.Text, primary_key=True),
+        sa.Column("session_id", Key, primary_key=True),
         sa.Column("position", sa.BigInteger, primary_key=True),
         sa.Column("ordinal", sa.Integer),
         sa.Column("rewound", sa.Boolean, nullable=False, server_default=sa.false()),
+        **table_options(op.get_bind()),
     )
     op.create_table(
         "app_states",
-        sa.Column("app_name", sa.Text, primary_key=True),
+        sa.Column("app_name", Key, primary_key=True),
         sa.Column("state", Json, nullable=False),
+        **table_options(op.get_bind()),
     )
     op.create_table(
         "user_states",
-        sa.Column("app_name", sa.Text, primary_key=True),
-        sa.Column("user_id", sa.Text, primary_key=True),
+        sa.Column("app_name", Key, primary_key=True),
+        sa.Column("user_id", Key, primary_key=True),
         sa.Column("state", Json, nullable=False),
+        **table_options(op.get_bind()),
     )
     op.create_table(
         "relay_offsets",
-        sa.Column("name", sa.Text, primary_key=True),
+        sa.Column("name", Key, primary_key=True),
         sa.Column("global_position", sa.BigInteger, nullable=False),
+        **table_options(op.get_bind()),
     )
     if op.get_bind().dialect.name == "postgresql":
         op.execute(LEDGER_GUARD)
+    elif op.get_bind().dialect.name == "mysql":
+        for trigger in MYSQL_LEDGER_GUARD:
+            op.execute(trigger)
 
 
 def downgrade() -> None:
@@ -132,5 +172,8 @@ def downgrade() -> None:
         op.execute("DROP TRIGGER IF EXISTS ledger_guard_truncate ON ledger")
         op.execute("DROP TRIGGER IF EXISTS ledger_guard ON ledger")
         op.execute("DROP FUNCTION IF EXISTS ledger_guard()")
+    elif op.get_bind().dialect.name == "mysql":
+        op.execute("DROP TRIGGER IF EXISTS ledger_guard")
+        op.execute("DROP TRIGGER IF EXISTS ledger_guard_delete")
     for table in ("relay_offsets", "user_states", "app_states", "window_slots", "ledger", "sessions"):
         op.drop_table(table)

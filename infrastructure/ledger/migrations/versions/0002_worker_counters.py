@@ -7,6 +7,7 @@ Create Date: 2026-11-26
 
 import sqlalchemy as sa
 from alembic import op
+from sessionledger.infrastructure.ledger.schema import Key, table_options
 
 revision = "0002"
 down_revision = "0001"
@@ -19,8 +20,9 @@ def upgrade() -> None:
         return
     op.create_table(
         "worker_counters",
-        sa.Column("name", sa.Text, primary_key=True),
+        sa.Column("name", Key, primary_key=True),
         sa.Column("value", sa.BigInteger, nullable=False),
+        **table_options(op.get_bind()),
     )
 
 

@@ -8,7 +8,7 @@ Create Date: 2026-11-26
 
 import sqlalchemy as sa
 from alembic import op
-from sessionledger.infrastructure.ledger.schema import UtcDateTime
+from sessionledger.infrastructure.ledger.schema import Key, UtcDateTime, table_options
 
 revision = "0003"
 down_revision = "0002"
@@ -19,9 +19,10 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "redeliveries",
-        sa.Column("message_id", sa.Text, primary_key=True),
+        sa.Column("message_id", Key, primary_key=True),
         sa.Column("deliveries", sa.Integer, nullable=False),
         sa.Column("first_at", UtcDateTime, nullable=False),
+        **table_options(op.get_bind()),
     )
 
 

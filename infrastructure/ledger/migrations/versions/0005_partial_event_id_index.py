@@ -7,7 +7,8 @@ is now partial (`WHERE event_id IS NOT NULL`), on PostgreSQL and SQLite alike; t
 that read it (`statements.taken_event_ids`: `event_id IN (...)`) imply its predicate, so both
 planners still use it, and a repeated event id is refused by it as before (the idempotent
 append). PostgreSQL builds the new index in place; SQLite cannot drop a table's constraint, so
-the table is copied into its new form (Alembic's batch mode), every row as it was.
+the table is copied into its new form (Alembic's batch mode), every row as it was. MariaDB and
+MySQL have no partial indexes: their unique index stays as it was (NULLs never clash there either).
 
 Revision ID: 0005
 Revises: 0004
@@ -28,6 +29,8 @@ WITH_ID = "event_id IS NOT NULL"
 
 def upgrade() -> None:
     where = sa.text(WITH_ID)
+    if op.get_bind().dialect.name == "mysql":
+        return
     if op.get_bind().dialect.name == "postgresql":
         op.drop_constraint(NAME, "ledger", type_="unique")
         op.create_index(NAME, "ledger", ["session_id", "event_id"], unique=True, postgresql_where=where)
@@ -38,6 +41,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "mysql":
+        return
     if op.get_bind().dialect.name == "postgresql":
         op.drop_index(NAME, table_name="ledger")
         op.create_unique_constraint(NAME, "ledger", ["session_id", "event_id"])

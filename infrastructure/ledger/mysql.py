@@ -1,0 +1,63 @@
+"""The MariaDB and MySQL side of the ledger's engine (PyMySQL): imported only when such a URL is
+opened, so that a command on another ledger loads neither PyMySQL nor SQLAlchemy's MySQL dialect.
+
+PyMySQL is pure Python: a fresh machine installs it with no compiler and no libmariadb-dev, which
+mysqlclient and the MariaDB connector need (neither ships manylinux wheels)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import sqlalchemy as sa
+from pymysql.constants import CLIENT
+from sessionledger.infrastructure.ledger.driver import check_idle_connections
+from sessionledger.infrastructure.ledger.engine import milliseconds
+from sqlalchemy import event
+
+
+def mysql_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_only: bool) -> sa.Engine:
+    """`create_ledger_engine` for a MariaDB or MySQL URL (`engine.py`): `utf8mb4` on the wire,
+    READ COMMITTED as on PostgreSQL (InnoDB's REPEATABLE READ takes gap locks that turn concurrent
+    appends into deadlocks), and a pooled connection found dead at checkout after idling replaced
+    (`driver.check_idle_connections`)."""
+    engine = sa.create_engine(
+        # multi-statement packets: the one-round-trip append (`driver.Packet`); every statement's
+        # values are bound parameters, never SQL text
+        url.update_query_dict({"charset": "utf8mb4", "client_flag": str(CLIENT.MULTI_STATEMENTS)}),
+        pool_size=pool_size,
+        max_overflow=pool_size * 2,
+        isolation_level="READ COMMITTED",
+    )
+    check_idle_connections(engine, _ping)
+    event.listen(engine, "connect", partial(_configure, statement_timeout, read_only))
+    return engine
+
+
+def _ping(dbapi_connection: Any) -> None:
+    """PyMySQL's ping (a COM_PING round trip); `DisconnectionError` when the connection is gone."""
+    try:
+        dbapi_connection.ping(reconnect=False)
+    except Exception as error:
+        raise sa.exc.DisconnectionError(str(error)) from error
+
+
+def _configure(statement_timeout: float, read_only: bool, connection: Any, _record: Any) -> None:
+    """UTC as the session time zone (`NOW()` and the like; the ledger binds UTC itself), strict SQL
+    (a value that does not fit is an error, never silently cut), and the statement timeout:
+    MariaDB's `max_statement_time` covers every statement, MySQL's `max_execution_time` SELECTs."""
+    mariadb = "mariadb" in connection.get_server_info().lower()
+    timeout = (
+        f"max_statement_time = {statement_timeout:.3f}"
+        if mariadb
+        else f"max_execution_time = {milliseconds(statement_timeout)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SET time_zone = '+00:00', "
+            "sql_mode = CONCAT_WS(',', @@sql_mode, 'STRICT_TRANS_TABLES', 'NO_ENGINE_SUBSTITUTION'), "
+            + timeout
+        )
+        if read_only:
+            cursor.execute("SET SESSION TRANSACTION READ ONLY")
+    connection.commit()
