@@ -158,7 +158,10 @@ def beside_ledger(database_url: str) -> str:
     """Where a ledger's keyed vectors go by default: its own PostgreSQL database (pgvector), a file
     beside a SQLite ledger's (`ledger.db-vectors`: SQLite through sqlite-vec may be a second SQLite
     library in the process, which must not share a file with the ledger's, `sqlite_vec.connect`),
-    and memory for a ledger in memory."""
+    and memory for a ledger in memory or on MariaDB/MySQL (which have no vector index here: the
+    vectors are derived data, caught up from the ledger by each process's first search)."""
+    if database_url.startswith(("mysql", "mariadb")):
+        return "memory://"
     if database_url.startswith("sqlite"):
         in_memory = database_url in ("sqlite://", "sqlite:///:memory:")
         return "sqlite:///:memory:" if in_memory else f"{database_url}-vectors"
