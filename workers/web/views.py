@@ -20,8 +20,9 @@ from sessionledger.domain.access import Grant
 from sessionledger.domain.codec import event_to_payload, format_timestamp
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.infrastructure import SessionService, audit
-from sessionledger.infrastructure.audit.anchored import anchor_findings, proof_against
+from sessionledger.infrastructure.audit.anchored import Anchor, anchor_findings, proof_against
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, latest_digest, trusted_public_key
+from sessionledger.infrastructure.audit.since import verify_session_since, verify_since
 from sessionledger.infrastructure.redaction import hide_passwords
 
 __all__ = ["PAGE", "SESSIONS_PAGE", "AuditViews", "Unknown", "pages"]
@@ -179,33 +180,52 @@ class AuditViews:
 
     # --- checks and downloads -------------------------------------------------------------------
 
-    def verify(self, grant: Grant, session_id: str) -> dict[str, Any]:
-        """The session's chain and stored window checked, and its records against the latest digest."""
+    def verify(self, grant: Grant, session_id: str, everything: bool = False) -> dict[str, Any]:
+        """The session against the latest digest: when that holds the session, what was written
+        since it (`verify_session_since`: the digest vouches for the rest, so the cost follows the
+        records written since); else, or with `everything`, the whole chain and the stored window
+        replayed (`verify`), and all its records against the digest."""
         self._session(grant, session_id)
-        checked = audit.verify(self.service, session_id, user_id=grant.reader)
         digest, problem = self._latest_digest()
         anchored: dict[str, Any] = {
             "digest": None if digest is None else _digest_row(digest),
             "problem": problem,
+            "holds_session": digest is not None and session_id in digest.sessions,
         }
-        if digest is not None and session_id in digest.sessions:
+        if digest is not None and session_id in digest.sessions and not everything:
+            try:
+                since = verify_session_since(self.service.ledger, digest, session_id)
+            except InvalidDigest as error:
+                anchored["problem"] = str(error)
+            else:
+                broken = [f for f in since.findings if f.kind in set(Anchor)]
+                anchored |= {"ok": not broken, "findings": [f.as_dict() for f in broken]}
+                verification = _masked_dict(since.as_dict())
+                return {
+                    "session_id": session_id,
+                    "scope": "since",
+                    "vouched": digest.sessions[session_id].position,
+                    "verification": verification,
+                    "digest": anchored,
+                }
+        checked = audit.verify(self.service, session_id, user_id=grant.reader)
+        if anchored["holds_session"]:
             hashes = [r.row_hash for r in self.service.records(session_id, user_id=grant.reader)]
-            findings = anchor_findings(session_id, hashes, [digest])
-            anchored |= {
-                "holds_session": True,
-                "ok": not findings,
-                "findings": [f.as_dict() for f in findings],
-            }
-        elif digest is not None:
-            anchored |= {"holds_session": False, "ok": None, "findings": []}
-        return {"session_id": session_id, "verification": _masked_dict(checked.as_dict()), "digest": anchored}
+            findings = anchor_findings(session_id, hashes, [digest])  # type: ignore[list-item]  # held: not None
+            anchored |= {"ok": not findings, "findings": [f.as_dict() for f in findings]}
+        else:
+            anchored |= {"ok": None, "findings": []}
+        return {
+            "session_id": session_id,
+            "scope": "all",
+            "verification": _masked_dict(checked.as_dict()),
+            "digest": anchored,
+        }
 
     def ledger(self, grant: Grant) -> dict[str, Any]:
         """The whole ledger against the latest digest (`verify --since` it): an admin's page."""
         if not grant.admin:
             raise Unknown("ledger")
-        from sessionledger.infrastructure.audit.since import verify_since
-
         digest, problem = self._latest_digest()
         if digest is None:
             return {"digest": None, "problem": problem, "ok": None, "unchanged": 0, "checked": []}
