@@ -114,6 +114,23 @@ def window_shape(shaping: Iterable[tuple[int, Kind, Mapping[str, Any] | None]]) 
     return shape, epoch
 
 
+def window_start(record: LedgerRecord) -> WindowShape | None:
+    """The window rule's state a compaction or a readable rewind leaves (`None` for any other
+    record): a replay may start from it.
+
+    The window at any later version, until the next compaction or rewind, is its prefix, then the
+    events after its base; and the events any earlier rewind hid all lie at or before that base (a
+    compaction's base is the session's head it read, a rewind's its own position). So `replay` of
+    that record, the records its prefix names and every record after its base gives the window,
+    its positions and the version that `replay` of all the records gives; the state and the
+    archived events it gives are those of the records read only.
+    """
+    if record.payload is None or record.kind not in (Kind.COMPACTION, Kind.REWIND):
+        return None
+    shape, _ = window_shape([(record.position, record.kind, record.payload)])
+    return shape
+
+
 def replay(
     records: Iterable[LedgerRecord], upto_version: int | None = None, at: datetime | None = None
 ) -> Projection:

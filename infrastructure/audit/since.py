@@ -198,3 +198,42 @@ def _read(ledger: AuditLedger, digest: Digest) -> _Appended:
     heads = {sid: ChainHead(*m.head) for sid, m in moved.items() if m.head is not None}
     heads.update((sid, ChainHead(*head)) for sid, head in touched.items())
     return _Appended(records, digests, {sid: m.row_hash for sid, m in moved.items()}, heads, last)
+
+
+def verify_session_since(ledger: AuditLedger, digest: Digest, session_id: str) -> Verification:
+    """`verify --since` of one session the digest holds: that the record at the digest's head is
+    still that head, and that the records after it chain from it up to the head the session row
+    names. Its cost follows the session's records written since the digest, which is what the audit
+    page's verify status needs; the stored window and state are the full `verify`'s job.
+
+    `ValueError` when the digest holds no such session, `InvalidDigest` when it keeps no Merkle
+    peaks to resume the session's tree from."""
+    anchor = digest.sessions.get(session_id)
+    if anchor is None:
+        raise ValueError(f"digest {digest.name} holds no session {session_id!r}")
+    _resumed(digest, session_id, anchor)
+    with ledger.audit_snapshot() as snapshot:
+        stored = next(snapshot.stored([session_id]), None)
+        records, digests = snapshot.records(session_id, anchor.position - 1)
+        last = snapshot.last_positions([session_id]) if not records else {}
+    held = records[0] if records and records[0].position == anchor.position else None
+    if held is not None:
+        records, digests = records[1:], digests[1:]
+    appended = _Appended(
+        records={session_id: records},
+        digests={session_id: digests},
+        anchors={session_id: None if held is None else held.row_hash},
+        heads={} if stored is None else {session_id: ChainHead(*stored.head)},
+        last=last,
+    )
+    result, _ = _check(session_id, anchor, appended, digest)
+    if result is not None:
+        return result
+    return Verification(  # untouched since the digest, and its head still there
+        session_id=session_id,
+        records=anchor.position,
+        version=0 if held is None else held.version,
+        head_hash=anchor.head,
+        deleted=stored is not None and stored.deleted,
+        findings=(),
+    )

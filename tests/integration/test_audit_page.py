@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sessionledger.domain import UserMessage
 from sessionledger.domain.access import Grant, issue
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import audit
@@ -241,6 +242,22 @@ def test_verify_shows_the_session_and_the_ledger_against_the_latest_digest(site:
     (site.digests / "digest-2.json").write_text("{not a digest")  # the newest file: never passed over
     broken = site.client.get(f"/sessions/{sid}/verify", headers={**site.alice, **JSON}).json()
     assert broken["digest"]["digest"] is None and "digest-2.json" in broken["digest"]["problem"]
+
+
+def test_verify_checks_what_was_written_since_the_digest_and_everything_on_request(site: Site) -> None:
+    sid, service = site.ledger.alice, site.storage.service
+    write_digest(take_digest(service.ledger), site.digests / "digest-1.json")
+    vouched = len(service.records(sid))
+    service.append_message(sid, UserMessage("since the digest"))
+    since = site.client.get(f"/sessions/{sid}/verify", headers={**site.alice, **JSON}).json()
+    assert (since["scope"], since["vouched"], since["digest"]["ok"]) == ("since", vouched, True)
+    assert since["verification"]["ok"] and since["verification"]["records"] == vouched + 1
+    everything = site.client.get(f"/sessions/{sid}/verify?all=1", headers={**site.alice, **JSON}).json()
+    assert everything["scope"] == "all" and everything["verification"] == audit.verify(service, sid).as_dict()
+    page = site.client.get(f"/sessions/{sid}/verify", headers=site.alice).text
+    assert f"/sessions/{sid}/verify?all=1" in page and "takes longer" in page
+    bob = site.client.get(f"/sessions/{site.ledger.bob}/verify?all=1", headers={**site.alice, **JSON})
+    assert bob.status_code == 404
 
 
 def test_no_page_renders_a_urls_password(site: Site) -> None:

@@ -12,8 +12,9 @@ still pass once the session is deleted.
 
 from __future__ import annotations
 
+import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -48,8 +49,9 @@ from sessionledger.domain.records import Kind
 from sessionledger.domain.replay import replay
 from sessionledger.domain.sessions import APP_PREFIX, USER_PREFIX
 from sessionledger.domain.window_stats import window_stats
-from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure import SessionService, audit, open_service
 from sessionledger.infrastructure.audit import verify
+from sessionledger.infrastructure.audit.replay import model_view_at, window_at
 
 from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.compaction import Always
@@ -291,7 +293,9 @@ def run_session_machine(service: SessionService, examples: int) -> None:
             counts = {r.position: r.token_count for r in records}
             assert stats == _full_stats(replayed, counts)
             assert verify(service, self.session_id).ok, verify(service, self.session_id).findings
+            assert_replays_from_the_last_shaping_record(service, self.session_id)
             service.delete_session(self.session_id)
+            assert_replays_from_the_last_shaping_record(service, self.session_id)
             after = verify(service, self.session_id)
             assert after.ok and after.deleted, after.findings
             erased = replay(service.records(self.session_id))
@@ -306,6 +310,32 @@ def run_session_machine(service: SessionService, examples: int) -> None:
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+
+
+def assert_replays_from_the_last_shaping_record(service: SessionService, session_id: str) -> None:
+    """The audit page's replays (`window_at`, `model_view_at`), which read the records from the
+    last compaction or rewind on, give at every version the window that replaying every record
+    gives, and stand-ins that replay finds too."""
+    records = service.records(session_id)
+    ledger = service.ledger
+    for version in range(records[-1].version + 1):
+        full = audit.replay(service, session_id, version=version)
+        from_shape = window_at(ledger, session_id, version)  # type: ignore[arg-type]
+        assert (from_shape.version, from_shape.positions, from_shape.deleted) == (
+            full.version,
+            full.positions,
+            full.deleted,
+        )
+        assert [e.id for e in from_shape.window] == [e.id for e in full.window]
+        uncovered = {replace(s, covers=()) for s in full.stand_ins}
+        assert set(from_shape.stand_ins) <= uncovered
+        if from_shape.complete:
+            assert from_shape == full
+    for record in records:
+        if record.kind is Kind.EVENT and record.payload is not None:
+            saw = audit.what_the_model_saw(service, session_id, record.event_id or "")
+            seen = model_view_at(ledger, session_id, record.event_id or "")  # type: ignore[arg-type]
+            assert (seen.before.positions, seen.system_prompt) == (saw.before.positions, saw.system_prompt)
 
 
 def assert_replays_to(records: list[Any], served: Served) -> None:
@@ -352,7 +382,10 @@ def _full_stats(projection: Any, counts: dict[int, int | None]) -> Any:
 
 
 @pytest.mark.parametrize("backend", [*SQL_BACKENDS, "memory"])
-def test_replay_reproduces_every_version(backend: str, request: pytest.FixtureRequest) -> None:
+def test_replay_reproduces_every_version(
+    backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.modules[window_at.__module__], "CHUNK", 2)  # the walks cross many chunks
     with open_service("memory://" if backend == "memory" else sql_url(request, backend)) as service:
         run_session_machine(service, EXAMPLES[backend])
 

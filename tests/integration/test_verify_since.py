@@ -11,7 +11,7 @@ from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, parse_digest, take_digest
-from sessionledger.infrastructure.audit.since import verify_since
+from sessionledger.infrastructure.audit.since import verify_session_since, verify_since
 
 from tests.conftest import SQL_BACKENDS
 from tests.integration.test_digests import rewrite
@@ -23,9 +23,13 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
     yield from open_ledger(request, shared=False)
 
 
-def found(ledger: Ledger, digest: object) -> list[tuple[str, int | None]]:
-    checked = verify_since(ledger.service.ledger, digest)  # type: ignore[arg-type]
+def found(ledger: Ledger, digest: Digest) -> list[tuple[str, int | None]]:
+    """The session's findings, which the audit page's one-session form finds alike."""
+    checked = verify_since(ledger.service.ledger, digest)
     [result] = [r for r in checked.results if r.session_id == ledger.session_id]
+    alone = verify_session_since(ledger.service.ledger, digest, ledger.session_id)
+    same = (alone.findings, alone.records, alone.head_hash, alone.version)
+    assert same == (result.findings, result.records, result.head_hash, result.version)
     return [(str(f.kind), f.position) for f in result.findings]
 
 

@@ -182,8 +182,13 @@ def _page_routes(app: FastAPI) -> None:
         return _answer(request, "event.html", views.event(grant, session_id, event_id, page), grant)
 
     @app.get("/sessions/{session_id:path}/verify")
-    def verify(request: Request, grant: Signed, session_id: str) -> Response:
-        return _answer(request, "verify.html", views.verify(grant, session_id), grant)
+    def verify(
+        request: Request,
+        grant: Signed,
+        session_id: str,
+        everything: Annotated[bool, Query(alias="all")] = False,
+    ) -> Response:
+        return _answer(request, "verify.html", views.verify(grant, session_id, everything), grant)
 
     @app.get("/ledger")
     def ledger(request: Request, grant: Signed) -> Response:

@@ -20,8 +20,10 @@ from sessionledger.domain.access import Grant
 from sessionledger.domain.codec import event_to_payload, format_timestamp
 from sessionledger.domain.errors import SessionNotFound
 from sessionledger.infrastructure import SessionService, audit
-from sessionledger.infrastructure.audit.anchored import anchor_findings, proof_against
+from sessionledger.infrastructure.audit.anchored import Anchor, anchor_findings, proof_against
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, latest_digest, trusted_public_key
+from sessionledger.infrastructure.audit.replay import model_view_at, window_at
+from sessionledger.infrastructure.audit.since import verify_session_since, verify_since
 from sessionledger.infrastructure.redaction import hide_passwords
 
 __all__ = ["PAGE", "SESSIONS_PAGE", "AuditViews", "Unknown", "pages"]
@@ -144,11 +146,13 @@ class AuditViews:
         }
 
     def window(self, grant: Grant, session_id: str, version: int | None, page: int | None) -> dict[str, Any]:
-        """The active window replayed from the ledger as it stood at `version` (default: now);
-        `latest` is the session's version now (`None` once deleted)."""
+        """The active window replayed from the ledger as it stood at `version` (default: now),
+        from the last compaction or rewind at or before it (`window_at`: a page of a long session
+        reads its window, not its history); `latest` is the session's version now (`None` once
+        deleted)."""
         session = self._session(grant, session_id)
         try:
-            found = audit.replay(self.service, session_id, version=version, user_id=grant.reader)
+            found = window_at(self.service.ledger, session_id, version)
         except SessionNotFound:
             raise Unknown(session_id) from None
         latest = self.service.event_version(session_id) if session is not None else None
@@ -156,10 +160,10 @@ class AuditViews:
 
     def event(self, grant: Grant, session_id: str, event_id: str, page: int | None) -> dict[str, Any]:
         """The event, and for a reply what the model saw: the window replayed to just before it
-        and the summary injected into the system prompt."""
+        (as `window` replays it) and the summary injected into the system prompt."""
         self._session(grant, session_id)
         try:
-            view = audit.what_the_model_saw(self.service, session_id, event_id, user_id=grant.reader)
+            view = model_view_at(self.service.ledger, session_id, event_id)
         except LookupError:
             raise Unknown(f"{session_id}/{event_id}") from None
         reply = view.event.type is MessageType.ASSISTANT
@@ -179,33 +183,52 @@ class AuditViews:
 
     # --- checks and downloads -------------------------------------------------------------------
 
-    def verify(self, grant: Grant, session_id: str) -> dict[str, Any]:
-        """The session's chain and stored window checked, and its records against the latest digest."""
+    def verify(self, grant: Grant, session_id: str, everything: bool = False) -> dict[str, Any]:
+        """The session against the latest digest: when that holds the session, what was written
+        since it (`verify_session_since`: the digest vouches for the rest, so the cost follows the
+        records written since); else, or with `everything`, the whole chain and the stored window
+        replayed (`verify`), and all its records against the digest."""
         self._session(grant, session_id)
-        checked = audit.verify(self.service, session_id, user_id=grant.reader)
         digest, problem = self._latest_digest()
         anchored: dict[str, Any] = {
             "digest": None if digest is None else _digest_row(digest),
             "problem": problem,
+            "holds_session": digest is not None and session_id in digest.sessions,
         }
-        if digest is not None and session_id in digest.sessions:
+        if digest is not None and session_id in digest.sessions and not everything:
+            try:
+                since = verify_session_since(self.service.ledger, digest, session_id)
+            except InvalidDigest as error:
+                anchored["problem"] = str(error)
+            else:
+                broken = [f for f in since.findings if f.kind in set(Anchor)]
+                anchored |= {"ok": not broken, "findings": [f.as_dict() for f in broken]}
+                verification = _masked_dict(since.as_dict())
+                return {
+                    "session_id": session_id,
+                    "scope": "since",
+                    "vouched": digest.sessions[session_id].position,
+                    "verification": verification,
+                    "digest": anchored,
+                }
+        checked = audit.verify(self.service, session_id, user_id=grant.reader)
+        if anchored["holds_session"]:
             hashes = [r.row_hash for r in self.service.records(session_id, user_id=grant.reader)]
-            findings = anchor_findings(session_id, hashes, [digest])
-            anchored |= {
-                "holds_session": True,
-                "ok": not findings,
-                "findings": [f.as_dict() for f in findings],
-            }
-        elif digest is not None:
-            anchored |= {"holds_session": False, "ok": None, "findings": []}
-        return {"session_id": session_id, "verification": _masked_dict(checked.as_dict()), "digest": anchored}
+            findings = anchor_findings(session_id, hashes, [digest])  # type: ignore[list-item]  # held: not None
+            anchored |= {"ok": not findings, "findings": [f.as_dict() for f in findings]}
+        else:
+            anchored |= {"ok": None, "findings": []}
+        return {
+            "session_id": session_id,
+            "scope": "all",
+            "verification": _masked_dict(checked.as_dict()),
+            "digest": anchored,
+        }
 
     def ledger(self, grant: Grant) -> dict[str, Any]:
         """The whole ledger against the latest digest (`verify --since` it): an admin's page."""
         if not grant.admin:
             raise Unknown("ledger")
-        from sessionledger.infrastructure.audit.since import verify_since
-
         digest, problem = self._latest_digest()
         if digest is None:
             return {"digest": None, "problem": problem, "ok": None, "unchanged": 0, "checked": []}
@@ -307,7 +330,9 @@ def _event(event: Any) -> dict[str, Any]:
 
 
 def _replayed(found: audit.WindowReplay, page: int | None) -> dict[str, Any]:
-    """A replayed window, a page of its events (default: the last page, the newest)."""
+    """A replayed window, a page of its events (default: the last page, the newest); the state
+    and the counts of archived and rewound events when it was replayed from the first record
+    (else `None`: see `WindowReplay.complete`)."""
     count = len(found.window)
     page = pages(count) if page is None else min(page, pages(count))
     shown = range((page - 1) * PAGE, min(count, page * PAGE))
@@ -321,16 +346,22 @@ def _replayed(found: audit.WindowReplay, page: int | None) -> dict[str, Any]:
             {
                 "position": found.positions[i],
                 **_event(found.window[i]),
-                "stands_in_for": None
-                if found.positions[i] not in summaries
-                else summaries[found.positions[i]].as_dict(),
+                "stands_in_for": _stand_in(summaries.get(found.positions[i])),
             }
             for i in shown
         ],
-        "state": {k: v for k, v in found.state.items()},
-        "archived": len(found.archived),
-        "hidden": len(found.hidden),
+        "state": dict(found.state) if found.complete else None,
+        "archived": len(found.archived) if found.complete else None,
+        "hidden": len(found.hidden) if found.complete else None,
     }
+
+
+def _stand_in(stand_in: audit.StandIn | None) -> dict[str, Any] | None:
+    """The compaction a summary was written by and the events it archived (which the
+    compaction's page lists, earlier summaries among them)."""
+    if stand_in is None:
+        return None
+    return {key: value for key, value in stand_in.as_dict().items() if key != "covers"}
 
 
 def _digest_row(digest: Digest) -> dict[str, Any]:
