@@ -25,6 +25,7 @@ from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
 from sessionledger.infrastructure.ledger.schema import ledger, sessions, window_slots
 from sessionledger.infrastructure.ledger.state import StateScopes
+from sessionledger.infrastructure.ledger.text_index import ledger_text
 from sessionledger.infrastructure.ledger.window_changes import WindowPrefix
 
 
@@ -143,7 +144,8 @@ class Sessions:
         return rows[0].version if rows else 0
 
     def delete(self, session_id: str, reason: str) -> bool:
-        """One transaction: the erasure record, the erasable payloads nulled, the session row
+        """One transaction: the erasure record, the erasable payloads nulled (and their text out of
+        the keyword index), the session row
         cleared and marked deleted, its window slots dropped."""
         now = datetime.now(UTC)
         with self._writer.begin() as conn:
@@ -163,6 +165,8 @@ class Sessions:
                 )
                 .values(payload=None)
             )
+            if self._postgres:  # SQLite's index forgets the text by trigger, in this transaction too
+                conn.execute(ledger_text.delete().where(ledger_text.c.session_id == session_id))
             conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
             conn.execute(

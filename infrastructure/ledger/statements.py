@@ -22,6 +22,7 @@ from sessionledger.infrastructure.ledger.schema import (
     user_states,
     window_slots,
 )
+from sessionledger.infrastructure.ledger.text_index import SEARCHABLE_TEXT
 
 EVENT = Kind.EVENT.value
 STATS = (
@@ -52,8 +53,7 @@ def _text_search(f: EventFilter) -> sa.ColumnElement[bool] | None:
     """
     if f.keyword is None and f.keywords is None:
         return None
-    text = sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string()
-    once = sa.select(sa.func.lower(text).label("text")).correlate(ledger).offset(sa.literal_column("0"))
+    once = sa.select(SEARCHABLE_TEXT.label("text")).correlate(ledger).offset(sa.literal_column("0"))
     message = once.subquery("message")
 
     def contains(term: str) -> sa.ColumnElement[bool]:
