@@ -5,7 +5,10 @@ gets its index from the migration."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -16,11 +19,14 @@ from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, Us
 from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.domain.filters import MatchMode
 from sessionledger.infrastructure import SessionService, open_service
+from sessionledger.infrastructure.agents import RecallTools
+from sessionledger.infrastructure.agents.recall import instant_text
 from sessionledger.infrastructure.ledger import text_index
 from sessionledger.infrastructure.ledger.migrate import _config, upgrade
 
 WORDS = ["python", "Pythonic", "tea", "TEAPOT", "50%_off", "a_b", "ok", "zebra crossing", "naïve"]
 """Texts are drawn from these (terms under three characters, LIKE's wildcards, mixed case)."""
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 TERMS = ["python", "pyt", "tea", "teapot", "50%", "%_o", "a_b", "ok", "o", "zebra c", "absent", "naïve"]
 
 
@@ -166,3 +172,42 @@ def test_a_ledger_from_0004_gets_its_index(service: SessionService) -> None:
         assert text_index.candidates(conn, session_id, EventFilter(keyword="osprey")) == [2, 3, 4, 5]
     found = service.get_events(session_id, EventFilter.keyword_search("osprey"))
     assert len(found) == 4
+
+
+stamps = st.integers(0, 5).map(lambda minutes: EPOCH + timedelta(minutes=minutes))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sessions=st.lists(
+        st.lists(st.tuples(st.sampled_from(["tea", "tea ok", " ", "python"]), stamps), max_size=8),
+        min_size=1,
+        max_size=4,
+    ),
+    query=st.sampled_from(["tea", "", "ok,python", "absent"]),
+    page=st.integers(0, 3),
+)
+def test_cross_session_search_reads_a_bound_and_answers_as_sorting_every_match(
+    service: SessionService, sessions: list[list[tuple[str, datetime]]], query: str, page: int
+) -> None:
+    """`cross_session_search` reads each session's first page, then only matches up to a bound
+    timestamp; its answer is that of sorting every match (`RecallTools`' rule), timestamps out
+    of log order and ties included."""
+    user = f"user-{uuid.uuid4().hex[:8]}"
+    expected: list[tuple[datetime, dict[str, str]]] = []
+    for texts in sessions:
+        session_id = service.create_session(user).id
+        for text, moment in texts:
+            event = SessionEvent(session_id=session_id, message=UserMessage(text), timestamp=moment)
+            service.append_event(event)
+    tools = RecallTools(service, page_size=2)
+    search = EventFilter() if not query else EventFilter(keywords=tuple(query.split(",")))
+    for session in service.list_sessions(user):
+        for event in service.get_events(session.id, search):
+            if event.message.text.strip():
+                item = {"sessionId": session.id, "timestamp": instant_text(event.timestamp)}
+                expected.append((event.timestamp, {**item, "type": "user", "text": event.message.text}))
+    expected.sort(key=lambda pair: pair[0])
+    page_of = [item for _, item in expected[page * 2 : page * 2 + 2]]
+    answer = tools.cross_session_search(user, query, page=page)
+    assert (json.loads(answer) if page_of else answer) == (page_of or "No results found.")

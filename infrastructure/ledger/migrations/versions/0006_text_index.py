@@ -1,11 +1,12 @@
 """The keyword index (`infrastructure.ledger.text_index`).
 
 SQLite: the FTS5 trigram table `ledger_fts` and the triggers that keep it in the writing
-transaction, filled here from the rows already stored (one pass over the ledger, in this
-migration's transaction, during which the file's writers wait; docs/production.md gives its cost). PostgreSQL: the extensions, the empty `ledger_text` table
-and its GIN index. The index is filled behind the writes by `TextIndexer`, for an existing ledger
-too, so the migration itself takes a moment and appends go on while the index catches up
-(searches are exact meanwhile: rows past a session's mark are scanned).
+transaction, filled here from the rows already stored (one pass over the ledger in this
+migration's transaction, during which the file's writers wait; docs/production.md gives its
+cost). PostgreSQL: the extensions, the empty `ledger_text` table and its GIN index. The index is
+filled behind the writes by `TextIndexer`, for an existing ledger too, so the migration itself
+takes a moment and appends go on while the index catches up (searches are exact meanwhile: rows
+past a session's mark are scanned).
 
 Revision ID: 0006
 Revises: 0004
