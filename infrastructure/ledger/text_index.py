@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Sequence
 
@@ -84,10 +85,14 @@ _fts = sa.table(FTS_TABLE, sa.column("rowid", sa.Integer))
 
 def index_terms(f: EventFilter) -> tuple[list[str], bool] | None:
     """The terms that narrow a search and whether all of them must occur (`True`) or any; `None`
-    when the index cannot narrow it. Required terms (`keyword`, and `keywords` under ALL) narrow
-    by those of at least three characters, the others left to the exact re-check; alternatives
-    (`keywords` under ANY) narrow only when every one has a trigram."""
+    when the index cannot narrow it. Required terms (`keyword`, `keywords` under ALL, a literal
+    every match of `pattern` holds) narrow by those of at least three characters, the others
+    left to the exact re-check; alternatives (`keywords` under ANY) narrow only when every one
+    has a trigram."""
     required = [] if f.keyword is None else [f.keyword]
+    literal = None if f.pattern is None else required_literal(f.pattern)
+    if literal is not None:
+        required.append(literal.lower())
     alternatives: list[str] = []
     if f.keywords is not None and f.match_mode is MatchMode.ALL:
         required += f.keywords
@@ -99,6 +104,29 @@ def index_terms(f: EventFilter) -> tuple[list[str], bool] | None:
     if alternatives and all(len(term) >= MIN_TERM for term in alternatives):
         return alternatives, False
     return None
+
+
+def required_literal(pattern: re.Pattern[str]) -> str | None:
+    """The longest run of ASCII literal characters at the top level of `pattern` (so in every
+    match of it), of at least `MIN_TERM` characters; `None` when it has none. Whatever the
+    pattern's case flags, a text holding the run holds it lowercased once lowercased, so the
+    index narrows a regular expression as it narrows a keyword (ASCII only: Python's and the
+    database's lowercasing agree there). Ignoring case, `i`, `k` and `s` end a run: Unicode
+    matching lets them match `İ`/`ı`, the Kelvin sign and the long s, which lowercase elsewhere."""
+    from re import _constants, _parser  # type: ignore[attr-defined]  # the parser `re` compiles with
+
+    try:
+        parsed = _parser.parse(pattern.pattern, pattern.flags)
+    except (re.error, RecursionError):
+        return None
+    unicode_case = bool(pattern.flags & re.IGNORECASE) and not pattern.flags & re.ASCII
+    best, run = "", ""
+    for op, argument in [*parsed, (None, None)]:
+        if op is _constants.LITERAL and argument < 128 and not (unicode_case and chr(argument) in "iksIKS"):
+            run += chr(argument)
+            continue
+        best, run = max(best, run, key=len), ""
+    return best if len(best) >= MIN_TERM else None
 
 
 def _like(term: str) -> str:
@@ -235,6 +263,7 @@ class TextIndexer:
         total = 0
         with self._engine.connect() as conn:
             lock = sa.func.pg_advisory_lock if wait else sa.func.pg_try_advisory_lock
+            conn.execute(sa.text("SET LOCAL statement_timeout = 0"))  # the wait is no request
             locked = conn.execute(sa.select(lock(INDEXER_LOCK))).scalar()
             conn.commit()
             if locked is False:

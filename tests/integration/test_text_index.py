@@ -48,9 +48,12 @@ def _texts(events) -> list[tuple[str, str | None, bool]]:
 histories = st.lists(
     st.lists(st.sampled_from(WORDS), min_size=0, max_size=3).map(" ".join), min_size=0, max_size=40
 )
+PATTERNS = ["pyth", "(?i)PYTHON", "te+a", "tea|ok", "50%_", "a.b", "(?i)TEAPOT", "Tea(pot)?"]
+"""Regular expressions with a literal of three characters or more, and without."""
 filters = st.builds(
-    lambda keyword, keywords, mode, page, size, last_n, active: EventFilter(
+    lambda keyword, keywords, mode, page, size, last_n, active, pattern: EventFilter(
         keyword=keyword,
+        pattern=pattern,
         keywords=keywords,
         match_mode=mode,
         page=None if last_n is not None or size is None else page,
@@ -65,6 +68,7 @@ filters = st.builds(
     st.none() | st.integers(1, 7),
     st.none() | st.integers(1, 9),
     st.booleans(),
+    st.none() | st.sampled_from(PATTERNS),
 )
 
 
@@ -80,6 +84,9 @@ filters = st.builds(
     texts=["tea ok", "tea", "ok"], split=3, compact_at=None,
     f=EventFilter(keywords=("tea", "ok"), match_mode=MatchMode.ALL),
 )  # fmt: skip
+@example(  # a regular expression narrowed by its literal, whatever its case
+    texts=["Python", "PYTHON 3", "jython"], split=3, compact_at=None, f=EventFilter(pattern="(?i)PYTHON")
+)
 @example(  # rows past the PostgreSQL index's mark
     texts=["python"] * 6, split=2, compact_at=None, f=EventFilter.keyword_search("python", 1, 2)
 )
