@@ -16,18 +16,33 @@ from alembic import command
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
-from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrigger
 from sessionledger.domain.filters import MatchMode
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.agents import RecallTools
 from sessionledger.infrastructure.agents.recall import instant_text
-from sessionledger.infrastructure.ledger import text_index
+from sessionledger.infrastructure.ledger import events, text_index
 from sessionledger.infrastructure.ledger.migrate import _config, upgrade
+
+from tests.fakes.compaction import Always, SummarizeAllButTwo
 
 WORDS = ["python", "Pythonic", "tea", "TEAPOT", "50%_off", "a_b", "ok", "zebra crossing", "naïve"]
 """Texts are drawn from these (terms under three characters, LIKE's wildcards, mixed case)."""
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-TERMS = ["python", "pyt", "tea", "teapot", "50%", "%_o", "a_b", "ok", "o", "zebra c", "absent", "naïve"]
+TERMS = [
+    "summary",
+    "python",
+    "pyt",
+    "tea",
+    "teapot",
+    "50%",
+    "%_o",
+    "a_b",
+    "ok",
+    "o",
+    "zebra c",
+    "absent",
+    "naïve",
+]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -73,35 +88,61 @@ filters = st.builds(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(texts=histories, split=st.integers(0, 40), compact_at=st.none() | st.integers(0, 40), f=filters)
+@given(
+    texts=histories,
+    split=st.integers(0, 40),
+    compact_at=st.none() | st.integers(0, 40),
+    f=filters,
+    walk=st.sampled_from([0, 4, 12]),
+)
 @example(  # ANY over one indexable and one absent term: an index condition joined by AND finds nothing
-    texts=["tea", "python", "ok"], split=3, compact_at=None, f=EventFilter(keywords=("tea", "absent"))
+    texts=["tea", "python", "ok"], split=3, compact_at=None, f=EventFilter(keywords=("tea", "absent")), walk=0
 )
 @example(  # ANY with a term under three characters: the index cannot narrow, the scan answers
-    texts=["tea", "ok", "python"], split=3, compact_at=None, f=EventFilter(keywords=("tea", "ok"))
+    texts=["tea", "ok", "python"], split=3, compact_at=None, f=EventFilter(keywords=("tea", "ok")), walk=0
 )
 @example(  # ALL: the short term is left to the exact re-check
     texts=["tea ok", "tea", "ok"], split=3, compact_at=None,
-    f=EventFilter(keywords=("tea", "ok"), match_mode=MatchMode.ALL),
+    f=EventFilter(keywords=("tea", "ok"), match_mode=MatchMode.ALL), walk=0,
 )  # fmt: skip
 @example(  # a regular expression narrowed by its literal, whatever its case
-    texts=["Python", "PYTHON 3", "jython"], split=3, compact_at=None, f=EventFilter(pattern="(?i)PYTHON")
+    texts=["Python", "PYTHON 3", "jython"],
+    split=3,
+    compact_at=None,
+    f=EventFilter(pattern="(?i)PYTHON"),
+    walk=0,
 )
 @example(  # rows past the PostgreSQL index's mark
-    texts=["python"] * 6, split=2, compact_at=None, f=EventFilter.keyword_search("python", 1, 2)
+    texts=["python"] * 6, split=2, compact_at=None, f=EventFilter.keyword_search("python", 1, 2), walk=0
 )
+@example(  # the walk settles the page, before and after a compaction
+    texts=["tea"] * 9, split=9, compact_at=5, f=EventFilter.keyword_search("tea", 1, 2), walk=4
+)
+@example(  # past the walk's end the prefix's summary comes before the kept events it follows
+    texts=["tea"] * 6, split=6, compact_at=4,
+    f=EventFilter(keywords=("summary", "tea"), page=0, page_size=3), walk=5,
+)  # fmt: skip
 def test_index_answers_as_the_scan_does(
-    service: SessionService, texts: list[str], split: int, compact_at: int | None, f: EventFilter
+    service: SessionService,
+    monkeypatch: pytest.MonkeyPatch,
+    texts: list[str],
+    split: int,
+    compact_at: int | None,
+    f: EventFilter,
+    walk: int,
 ) -> None:
     """Every page through the index equals the same filter applied to the whole log in Python
     (the scan's semantics), for histories partly indexed (PostgreSQL: rows after `split` are
-    past the mark) and partly compacted (archived rows, a window prefix)."""
+    past the mark) and partly compacted (archived rows, a window prefix with a summary). The
+    first-positions walk is shortened to `walk` (0: the index always) so that these short
+    histories take each plan: the walk settling the page, the index, the scan."""
+    monkeypatch.setattr(events, "WALK", walk)
     session_id = service.create_session("alice").id
     for n, text in enumerate(texts):
         if n == split:
             _indexed(service)
         if n == compact_at:
-            service.compact(session_id, TurnCountTrigger(1), SlidingWindowStrategy(max_events=2))
+            service.compact(session_id, Always(), SummarizeAllButTwo())
         make = UserMessage if n % 2 == 0 else AssistantMessage
         service.append_message(session_id, make(text))
     expected = f.select(service.get_events(session_id))
