@@ -25,7 +25,7 @@ from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
 from sessionledger.infrastructure.ledger.schema import ledger, sessions, window_slots
 from sessionledger.infrastructure.ledger.state import StateScopes
-from sessionledger.infrastructure.ledger.text_index import ledger_text
+from sessionledger.infrastructure.ledger.text_index import erasure_lock, ledger_text
 from sessionledger.infrastructure.ledger.window_changes import WindowPrefix
 
 
@@ -166,6 +166,7 @@ class Sessions:
                 .values(payload=None)
             )
             if self._postgres:  # SQLite's index forgets the text by trigger, in this transaction too
+                conn.execute(sa.select(erasure_lock(session_id, shared=False)))  # no indexer mid-way
                 conn.execute(ledger_text.delete().where(ledger_text.c.session_id == session_id))
             conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))

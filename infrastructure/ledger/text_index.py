@@ -35,6 +35,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.filters import EventFilter, MatchMode
@@ -49,6 +50,7 @@ __all__ = [
     "TextIndexer",
     "candidates",
     "catch_up",
+    "erasure_lock",
     "ledger_text",
 ]
 
@@ -178,18 +180,31 @@ def candidates(conn: sa.Connection, session_id: str, f: EventFilter) -> list[int
     return positions + list(range(behind[1] + 1, behind[1] + behind[0] + 1))
 
 
+ERASURE_LOCKS = 0x5E55
+"""The class of the transaction-level advisory locks of `erasure_lock`."""
+
+
+def erasure_lock(session_id: str, shared: bool) -> sa.ColumnElement[Any]:
+    """`pg_advisory_xact_lock[_shared]` on the session id: an erasure takes it exclusively, an
+    indexer of that session shared."""
+    lock = sa.func.pg_advisory_xact_lock_shared if shared else sa.func.pg_advisory_xact_lock
+    return lock(sa.literal(ERASURE_LOCKS, sa.Integer), sa.func.hashtext(session_id))
+
+
 def catch_up(engine: sa.Engine, session_id: str, rows: int = CATCH_UP_ROWS) -> int:
     """Index up to `rows` of the session's rows after its mark, in one transaction; the number
-    indexed (0: caught up, deleted or unknown). The session row is share-locked, so an erasure
-    (which locks it for update) runs wholly before or after and never leaves text behind; two
-    indexers of one session insert the same rows, the second's skipped by the primary key."""
+    indexed (0: caught up, deleted or unknown). It holds `erasure_lock` shared, so an erasure
+    (which takes it exclusively) runs wholly before or after and never leaves text behind, while
+    appends, which never take it, go on (the session row's lock made each append wait for the
+    index). Two indexers of one session insert the same rows, the second's skipped by the key."""
     from sqlalchemy.dialects.postgresql import insert
 
     with engine.begin() as conn:
+        conn.execute(sa.select(erasure_lock(session_id, shared=True)))
         head = conn.execute(
-            sa.select(sessions.c.head_position)
-            .where(sessions.c.id == session_id, sessions.c.deleted_at.is_(None))
-            .with_for_update(read=True)
+            sa.select(sessions.c.head_position).where(
+                sessions.c.id == session_id, sessions.c.deleted_at.is_(None)
+            )
         ).scalar()
         if head is None:
             return 0
