@@ -22,7 +22,7 @@ from sessionledger.infrastructure.ledger.schema import (
     user_states,
     window_slots,
 )
-from sessionledger.infrastructure.ledger.text_index import SEARCHABLE_TEXT
+from sessionledger.infrastructure.ledger.text_index import SEARCHABLE_TEXT, like_term
 
 EVENT = Kind.EVENT.value
 STATS = (
@@ -34,12 +34,6 @@ STATS = (
     "events_since_summary",
 )
 """The `sessions` columns of the window stats, in `WindowStats` order."""
-
-
-def _like_term(term: str) -> str:
-    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself)."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _text_search(f: EventFilter) -> sa.ColumnElement[bool] | None:
@@ -57,7 +51,7 @@ def _text_search(f: EventFilter) -> sa.ColumnElement[bool] | None:
     message = once.subquery("message")
 
     def contains(term: str) -> sa.ColumnElement[bool]:
-        return message.c.text.like(_like_term(term), escape="\\")
+        return message.c.text.like(like_term(term), escape="\\")
 
     conditions = [] if f.keyword is None else [contains(f.keyword)]
     if f.keywords is not None:

@@ -14,18 +14,19 @@ compares them on random histories).
   gin_trgm_ops)` (pg_trgm and btree_gin: the session's own postings are intersected inside the
   index, so a keyword common elsewhere costs a small session nothing). It is filled *behind* the
   writes, by `TextIndexer`, in batches: a trigram GIN entry per distinct trigram of a ~1 KB text
-  made a per-row index cost 10-14x the COPY of the row itself (measured: COPY 48,000 rows/s with
-  no index, 3,100-4,200 with the GIN on the ledger, 400-500 with `fastupdate=off`), far past the
-  write budget of the append and the ingest. Each session's rows are indexed up to a mark (the
-  highest indexed position); a search takes the index's candidates up to the mark and every row
-  after it, so a session the indexer has not reached yet is answered exactly, only slower.
+  made a per-row index cost 12-16x the COPY of the row itself (measured on ShareGPT rows: COPY
+  48,000-50,000 rows/s with no index, 3,100-4,200 with the GIN on the ledger, 380-490 with
+  `fastupdate=off`), far past the write budget of the append and the ingest. Each session's
+  rows are indexed up to a mark (the highest indexed position); a search takes the index's
+  candidates up to the mark and every row after it, so a session the indexer has not reached yet
+  is answered exactly, only slower.
   Erasure deletes the session's `ledger_text` rows in its own transaction.
 
-`candidates` decides between the index and the scan (`events.py` runs either): the scan when a
-term is under three characters (no trigram), when the index names more than `MAX_CANDIDATES` rows
-(a common keyword: walking the session in order fills the first page at once, while reading every
-match would cost more the longer the history), or when the indexer is more than that many rows
-behind the session's head.
+`events.py` first walks a long session's first positions in log order (a common keyword settles
+its page there), then asks `candidates`, which answers `None` (the scan) when a term is under
+three characters (no trigram), when the index names more than `MAX_CANDIDATES` rows (reading
+every match of a common keyword costs more the longer the history, where the ordered walk stops
+at the page), or when the indexer is more than that many rows behind the session's head.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ __all__ = [
     "candidates",
     "catch_up",
     "erasure_lock",
+    "index_terms",
     "ledger_text",
+    "like_term",
+    "required_literal",
 ]
 
 log = logging.getLogger(__name__)
@@ -59,8 +63,9 @@ log = logging.getLogger(__name__)
 MIN_TERM = 3
 """A trigram index can narrow a search only by terms of at least three characters."""
 MAX_CANDIDATES = 2_000
-"""Above this many candidate rows in one session the ordered scan is the cheaper plan (bench_agents:
-a keyword in one event of five, on a 100,000-event session, took 15x the scan through the index)."""
+"""Above this many candidate rows in one session the ordered scan is the cheaper plan: reading every
+match of a common keyword through an index took 15.4x the ordered walk on a 100,000-event session
+(the first attempt at this index), and 'python' (1 event in 20) 3.5x in bench_agents here."""
 CATCH_UP_ROWS = 2_000
 """Rows `catch_up` indexes per transaction (the session row is share-locked meanwhile)."""
 FTS_TABLE = "ledger_fts"
@@ -131,7 +136,8 @@ def required_literal(pattern: re.Pattern[str]) -> str | None:
     return best if len(best) >= MIN_TERM else None
 
 
-def _like(term: str) -> str:
+def like_term(term: str) -> str:
+    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself)."""
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
@@ -168,7 +174,7 @@ def candidates(conn: sa.Connection, session_id: str, f: EventFilter) -> list[int
     ).first()
     if behind is None or behind[0] > MAX_CANDIDATES:
         return None
-    matches = [ledger_text.c.text.like(_like(word), escape="\\") for word in words]
+    matches = [ledger_text.c.text.like(like_term(word), escape="\\") for word in words]
     indexed = (
         sa.select(ledger_text.c.position)
         .where(ledger_text.c.session_id == session_id, sa.and_(*matches) if every else sa.or_(*matches))
