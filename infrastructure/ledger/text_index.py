@@ -310,9 +310,10 @@ class TextIndexer:
         self._thread = None
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        """A pass every `interval`, the first one `interval` after the start: a short-lived
+        process (a reading command) opens and closes its ledger without a pass."""
+        while not self._stop.wait(self._interval):
             try:
                 self.run_once()
             except sa.exc.SQLAlchemyError as error:  # the database away or closing: try again later
                 log.warning("text index: %s", error)
-            self._stop.wait(self._interval)
