@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -43,6 +44,11 @@ class Settings(BaseSettings):
     statement_timeout: float = Field(default=30.0, gt=0)
     """Seconds any one database statement may run before it is cancelled (PostgreSQL's
     `statement_timeout`; a progress handler on SQLite), so no single request exhausts the database."""
+    text_index: Literal["background", "off"] = "background"
+    """PostgreSQL's keyword index (`ledger_text`), filled behind the writes: `background` runs its
+    indexer in the writing processes (`open_service()`, the relay, ingest workers), `off` in none
+    of this process's, so that an operator chooses where it runs. Searches are right either way:
+    they scan what the index has not reached. SQLite's index is written with each append."""
 
     # --- tokens, summaries and policies ---------------------------------------------------------
     model: str = DEFAULT_MODEL

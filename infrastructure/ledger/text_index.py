@@ -262,6 +262,8 @@ class TextIndexer:
     writer as it was; the look costs one index probe per live session. Searches never wait for
     it: they read the index up to the mark and the rows after it."""
 
+    THREAD = "sessionledger-text-index"
+
     def __init__(self, engine: sa.Engine, interval: float = 0.5) -> None:
         self._engine = engine
         self._interval = interval
@@ -270,12 +272,12 @@ class TextIndexer:
         self._pid = 0
 
     def start(self) -> None:
-        """Start the thread in this process (again after a fork: threads do not survive one)."""
+        """Start the thread in this process (once; a process forked from this one has none)."""
         if self._thread is not None and self._pid == os.getpid():
             return
         self._pid = os.getpid()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sessionledger-text-index", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.THREAD, daemon=True)
         self._thread.start()
 
     def run_once(self, wait: bool = False) -> int:

@@ -48,7 +48,7 @@ TERMS = [
 @pytest.fixture(params=["sqlite", "postgres"])
 def service(request) -> Iterator[SessionService]:
     url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url_shared")
-    with open_service(url) as service:
+    with open_service(url, text_index="off") as service:  # the tests say when the index catches up
         yield service
 
 
