@@ -121,7 +121,7 @@ def open_storage(
     compacts its sessions on a thread of its own (`background_compaction.py`). `index_text`: this
     process is one that writes and lives on (a service, the relay, an ingest worker), so it keeps
     PostgreSQL's keyword index up on a thread, unless `settings.text_index` is `off`; every other
-    opener (a command, `serve`, a task worker) leaves the index to those.
+    opener (a `sessionledger` command, `mcp`, a task worker) leaves the index to those.
     """
     if index_text and not create:
         raise ValueError("a ledger opened for reading only (create=False) cannot run the text indexer")
