@@ -153,7 +153,7 @@ class AsyncSessionService:
                 if self._closed:
                     raise RuntimeError("the async session service is closed")
                 if self._service is None:
-                    storage = open_storage(self._settings, background=self._background)
+                    storage = open_storage(self._settings, background=self._background, index_text=True)
                     self._service = storage.service  # first: a loop that sees the fast append finds it open
                     self._fast_append = storage.async_append(
                         self._settings.statement_timeout, self._settings.pool_size

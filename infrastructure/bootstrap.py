@@ -54,7 +54,7 @@ def open_service(
     closing the service drains it. An unknown mode or a bad policy is a `ValueError` here.
     """
     settings, background = service_settings(database_url, broker_url, compaction, policy, options)
-    return open_storage(settings, background=background).service
+    return open_storage(settings, background=background, index_text=True).service
 
 
 def service_settings(
@@ -115,16 +115,27 @@ class NoLedger(LookupError):
     file or no schema at the URL, or a schema at another revision (a reader never migrates one)."""
 
 
-def open_storage(settings: Settings, *, create: bool = True, background: PolicyBook | None = None) -> Storage:
+def open_storage(
+    settings: Settings,
+    *,
+    create: bool = True,
+    background: PolicyBook | None = None,
+    index_text: bool = False,
+) -> Storage:
     """The service on the ledger the settings name (counting tokens for their model), and the
     workers' stores built on the same engine (or the same in-memory ledger), the schema up to date.
 
     `create=False` opens an existing ledger for reading only: nothing is created, migrated or
     written (every transaction is read-only), and `NoLedger` says when there is none to read.
     `memory://` is a fresh, empty ledger either way. With `background` policies, the service
-    compacts its sessions on a thread of its own (`background_compaction.py`).
+    compacts its sessions on a thread of its own (`background_compaction.py`). `index_text`: this
+    process is one that writes and lives on (a service, the relay, an ingest worker), so it keeps
+    PostgreSQL's keyword index up on a thread, unless `settings.text_index` is `off`; every other
+    opener (a `sessionledger` command, `mcp`, a task worker) leaves the index to those.
     """
-    storage = _open_storage(settings, create)
+    if index_text and not create:
+        raise ValueError("a ledger opened for reading only (create=False) cannot run the text indexer")
+    storage = _open_storage(settings, create, index_text and settings.text_index == "background")
     if background is not None:
         from sessionledger.infrastructure.background_compaction import compact_in_background
 
@@ -132,7 +143,7 @@ def open_storage(settings: Settings, *, create: bool = True, background: PolicyB
     return storage
 
 
-def _open_storage(settings: Settings, create: bool) -> Storage:
+def _open_storage(settings: Settings, create: bool, index_text: bool) -> Storage:
     check_replica_urls(settings)
     counter = counter_for(settings.model)
     if settings.database_url == MEMORY_URL:
@@ -148,7 +159,7 @@ def _open_storage(settings: Settings, create: bool) -> Storage:
             MemoryAccessTokens(),
         )
     engine = open_engine(settings, create=create)
-    primary = SqlLedger(engine)
+    primary = SqlLedger(engine, index_in_background=index_text)
     ledger: SqlLedger | ReplicatedLedger
     ledger = _replicated(primary, settings, reading=not create) if settings.read_database_urls else primary
     return Storage(

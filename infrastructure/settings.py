@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     read goes to the primary instead (read-your-writes)."""
     replica_retry: float = Field(default=10.0, gt=0)
     """Seconds a replica that could not be reached is left out before it is tried again."""
+    text_index: Literal["background", "off"] = "background"
+    """PostgreSQL's keyword index (`ledger_text`), filled behind the writes: `background` runs its
+    indexer in the writing processes (`open_service()`, the relay, ingest workers), `off` in none
+    of this process's, so that an operator chooses where it runs. Searches are right either way:
+    they scan what the index has not reached. SQLite's index is written with each append."""
 
     # --- tokens, summaries and policies ---------------------------------------------------------
     model: str = DEFAULT_MODEL

@@ -85,9 +85,10 @@ class DeadLetteringConsumer(Consumer):
         message.ack()
 
 
-def create_app(settings: Settings) -> Celery:
+def create_app(settings: Settings, *, index_text: bool = False) -> Celery:
     """The Celery application of those settings, built when a process starts (`sessionledger
-    worker`, `relay`, the embedded pipeline); `ValueError` without a broker URL."""
+    worker`, `relay`, the embedded pipeline); `ValueError` without a broker URL. `index_text`:
+    its worker processes keep the keyword index up (`open_storage`'s), as an ingest worker does."""
     names = settings.queue_names
     # Celery reads each task message twice (its strategy, then the task's trace): the JSON of
     # an ingest batch is megabytes, which orjson reads four times as fast (`read_json_body`)
@@ -133,6 +134,7 @@ def create_app(settings: Settings) -> Celery:
         worker_consumer="sessionledger.workers.app:DeadLetteringConsumer",
     )
     celery.sessionledger_settings = settings  # type: ignore[attr-defined]  # ours, where tasks find them
+    celery.sessionledger_index_text = index_text  # type: ignore[attr-defined]  # ours, as the settings
     return celery
 
 
@@ -188,6 +190,12 @@ def settings_of(celery: Celery) -> Settings:
     """The settings the application was built from (`create_app`)."""
     settings: Settings = celery.sessionledger_settings  # type: ignore[attr-defined]  # set by create_app
     return settings
+
+
+def indexes_text(celery: Celery) -> bool:
+    """Whether the application's worker processes run the keyword indexer (`create_app`)."""
+    index_text: bool = celery.sessionledger_index_text  # type: ignore[attr-defined]  # set by create_app
+    return index_text
 
 
 def worker_arguments(

@@ -72,7 +72,9 @@ def run_worker(
         concurrency=concurrency,
         loglevel=loglevel,
     )
-    create_app(settings).worker_main(argv)
+    # the indexer in ingest workers (one solo process each: they write nearly every event) and in
+    # the relay, so that a deployment of either keeps the index; not in the task pools' processes
+    create_app(settings, index_text=role == "ingest").worker_main(argv)
     return 0
 
 

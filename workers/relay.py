@@ -130,7 +130,7 @@ def run_relay(celery: Celery, stop: threading.Event | None = None) -> None:
     settings = settings_of(celery)
     stop = stop or threading.Event()
     sender = EvaluateSender(celery)
-    with open_storage(settings) as storage:
+    with open_storage(settings, index_text=True) as storage:
         server = _serve_metrics(settings, storage) if settings.metrics_port else None
         log_event(
             log,

@@ -19,7 +19,7 @@ from sessionledger.infrastructure.compaction_runs import Compactions
 from sessionledger.infrastructure.policies import PolicyBook, policies_from_settings
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
-from sessionledger.workers.app import settings_of
+from sessionledger.workers.app import indexes_text, settings_of
 from sessionledger.workers.metrics import COMPACTION_TALLY, Metrics
 
 
@@ -31,14 +31,18 @@ class WorkerRuntime:
         settings: Settings,
         storage: Storage | None = None,
         policies: PolicyBook | None = None,
+        *,
+        index_text: bool = False,
     ) -> None:
+        """`index_text`: the storage this runtime opens keeps the keyword index up (`open_storage`)."""
         self.settings = settings
+        self._index_text = index_text
         self._given_storage = storage
         self._given_policies = policies
 
     @cached_property
     def storage(self) -> Storage:
-        return self._given_storage or open_storage(self.settings)
+        return self._given_storage or open_storage(self.settings, index_text=self._index_text)
 
     @property
     def service(self) -> SessionService:
@@ -84,7 +88,7 @@ def runtime_of(celery: Celery) -> WorkerRuntime:
     with _lock:
         runtime = _runtimes.get(key)
         if runtime is None:
-            runtime = _runtimes[key] = WorkerRuntime(settings_of(celery))
+            runtime = _runtimes[key] = WorkerRuntime(settings_of(celery), index_text=indexes_text(celery))
         return runtime
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter, MatchMode
 from sessionledger.domain.json_text import read_json
+from sessionledger.domain.sessions import Session
 from sessionledger.domain.times import in_utc
 from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.service import SessionService
@@ -90,12 +91,9 @@ class _RecallRules(Generic[S]):
         _check_query(query)
         search = _cross_filter(query, match_mode, _since(since))
         first = _page(page) * self._page_size
-        found: list[tuple[datetime, dict[str, str]]] = []
-        for session in service.list_sessions(user_id):
-            for event in service.get_events(session.id, search, user_id=user_id):
-                if _has_text(event):
-                    found.append((event.timestamp, {"sessionId": session.id, **_item(event)}))
-        found.sort(key=lambda pair: pair[0])  # stable: ledger order within one instant
+        sessions = service.list_sessions(user_id)
+        found = _earliest(service, sessions, search, first + self._page_size, user_id)
+        found.sort(key=lambda pair: pair[0])  # stable: list order, then ledger order, within one instant
         return _render([item for _, item in found[first : first + self._page_size]])
 
     def definitions(self) -> list[dict[str, Any]]:
@@ -358,6 +356,44 @@ def _cross_filter(query: str | None, match_mode: str | None, since: datetime | N
         return EventFilter(keyword=terms[0], start=since)
     mode = MatchMode.ALL if isinstance(match_mode, str) and match_mode.lower() == "all" else MatchMode.ANY
     return EventFilter(keywords=tuple(terms), match_mode=mode, start=since)
+
+
+Found = list[tuple[datetime, dict[str, str]]]
+
+
+def _earliest(
+    service: SessionService, sessions: list[Session], search: EventFilter, wanted: int, user_id: str
+) -> Found:
+    """Every match with text that can be among the `wanted` earliest by timestamp, in session
+    order, then log order, and more: what sorting all of them would give first, without reading
+    them all (a common keyword over 50,000 events read 1.6 s, 70 MiB).
+
+    First each session's first `wanted` matches in log order (a page: the index or a short walk);
+    if none of them was cut off, that is every match. Otherwise the `wanted`-th earliest of them,
+    `bound`, bounds the answer: at least `wanted` matches are at or before it, so no later one is
+    among the first `wanted`; the second pass reads each session's matches up to `bound`, the
+    ties at `bound` included (a session's log order need not follow its timestamps)."""
+    paged = search.merge(EventFilter(page=0, page_size=wanted))
+    sample: Found = []
+    cut = False
+    for session in sessions:
+        events = service.get_events(session.id, paged, user_id=user_id)
+        cut = cut or len(events) == wanted
+        sample += _with_text(session.id, events)
+    if not cut:
+        return sample
+    if len(sample) < wanted:  # blank texts filled some pages: no bound from them
+        up_to = search
+    else:
+        up_to = search.merge(EventFilter(end=sorted(moment for moment, _ in sample)[wanted - 1]))
+    found: Found = []
+    for session in sessions:
+        found += _with_text(session.id, service.get_events(session.id, up_to, user_id=user_id))
+    return found
+
+
+def _with_text(session_id: str, events: list[SessionEvent]) -> Found:
+    return [(e.timestamp, {"sessionId": session_id, **_item(e)}) for e in events if _has_text(e)]
 
 
 def _arguments(arguments: str | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
 from sessionledger.infrastructure.ledger.schema import ledger, sessions, window_slots
 from sessionledger.infrastructure.ledger.state import StateScopes
+from sessionledger.infrastructure.ledger.text_index import erasure_lock, ledger_text
 from sessionledger.infrastructure.ledger.window_changes import WindowPrefix
 
 
@@ -143,7 +144,8 @@ class Sessions:
         return rows[0].version if rows else 0
 
     def delete(self, session_id: str, reason: str) -> bool:
-        """One transaction: the erasure record, the erasable payloads nulled, the session row
+        """One transaction: the erasure record, the erasable payloads nulled (and their text out of
+        the keyword index), the session row
         cleared and marked deleted, its window slots dropped."""
         now = datetime.now(UTC)
         with self._writer.begin() as conn:
@@ -153,6 +155,9 @@ class Sessions:
             draft = erasure_draft(at=now, reason=reason)
             record = head.place(session_id, draft, head.version, now)
             _erase_payloads(conn, self._dialect, session_id)
+            if self._dialect == "postgresql":  # SQLite's index forgets the text by trigger, here too
+                conn.execute(sa.select(erasure_lock(session_id, shared=False)))  # no indexer mid-way
+                conn.execute(ledger_text.delete().where(ledger_text.c.session_id == session_id))
             conn.execute(statements.INSERT_ROW, [ledger_row(record, draft.text)])
             conn.execute(window_slots.delete().where(window_slots.c.session_id == session_id))
             conn.execute(

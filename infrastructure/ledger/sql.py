@@ -35,6 +35,7 @@ from sessionledger.infrastructure.ledger.events import EventReads
 from sessionledger.infrastructure.ledger.heads import HeadCache
 from sessionledger.infrastructure.ledger.sessions import Sessions
 from sessionledger.infrastructure.ledger.state import StateScopes
+from sessionledger.infrastructure.ledger.text_index import TextIndexer
 from sessionledger.infrastructure.ledger.window import WindowReads
 from sessionledger.infrastructure.ledger.window_changes import WindowChanges, WindowPrefix
 
@@ -49,7 +50,9 @@ T = TypeVar("T")
 class SqlLedger:
     """The durable ledger; safe to share between threads, and between processes on one database."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *, index_in_background: bool = False) -> None:
+        """`index_in_background`: keep PostgreSQL's keyword index up on a thread of this process
+        (`TextIndexer`); the composition root asks for it in the processes that write."""
         self._engine = engine
         self._autocommit = Autocommit(engine)
         heads = HeadCache()
@@ -63,6 +66,9 @@ class SqlLedger:
         self._changes = WindowChanges(engine, heads, prefix)
         self._entries = EntryReads(engine, self._autocommit)
         self._audit = AuditReads(engine)
+        self._indexer = TextIndexer(engine) if engine.dialect.name == "postgresql" else None
+        if self._indexer is not None and index_in_background:
+            self._indexer.start()
 
     @property
     def engine(self) -> sa.Engine:
@@ -77,7 +83,15 @@ class SqlLedger:
 
         return AsyncAppend(self._appends, self._engine, statement_timeout, connections)
 
+    def index_text(self) -> int:
+        """Bring the keyword index up to every session's head now (PostgreSQL; SQLite's is always
+        in step), waiting for an indexer at work; the rows indexed. Tests and benchmarks call it
+        to measure a search over an index in step; in use an indexer thread does it."""
+        return 0 if self._indexer is None else self._indexer.run_once(wait=True)
+
     def close(self) -> None:
+        if self._indexer is not None:
+            self._indexer.close()
         self._autocommit.close()
         self._engine.dispose()
 
@@ -159,7 +173,7 @@ class SqlLedger:
         return True
 
     def after_fork(self) -> None:
-        self._audit.after_fork()
+        self._audit.after_fork()  # no indexer: a forked reader (verify's) writes nothing
 
     def records(self, session_id: str) -> Iterator[LedgerRecord]:
         return self._audit.records(session_id)

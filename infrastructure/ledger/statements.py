@@ -22,6 +22,7 @@ from sessionledger.infrastructure.ledger.schema import (
     user_states,
     window_slots,
 )
+from sessionledger.infrastructure.ledger.text_index import SEARCHABLE_TEXT, like_term
 
 EVENT = Kind.EVENT.value
 STATS = (
@@ -33,12 +34,6 @@ STATS = (
     "events_since_summary",
 )
 """The `sessions` columns of the window stats, in `WindowStats` order."""
-
-
-def _like_term(term: str) -> str:
-    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself)."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] | None:
@@ -54,9 +49,7 @@ def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] 
     """
     if f.keyword is None and f.keywords is None:
         return None
-    text: sa.ColumnElement[Any] = sa.func.lower(
-        sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string()
-    )
+    text: sa.ColumnElement[Any] = SEARCHABLE_TEXT
     message = None
     if dialect.name != "mysql":
         once = sa.select(text.label("text")).correlate(ledger).offset(sa.literal_column("0"))
@@ -64,7 +57,7 @@ def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] 
         text = message.c.text
 
     def contains(term: str) -> sa.ColumnElement[bool]:
-        return text.like(_like_term(term), escape="\\")
+        return text.like(like_term(term), escape="\\")
 
     conditions = [] if f.keyword is None else [contains(f.keyword)]
     if f.keywords is not None:

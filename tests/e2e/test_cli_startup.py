@@ -8,10 +8,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.ledger.text_index import TextIndexer
 from sessionledger.workers import cli as package
 
 STACKS = (
@@ -41,15 +44,17 @@ POSTGRES = ("psycopg", "psycopg_binary", "psycopg_c", "asyncpg", "sqlalchemy.dia
 (whose package imports its asyncpg dialect too)."""
 
 _RUN = """
-import json, sys
+import json, sys, threading
 from sessionledger.workers.cli import main
 out, sys.argv = sys.argv[1], ["sessionledger", *sys.argv[2:]]
+threads, start = [], threading.Thread.start
+threading.Thread.start = lambda thread: (threads.append(thread.name), start(thread))[1]
 try:
     main()
 except SystemExit as exit:
     status = exit.code
 with open(out, "w") as file:
-    json.dump({"status": status, "modules": sorted(sys.modules)}, file)
+    json.dump({"status": status, "modules": sorted(sys.modules), "threads": threads}, file)
 """
 
 
@@ -66,15 +71,24 @@ def loaded(tmp_path: Path, *args: str) -> set[str]:
 
 def loaded_modules(tmp_path: Path, *args: str) -> set[str]:
     """Every module imported by one run of the command, which must succeed."""
+    return set(_run(tmp_path, *args)["modules"])
+
+
+def started_threads(tmp_path: Path, *args: str) -> list[str]:
+    """The names of the threads one run of the command started, which must succeed."""
+    return list(_run(tmp_path, *args)["threads"])
+
+
+def _run(tmp_path: Path, *args: str) -> dict[str, Any]:
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONLEDGER_", "OPENAI_"))}
     done = subprocess.run(
         [sys.executable, "-c", _RUN, str(out), *args], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
+    report: dict[str, Any] = json.loads(out.read_text())
     assert report["status"] in (0, None), done.stdout + done.stderr
-    return set(report["modules"])
+    return report
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"]], ids=" ".join)
@@ -175,3 +189,19 @@ def test_a_reading_command_imports_no_other_commands_module(tmp_path: Path, ledg
     found = loaded_modules(tmp_path, "events", session_id, "--database-url", url)
     others = {f"{package.__name__}.{name}" for name in ("demo", "queue", "migrate", "fake_llm")}
     assert "sessionledger.workers.cli.browse" in found and found & others == set()
+
+
+@pytest.mark.parametrize("command", ["sessions", "events"])
+def test_reading_commands_on_postgresql_run_no_text_indexer(
+    tmp_path: Path, pg_url: str, command: str
+) -> None:
+    """A reading command starts no keyword indexer thread and leaves `ledger_text` as it was,
+    here empty behind a session written with the indexer off."""
+    with open_service(pg_url, text_index="off") as service:
+        session = service.create_session("alice", app_name="app")
+        service.append_message(session.id, UserMessage("hello"))
+        engine: sa.Engine = service.ledger.engine  # type: ignore[attr-defined]
+        threads = started_threads(tmp_path, *reading_command(command, session.id), "--database-url", pg_url)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM ledger_text")).scalar_one() == 0
+    assert TextIndexer.THREAD not in threads

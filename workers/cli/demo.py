@@ -105,7 +105,7 @@ def demo(
         console.print(f"appending {count:,} ShareGPT conversations as user {DEMO_USER}, app {DEMO_APP}")
         console.print(f"policy: {POLICY_IN_ONE_LINE}")
     started = time.perf_counter()
-    with open_storage(settings) as storage:
+    with open_storage(settings, index_text=True) as storage:
         service = storage.service
         compactor = compact_in_background(service, storage.leases, policies)
         loaded = list(conversations(limit=count))

@@ -1,7 +1,7 @@
 """The `access_tokens` table: tokens of the audit page (`sessionledger token create`), secrets hashed.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-11-28
 """
 
@@ -10,7 +10,7 @@ from alembic import op
 from sessionledger.infrastructure.ledger.schema import Key, UtcDateTime, table_options
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
