@@ -22,6 +22,7 @@ from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.web import audit_app
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.audit_ledger import BOB_TEXT, MARKUP, SECRET_URL, AuditLedger, fill
 
 JSON = {"Accept": "application/json"}
@@ -39,8 +40,11 @@ class Site:
     digests: Path
 
 
-@pytest.fixture
-def site(database_url: str, tmp_path: Path) -> Iterator[Site]:
+@pytest.fixture(params=["memory", *SQL_BACKENDS])
+def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
+    """The audit page over a fresh ledger of each backend: the pages list every session of a user
+    and the whole ledger, so no other test's sessions may share its database."""
+    database_url = "memory://" if request.param == "memory" else sql_url(request, request.param)
     with open_storage(Settings(database_url=database_url)) as storage:
         ledger = fill(storage.service)
         headers = {}
@@ -66,8 +70,6 @@ def site(database_url: str, tmp_path: Path) -> Iterator[Site]:
                 headers["alice"],
                 digests,
             )
-        for sid in (ledger.alice, ledger.bob):  # the shared PostgreSQL database: leave no session behind
-            storage.service.delete_session(sid)
 
 
 def _routes(site: Site, session_id: str, event_id: str) -> list[str]:
