@@ -65,7 +65,7 @@ def test_urls_inside_a_message_are_masked_and_urls_without_a_password_are_left_a
         "notaurl",
         "sqlite://relative.db",
         f"postgresql+psycopg://u:{SECRET}@h:notaport/db",
-        f"mysql://u:{SECRET}@h/db",
+        f"oracle://u:{SECRET}@h/db",
         f"postgresql+asyncpg://u:{SECRET}@h/db",
     ],
 )
