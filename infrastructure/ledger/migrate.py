@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).with_name("migrations")
 ADVISORY_LOCK_KEY = 0x5E551071ED6E
 """pg_advisory_lock key serializing schema upgrades (of either schema) across processes."""
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0009"
 """The newest ledger migration's revision, written here so that opening a ledger that is up to date
 (every reading command, every writer after the first) needs no alembic, whose import costs more
 than all the rest of a command's; tests/integration/test_migrations.py holds it equal to alembic's
