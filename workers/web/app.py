@@ -1,8 +1,10 @@
 """The audit page's ASGI application: routes (docs/api.md "The audit page"), login, and answers as
 HTML or, for `Accept: application/json`, the same data as JSON.
 
-Read-only: the only POST is `/login`, which sets an HttpOnly, SameSite=Strict cookie (Secure over
-https) and refuses a form posted from another origin; everything else is a GET through `AuditViews`.
+The pages are read-only: their only POST is `/login`, which sets an HttpOnly, SameSite=Strict
+cookie (Secure over https) and refuses a form posted from another origin; everything else is a GET
+through `AuditViews`. The HTTP session API (`workers.web.session_api`), which writes, is mounted at
+`/api/v1` with the same tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sessionledger.domain.ports import AccessTokens
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.workers.web.access import COOKIE, SignedOut, grant_for, requested_grant
+from sessionledger.workers.web.session_api import session_api
 from sessionledger.workers.web.views import AuditViews, Unknown
 
 from sessionledger import __version__
@@ -59,6 +62,7 @@ def audit_app(
     app.add_exception_handler(ValueError, _bad_request)
     for route in _ROUTES:
         route(app)
+    app.mount("/api/v1", session_api(service, tokens))
     return app
 
 
