@@ -60,7 +60,7 @@ def api(database_url: str) -> Iterator[Api]:
             storage.access_tokens.add(stored)
             headers[name] = {"Authorization": f"Bearer {token}"}
         app = f"app-{uuid4().hex[:12]}"  # ids are never used again: a fresh app per test
-        with TestClient(audit_app(storage.service, storage.access_tokens)) as client:
+        with TestClient(audit_app(storage.service, storage.access_tokens, writer=storage.service)) as client:
             yield Api(storage, client, app, headers["alice"], headers["bob"], headers["reader"])
         for user in ("alice", "bob"):  # the shared PostgreSQL database: leave no session behind
             for session in storage.service.list_sessions(user, app_name=app):
@@ -113,6 +113,9 @@ def test_appends_are_conditional_and_idempotent_and_reads_take_recent_and_after(
 
     read = api.client.get(api.url("/s"), params={"num_recent_events": 2}, headers=api.alice).json()
     assert [e["id"] for e in read["events"]] == ["e1", "e2"] and read["version"] == 3
+    for recent, ids in ((5, ["e0", "e1", "e2"]), (0, [])):  # more than there are: all of them
+        read = api.client.get(api.url("/s"), params={"num_recent_events": recent}, headers=api.alice).json()
+        assert [e["id"] for e in read["events"]] == ids
     after = datetime.fromisoformat(times[1]).timestamp()
     read = api.client.get(api.url("/s"), params={"after": after}, headers=api.alice).json()
     assert [e["id"] for e in read["events"]] == ["e1", "e2"]

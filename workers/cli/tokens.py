@@ -14,7 +14,9 @@ from sessionledger.workers.cli.app import AsJson, DatabaseUrl, cli, emit_json, f
 
 __all__ = ["tokens"]
 
-tokens = typer.Typer(help="Tokens for the audit page (`sessionledger serve`).", no_args_is_help=True)
+tokens = typer.Typer(
+    help="Tokens for `sessionledger serve` (the audit page, the HTTP session API).", no_args_is_help=True
+)
 cli.add_typer(tokens, name="token")
 
 

@@ -269,7 +269,7 @@ def _session_routes(api: FastAPI) -> None:
             since = _moment(after)
             events = [event for event in events if event.timestamp >= since]
         if num_recent_events is not None:
-            events = events[len(events) - num_recent_events :] if num_recent_events else []
+            events = events[max(0, len(events) - num_recent_events) :] if num_recent_events else []
         return {**_session_document(service, session, session_id, events=events), "version": version}
 
     @api.delete("/apps/{app}/sessions/{session_id}", status_code=204)
