@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from uuid import uuid4
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -116,7 +117,8 @@ def bearer_grant(request: Request) -> Grant:
     return grant
 
 
-def writer_grant(grant: Annotated[Grant, Depends(bearer_grant)]) -> Grant:
+async def writer_grant(grant: Annotated[Grant, Depends(bearer_grant)]) -> Grant:
+    """A writing token's grant (async: a check with no I/O needs no hop to a thread)."""
     if not grant.write:
         raise HTTPException(
             403, "this token is read-only: writing needs one made with `token create --write`"
@@ -222,6 +224,18 @@ def _moment(text: str) -> datetime:
     return moment
 
 
+def _create(service: SessionService, app: str, grant: Grant, new: NewSession) -> dict[str, Any]:
+    session_id = (new.session_id or str(uuid4())).strip()
+    ledger_id = _ledger_id(app, grant, session_id)
+    try:
+        session = service.create_session(grant.user_id, session_id=ledger_id, app_name=app, state=new.state)
+    except SessionExists:
+        raise HTTPException(
+            409, f"session {session_id!r} exists, or existed (a deleted session's id is not used again)"
+        ) from None
+    return _session_document(service, session, session_id, events=[])
+
+
 def _session_routes(api: FastAPI) -> None:
     service: SessionService = api.state.service
 
@@ -229,17 +243,7 @@ def _session_routes(api: FastAPI) -> None:
     async def create_session(request: Request, app: str, grant: Writer) -> Response:
         """Create a session of the token's user (409 when the id is taken)."""
         new = _parsed(NewSession, await json_body(request, request.app.state.body_limit))
-        session_id = (new.session_id or str(uuid4())).strip()
-        ledger_id = _ledger_id(app, grant, session_id)
-        try:
-            session = service.create_session(
-                grant.user_id, session_id=ledger_id, app_name=app, state=new.state
-            )
-        except SessionExists:
-            raise HTTPException(
-                409, f"session {session_id!r} exists, or existed (a deleted session's id is not used again)"
-            ) from None
-        document = _session_document(service, session, session_id, events=[])
+        document = await run_in_threadpool(_create, service, app, grant, new)
         return JSONResponse({**document, "version": 0}, 201)
 
     @api.get("/apps/{app}/sessions")
@@ -338,20 +342,27 @@ def _event_routes(api: FastAPI) -> None:
         nothing stored when its id is in the session already; 409 (nothing stored) when the session
         is no longer at `expected_version`; 413 for a body over the payload limit."""
         new = _parsed(NewEvent, await json_body(request, request.app.state.body_limit))
-        session = _owned(service, app, grant, session_id)
-        event = _event_of(new.event, session.id, session_id)
-        try:
-            stored = service.append_event(event, user_id=grant.user_id, expected_version=new.expected_version)
-        except ConcurrencyConflict:
-            if not _stored_before(service, event):
-                raise
-            stored = False
+        stored, document, version = await run_in_threadpool(_append, service, app, grant, session_id, new)
+        return JSONResponse({"event": document, "version": version, "stored": stored}, 201 if stored else 200)
+
+
+def _append(
+    service: SessionService, app: str, grant: Grant, session_id: str, new: NewEvent
+) -> tuple[bool, dict[str, Any], int]:
+    """Whether the event was stored, the event, and the session's version after it."""
+    session = _owned(service, app, grant, session_id)  # the owner's: no second check in the append
+    event = _event_of(new.event, session.id, session_id)
+    try:
+        stored = service.append_event(event, expected_version=new.expected_version)
+    except ConcurrencyConflict:
+        if not _stored_before(service, event):
+            raise
+        stored = False
+    if stored and new.expected_version is not None:
+        version = new.expected_version + 1  # what the conditional append made it
+    else:
         version = service.event_version(session.id)
-        if stored and new.expected_version is not None:
-            version = new.expected_version + 1  # what the conditional append made it
-        return JSONResponse(
-            {"event": event_document(event), "version": version, "stored": stored}, 201 if stored else 200
-        )
+    return stored, event_document(event), version
 
 
 # --- state and recall ------------------------------------------------------------------------------
