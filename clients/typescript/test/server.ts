@@ -2,7 +2,8 @@
  * A real `sessionledger serve` for the tests: a subprocess on a free port over a SQLite ledger in a
  * temporary directory, with tokens made by `sessionledger token create`; `stop()` ends the process
  * and removes the directory. The command is `$SESSIONLEDGER_BIN`, else the repository's
- * `.venv/bin/sessionledger`.
+ * `.venv/bin/sessionledger`. A test process that ends otherwise (Ctrl-C, SIGTERM) still kills the
+ * server and removes the directory on its way out.
  */
 
 import { execFile, spawn, type ChildProcess } from "node:child_process";
@@ -32,7 +33,14 @@ export async function startServer(databaseUrl?: string): Promise<Server> {
   const url = databaseUrl ?? `sqlite:///${join(dir, "ledger.db")}`;
   const cli = async (...args: string[]) => (await run(CLI, [...args, "--database-url", url], { timeout: 60_000 })).stdout;
   let child: ChildProcess | undefined;
+  const leftovers = () => { // however the test process ends (a failure, Ctrl-C): no server, no files
+    child?.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once("exit", leftovers);
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130));
   const stop = async () => {
+    process.removeListener("exit", leftovers);
     if (child && child.exitCode === null) {
       const exited = new Promise((done) => child!.once("exit", done));
       child.kill("SIGTERM");

@@ -59,6 +59,19 @@ test("two writers on one session: one wins, the stale one stores nothing, and af
   assert.equal(new Set(all!.events.map((e) => e.id)).size, 8);
 });
 
+test("an append retried after it was stored (its answer lost) is stored once, and the session shows it once", async () => {
+  const service = new LedgerSessionService({ baseUrl: server.baseUrl, token: alice });
+  const session = await service.createSession("retry", "alice", {}, "once");
+  const copy = (await service.getSession("retry", "alice", "once"))!;
+  const event = said("only once", { n: 1 });
+  await service.appendEvent(session, event);
+  await service.appendEvent(copy, event); // the copy is stale, yet the id is the ledger's already: 200
+  assert.deepEqual(copy.events.map((e) => e.id), [event.id]);
+  assert.deepEqual(copy.state, { n: 1 });
+  await service.appendEvent(copy, said("next")); // and the copy is current again
+  assert.equal((await service.getSession("retry", "alice", "once"))!.events.length, 2);
+});
+
 test("state prefixes, temp keys, null values, partial events, GetSessionConfig and lastUpdateTime follow ADK-TS", async () => {
   const service = new LedgerSessionService({ baseUrl: server.baseUrl, token: alice });
   const session = await service.createSession("rules", "alice", { k: 1, "app:theme": "dark", "user:lang": "en", "temp:x": 1 }, "  s1 ");
