@@ -1,4 +1,4 @@
-"""The HTTP session API (`/api/v1/`, CONTRACT.md section 11): sessions, events and state over HTTP,
+"""The HTTP session API (`/api/v1/`, docs/http-api.md): sessions, events and state over HTTP,
 for agents outside Python (the `sessionledger-adk` npm package is ADK-TS's session service on it).
 
 A separate ASGI application mounted on the audit page's, so it shares its server and its tokens
