@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo examples test lint bench services clean
+.PHONY: install demo examples test test-typescript lint bench services clean
 
 $(BIN)/sessionledger: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ test: install services
 	bash .ci/typecheck $(BIN)/mypy
 	bash .ci/imports $(BIN)/lint-imports
 	$(BIN)/python -m pytest
+	$(MAKE) test-typescript
+
+# The npm package clients/typescript (sessionledger-adk): installed from its lockfile, built with
+# tsc, and tested with node's test runner against a real `sessionledger serve` the tests start.
+test-typescript: install
+	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && \
+		SESSIONLEDGER_BIN="$(abspath $(BIN))/sessionledger" npm test
 
 lint: install
 	$(BIN)/ruff check .

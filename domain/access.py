@@ -3,8 +3,8 @@ a token is made and checked against what is stored of it.
 
 A token is `sl_<id>_<secret>`: the id finds its row, the secret is stored only as its sha256 and
 compared in constant time, so neither the database nor a timing difference gives a usable token
-away. A grant names a user (whose sessions it reads) and whether it is an admin's (every user's);
-a further right (writing, for the HTTP session API) is one more field of `Grant` and one more column.
+away. A grant names a user (whose sessions it reads), whether it is an admin's (every user's), and
+whether it may write through the HTTP session API (create, append, delete; `token create --write`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ _SECRET_BYTES = 32
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What a token allows: reading `user_id`'s sessions, or every user's when `admin`."""
+    """What a token allows: reading `user_id`'s sessions, or every user's when `admin`; and with
+    `write`, changing `user_id`'s own sessions through the HTTP session API (never another's)."""
 
     user_id: str
     admin: bool = False
+    write: bool = False
 
     @property
     def reader(self) -> str | None:

@@ -155,6 +155,17 @@ def event_to_payload(event: SessionEvent) -> dict[str, Any]:
     }
 
 
+def event_document(event: SessionEvent) -> dict[str, Any]:
+    """The event as `sessionledger events --json` prints it and the HTTP session API takes and
+    gives it: its id, session id and archived flag beside its payload."""
+    return {
+        "id": event.id,
+        "session_id": event.session_id,
+        "archived": event.archived,
+        **event_to_payload(event),
+    }
+
+
 def event_from_payload(
     session_id: str,
     event_id: str,

@@ -28,20 +28,22 @@ class SqlAccessTokens:
                     secret_sha256=token.secret_sha256,
                     user_id=token.grant.user_id,
                     admin=token.grant.admin,
+                    write=token.grant.write,
                     created_at=token.created_at,
                 )
             )
 
     def find(self, token_id: str) -> StoredToken | None:
         t = access_tokens.c
-        query = sa.select(t.secret_sha256, t.user_id, t.admin, t.created_at).where(
+        query = sa.select(t.secret_sha256, t.user_id, t.admin, t.write, t.created_at).where(
             t.token_id == token_id, t.revoked_at.is_(None)
         )
         with self._engine.connect() as conn:
             row = conn.execute(query).first()
         if row is None:
             return None
-        return StoredToken(token_id, row.secret_sha256, Grant(row.user_id, bool(row.admin)), row.created_at)
+        grant = Grant(row.user_id, bool(row.admin), bool(row.write))
+        return StoredToken(token_id, row.secret_sha256, grant, row.created_at)
 
     def revoke(self, token_id: str) -> bool:
         t = access_tokens.c

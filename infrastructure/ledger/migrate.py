@@ -25,7 +25,7 @@ ADVISORY_LOCK_KEY = 0x5E551071ED6E
 """pg_advisory_lock key serializing schema upgrades (of either schema) across processes."""
 LOCK_NAME = "sessionledger.migrate"
 """The same, as MariaDB's and MySQL's named lock (`GET_LOCK`)."""
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 """The newest ledger migration's revision, written here so that opening a ledger that is up to date
 (every reading command, every writer after the first) needs no alembic, whose import costs more
 than all the rest of a command's; tests/integration/test_migrations.py holds it equal to alembic's

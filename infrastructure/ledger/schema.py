@@ -263,6 +263,7 @@ access_tokens = sa.Table(
     sa.Column("admin", sa.Boolean, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("revoked_at", UtcDateTime),
+    sa.Column("write", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 """Tokens of the audit page, their secrets hashed (`infrastructure.ledger.access_tokens`); a
 revoked token keeps its row, so who could read what stays on record."""

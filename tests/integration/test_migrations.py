@@ -123,7 +123,47 @@ def test_a_ledger_at_0004_upgrades_to_0007_keeping_its_sessions_and_gains_the_to
             assert storage.access_tokens.find(stored.token_id) == stored
             assert verify(storage.service, session.id).ok
         with engine.connect() as connection:
-            assert current_revision(connection) == "0007" == head_revision()
+            assert current_revision(connection) == "0008" == head_revision()
+    finally:
+        engine.dispose()
+
+
+def test_tokens_made_at_0007_read_only_after_0008_and_write_tokens_keep_their_flag(fresh_url: str) -> None:
+    """0008 adds `access_tokens.write`: a token stored before it grants reading only, as it did,
+    and a token stored after it keeps whether it may write."""
+    from datetime import UTC, datetime
+
+    from sessionledger.domain.access import Grant, issue
+    from sessionledger.infrastructure.bootstrap import open_storage
+    from sessionledger.infrastructure.settings import Settings
+
+    now = datetime.now(UTC)
+    _, old = issue(Grant("alice"), now)
+    engine = create_ledger_engine(fresh_url)
+    try:
+        with engine.begin() as connection:
+            config = _config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0007")
+            columns = ("token_id", "secret_sha256", "user_id", "admin", "created_at")
+            connection.execute(
+                sa.insert(sa.table("access_tokens", *map(sa.column, columns))),
+                [
+                    {
+                        "token_id": old.token_id,
+                        "secret_sha256": old.secret_sha256,
+                        "user_id": "alice",
+                        "admin": False,
+                        "created_at": now,
+                    }
+                ],
+            )
+        with open_storage(Settings(database_url=fresh_url)) as storage:  # upgrades to the head
+            found = storage.access_tokens.find(old.token_id)
+            assert found is not None and found.grant == Grant("alice", admin=False, write=False)
+            _, writer = issue(Grant("bob", write=True), now)
+            storage.access_tokens.add(writer)
+            assert storage.access_tokens.find(writer.token_id) == writer
     finally:
         engine.dispose()
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from sessionledger.domain import format_event
+from sessionledger.domain.codec import event_document
 from sessionledger.workers.cli.app import (
     AsJson,
     BrokerUrl,
@@ -31,7 +32,6 @@ from sessionledger.workers.cli.app import (
     time_column,
     unknown_session,
 )
-from sessionledger.workers.cli.browse import event_row
 from sessionledger.workers.cli.digests import PublicKey, read_digests
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def _replay_dict(found: WindowReplay) -> dict[str, Any]:
         "version": found.version,
         "deleted": found.deleted,
         "window": [
-            {"position": p, **event_row(e)} for p, e in zip(found.positions, found.window, strict=False)
+            {"position": p, **event_document(e)} for p, e in zip(found.positions, found.window, strict=False)
         ],
         "state": dict(found.state),
         "archived": list(found.archived),
@@ -141,7 +141,7 @@ def _show_model_view(view: ModelView, as_json: bool) -> None:
     if as_json:
         emit_json(
             {
-                "event": event_row(view.event),
+                "event": event_document(view.event),
                 "before": _replay_dict(view.before),
                 "summary": view.summary,
                 "facts": view.facts,

@@ -22,7 +22,7 @@ from sessionledger.workers.cli.app import (
 )
 
 if TYPE_CHECKING:
-    from sessionledger.domain import Session, SessionEvent
+    from sessionledger.domain import Session
 
 
 def session_row(session: Session) -> dict[str, object]:
@@ -36,17 +36,6 @@ def session_row(session: Session) -> dict[str, object]:
         "expires_at": format_timestamp(session.expires_at) if session.expires_at else None,
         "metadata": dict(session.metadata),
         "state": dict(session.state),
-    }
-
-
-def event_row(event: SessionEvent) -> dict[str, object]:
-    from sessionledger.domain.codec import event_to_payload
-
-    return {
-        "id": event.id,
-        "session_id": event.session_id,
-        "archived": event.archived,
-        **event_to_payload(event),
     }
 
 
@@ -124,7 +113,9 @@ def events(
             unknown_session(service, session_id, user)
         found = service.get_events(session_id, EventFilter.all() if all_events else EventFilter.active())
         if as_json:
-            emit_json([event_row(e) for e in found])
+            from sessionledger.domain.codec import event_document
+
+            emit_json([event_document(e) for e in found])
             return
         from rich.table import Column, Table
 

@@ -29,12 +29,12 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from sessionledger.domain.codec import event_document
 from sessionledger.domain.filters import EventFilter
 from sessionledger.infrastructure import audit
 from sessionledger.infrastructure.agents.recall import CONVERSATION_SEARCH, RecallTools
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.workers.cli.app import json_text
-from sessionledger.workers.cli.browse import event_row
 from sessionledger.workers.failures import operator_message
 
 from sessionledger import __version__
@@ -205,7 +205,7 @@ class _Recall:
         if self._service.get_session(session_id, user_id=self._user) is None:
             raise _resource_error(f"unknown session {session_id!r}")
         events = self._service.get_events(session_id, EventFilter.active(), user_id=self._user)
-        return json_text([event_row(event) for event in events])
+        return json_text([event_document(event) for event in events])
 
     def _unexpected(self, error: Exception, what: str) -> str:
         """A failure of the ledger (or a bug) as one line; a bug's traceback goes to the log only."""

@@ -1,4 +1,5 @@
-"""`sessionledger serve`: the read-only audit page (`sessionledger.workers.web`) on uvicorn."""
+"""`sessionledger serve`: the read-only audit page and the HTTP session API (`sessionledger.workers.web`)
+on uvicorn."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the read-only audit page: sessions, timelines, windows, what the model saw, verify,
-    exports and proofs; open it with a token from `sessionledger token create`."""
+    """Serve the read-only audit page (sessions, timelines, windows, what the model saw, verify,
+    exports, proofs) and the HTTP session API under /api/v1/; tokens from `sessionledger token create`."""
     if not 1 <= port <= 65535:
         fail(f"--port must be between 1 and 65535, not {port}")
     if digest_dir is not None and not digest_dir.is_dir():
@@ -50,15 +51,20 @@ def serve(
 
     settings = settings_for(database_url)
     configure_tracing(settings, "serve")
-    with open_storage(settings, create=False) as storage:
+    # the pages read through a read-only connection; only the HTTP session API's service writes
+    with open_storage(settings, create=False) as storage, open_storage(settings) as writing:
         app = audit_app(
             storage.service,
             storage.access_tokens,
             database=settings.database_url,
             digest_dir=digest_dir,
             digest_public_key=settings.digest_public_key,
+            writer=writing.service,
         )
         print(
-            f"serving the audit page at http://{host}:{port}/ (Ctrl-C stops it)", file=sys.stderr, flush=True
+            f"serving the audit page at http://{host}:{port}/ and the session API at /api/v1/ "
+            "(Ctrl-C stops it)",
+            file=sys.stderr,
+            flush=True,
         )
         uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)

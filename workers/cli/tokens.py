@@ -1,4 +1,4 @@
-"""`sessionledger token create|revoke`: the tokens that open the audit page (`sessionledger serve`).
+"""`sessionledger token create|revoke`: the tokens of `sessionledger serve` (audit page, HTTP API).
 
 A token is printed once, as the last line of `create`'s output, and stored only as the hash of its
 secret; after `revoke` it opens nothing (its row is kept, revoked).
@@ -14,7 +14,9 @@ from sessionledger.workers.cli.app import AsJson, DatabaseUrl, cli, emit_json, f
 
 __all__ = ["tokens"]
 
-tokens = typer.Typer(help="Tokens for the audit page (`sessionledger serve`).", no_args_is_help=True)
+tokens = typer.Typer(
+    help="Tokens for `sessionledger serve` (the audit page, the HTTP session API).", no_args_is_help=True
+)
 cli.add_typer(tokens, name="token")
 
 
@@ -22,6 +24,10 @@ cli.add_typer(tokens, name="token")
 def create(
     user: Annotated[str, typer.Option("--user", help="The user whose sessions the token reads.")],
     admin: Annotated[bool, typer.Option("--admin", help="Read every user's sessions.")] = False,
+    write: Annotated[
+        bool,
+        typer.Option("--write", help="Also write the user's sessions through the HTTP session API."),
+    ] = False,
     database_url: DatabaseUrl = None,
     as_json: AsJson = False,
 ) -> None:
@@ -32,13 +38,15 @@ def create(
 
     if not user.strip():
         fail("--user must not be empty")
-    token, stored = issue(Grant(user, admin), datetime.now(UTC))
+    token, stored = issue(Grant(user, admin, write), datetime.now(UTC))
     with storage_for(database_url, create=True) as storage:  # tokens are written: migrate if need be
         storage.access_tokens.add(stored)
     if as_json:
-        emit_json({"user": user, "admin": admin, "token_id": stored.token_id, "token": token})
+        emit_json({"user": user, "admin": admin, "write": write, "token_id": stored.token_id, "token": token})
         return
     who = "every user's sessions (admin)" if admin else f"the sessions of user {user}"
+    if write:
+        who += f", writing user {user}'s"
     sys.stdout.write(f"a token for {who}; it is shown once, keep it secret:\n{token}\n")
 
 

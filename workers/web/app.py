@@ -1,8 +1,10 @@
 """The audit page's ASGI application: routes (docs/api.md "The audit page"), login, and answers as
 HTML or, for `Accept: application/json`, the same data as JSON.
 
-Read-only: the only POST is `/login`, which sets an HttpOnly, SameSite=Strict cookie (Secure over
-https) and refuses a form posted from another origin; everything else is a GET through `AuditViews`.
+The pages are read-only: their only POST is `/login`, which sets an HttpOnly, SameSite=Strict
+cookie (Secure over https) and refuses a form posted from another origin; everything else is a GET
+through `AuditViews`. The HTTP session API (`workers.web.session_api`), which writes through a
+service of its own, is mounted at `/api/v1` with the same tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sessionledger.domain.ports import AccessTokens
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.workers.web.access import COOKIE, SignedOut, grant_for, requested_grant
+from sessionledger.workers.web.session_api import session_api
 from sessionledger.workers.web.views import AuditViews, Unknown
 
 from sessionledger import __version__
@@ -46,8 +49,12 @@ def audit_app(
     database: str = "",
     digest_dir: Path | None = None,
     digest_public_key: str | None = None,
+    writer: SessionService | None = None,
 ) -> FastAPI:
-    """The application over one ledger (`database` is only shown, its password masked)."""
+    """The application over one ledger (`database` is only shown, its password masked).
+
+    With `writer`, a service on the same ledger that may write, the HTTP session API is mounted
+    at `/api/v1` over it; the pages keep reading through `service` (`serve` opens it read-only)."""
     app = FastAPI(
         title="sessionledger audit", version=__version__, docs_url=None, redoc_url=None, openapi_url=None
     )
@@ -59,6 +66,8 @@ def audit_app(
     app.add_exception_handler(ValueError, _bad_request)
     for route in _ROUTES:
         route(app)
+    if writer is not None:
+        app.mount("/api/v1", session_api(writer, tokens))
     return app
 
 
