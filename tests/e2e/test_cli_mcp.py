@@ -23,6 +23,7 @@ import httpx2
 import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextResourceContents
 from sessionledger.domain import AssistantMessage, UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import RecallTools
@@ -336,9 +337,11 @@ async def what_is_seen(client: ClientSession) -> dict[str, Any]:
 
 async def read_or_error(client: ClientSession, uri: str) -> str:
     try:
-        return (await client.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+        (content,) = (await client.read_resource(uri)).contents
     except MCPError as error:
         return f"error: {error.message}"
+    assert isinstance(content, TextResourceContents)
+    return content.text
 
 
 @pytest.mark.slow
