@@ -1,6 +1,7 @@
 """`sessionledger mcp` in a real subprocess, driven by the MCP SDK's own client over stdio and
 streamable HTTP: the tools answer as `RecallTools.handle`, the resources are what `events --json`
-and `timeline --json` print, the user is the server's (Bob's session reads as a missing one), and
+and `timeline --json` print, the user is the server's on stdio and the bearer token's on HTTP
+(Bob's session reads as a missing one), a request without a valid token is refused with 401, and
 every hostile call is one error line after which the server still answers.
 """
 
@@ -18,9 +19,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2
 import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextResourceContents
 from sessionledger.domain import AssistantMessage, UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import RecallTools
@@ -54,8 +57,39 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
+def cli(url: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "sessionledger", *args, "--database-url", url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout
+
+
+def make_token(url: str, user: str, *flags: str) -> str:
+    """A token as `sessionledger token create` prints it (its last line)."""
+    return cli(url, "token", "create", "--user", user, *flags).splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def tokens(ledger: str) -> dict[str, str]:
+    """Ada's, Bob's, an admin's (Carol, who has no sessions) and a revoked one of Ada's."""
+    made = {
+        "ada": make_token(ledger, USER),
+        "bob": make_token(ledger, "bob"),
+        "admin": make_token(ledger, "carol", "--admin"),
+        "revoked": make_token(ledger, USER),
+    }
+    cli(ledger, "token", "revoke", made["revoked"])
+    return made
+
+
 def command(url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "sessionledger", "mcp", "--user", USER, "--database-url", url, *extra]
+    """The stdio server for Ada, or with `--http` the server of bearer tokens (no `--user`)."""
+    who = [] if "--http" in extra else ["--user", USER]
+    return [sys.executable, "-m", "sessionledger", "mcp", *who, "--database-url", url, *extra]
 
 
 def free_port() -> int:
@@ -77,30 +111,13 @@ def wait_for_port(port: int, server: subprocess.Popen[bytes], timeout: float = 3
 
 
 @asynccontextmanager
-async def connected(transport: str, url: str) -> AsyncIterator[ClientSession]:
-    """A client session with a `sessionledger mcp` subprocess, which is gone afterwards."""
-    if transport == "stdio":
-        with open(os.devnull, "w") as quiet:
-            async with (
-                stdio_client(StdioServerParameters(command=sys.executable, args=command(url)[1:]), quiet) as (
-                    read,
-                    write,
-                ),
-                ClientSession(read, write) as client,
-            ):
-                await client.initialize()
-                yield client
-        return
+async def http_server(url: str) -> AsyncIterator[str]:
+    """A `sessionledger mcp --http` subprocess, by its endpoint; still up at the end, then stopped."""
     port = free_port()
     server = subprocess.Popen(command(url, "--http", "--port", str(port)), stderr=subprocess.PIPE)
     try:
         wait_for_port(port, server)
-        async with (
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            yield client
+        yield f"http://127.0.0.1:{port}/mcp"
         assert server.poll() is None  # it served every call and is still up
     finally:
         server.send_signal(signal.SIGINT)
@@ -113,9 +130,42 @@ async def connected(transport: str, url: str) -> AsyncIterator[ClientSession]:
         server.stderr.close()
 
 
-def run(transport: str, url: str, scenario: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+@asynccontextmanager
+async def http_client(endpoint: str, token: str) -> AsyncIterator[ClientSession]:
+    """The SDK's client over streamable HTTP, sending `token` as its bearer token."""
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        streamable_http_client(endpoint, http_client=http) as (read, write),
+        ClientSession(read, write) as client,
+    ):
+        await client.initialize()
+        yield client
+
+
+@asynccontextmanager
+async def connected(transport: str, url: str, token: str = "") -> AsyncIterator[ClientSession]:
+    """A client session (Ada's) with a `sessionledger mcp` subprocess, which is gone afterwards."""
+    if transport == "stdio":
+        with open(os.devnull, "w") as quiet:
+            async with (
+                stdio_client(StdioServerParameters(command=sys.executable, args=command(url)[1:]), quiet) as (
+                    read,
+                    write,
+                ),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                yield client
+        return
+    async with http_server(url) as endpoint, http_client(endpoint, token) as client:
+        yield client
+
+
+def run(
+    transport: str, url: str, scenario: Callable[[ClientSession], Awaitable[Any]], token: str = ""
+) -> Any:
     async def main() -> Any:
-        async with connected(transport, url) as client:
+        async with connected(transport, url, token) as client:
             return await scenario(client)
 
     return asyncio.run(main())
@@ -136,7 +186,9 @@ def expected(url: str, tool: str, arguments: dict[str, Any], session_id: str = "
 
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_tools_and_resources_answer_as_the_cli_and_recall_tools_do(ledger: str, transport: str) -> None:
+def test_tools_and_resources_answer_as_the_cli_and_recall_tools_do(
+    ledger: str, tokens: dict[str, str], transport: str
+) -> None:
     async def scenario(client: ClientSession) -> dict[str, Any]:
         tools = await client.list_tools()
         resources = await client.list_resources()
@@ -164,7 +216,7 @@ def test_tools_and_resources_answer_as_the_cli_and_recall_tools_do(ledger: str, 
             ],
         }
 
-    found = run(transport, ledger, scenario)
+    found = run(transport, ledger, scenario, tokens["ada"])
     assert found["tools"]["conversation_search"]["required"] == ["query", "session_id"]
     assert set(found["tools"]["cross_session_search"]["properties"]) == {
         "query",
@@ -184,18 +236,10 @@ def test_tools_and_resources_answer_as_the_cli_and_recall_tools_do(ledger: str, 
     assert {item["sessionId"] for item in json.loads(found["across"][1])} == {"trip", "food"}
     assert [item["sessionId"] for item in json.loads(found["all terms"][1])] == ["food"]
     assert found["since"] == (False, "No results found.")
-    cli = {
-        name: subprocess.run(
-            [sys.executable, "-m", "sessionledger", *args, "trip", "--json", "--database-url", ledger],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for name, args in (("window", ["events"]), ("timeline", ["timeline"]))
-    }
-    for name in ("window", "timeline"):
+    printed = {name: cli(ledger, name, "trip", "--json") for name in ("events", "timeline")}
+    for name, command_name in (("window", "events"), ("timeline", "timeline")):
         assert found[name].mime_type == "application/json"
-        assert found[name].text + "\n" == cli[name]
+        assert found[name].text + "\n" == printed[command_name]
 
 
 HOSTILE_CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -218,7 +262,9 @@ HOSTILE_CALLS: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_hostile_calls_are_one_line_errors_and_reach_no_other_user(ledger: str, transport: str) -> None:
+def test_hostile_calls_are_one_line_errors_and_reach_no_other_user(
+    ledger: str, tokens: dict[str, str], transport: str
+) -> None:
     megabyte = "kyoto " * 180_000  # over 1 MB, one keyword
 
     async def scenario(client: ClientSession) -> dict[str, Any]:
@@ -250,7 +296,7 @@ def test_hostile_calls_are_one_line_errors_and_reach_no_other_user(ledger: str, 
             ),
         }
 
-    found = run(transport, ledger, scenario)
+    found = run(transport, ledger, scenario, tokens["ada"])
     for (tool, arguments), (is_error, text) in zip(HOSTILE_CALLS, found["errors"], strict=True):
         assert is_error, (tool, arguments, text)
         assert "\n" not in text and 0 < len(text) <= MAX_ERROR_CHARS, text
@@ -274,6 +320,143 @@ def test_hostile_calls_are_one_line_errors_and_reach_no_other_user(ledger: str, 
     assert SECRET not in json.dumps(found)
 
 
+async def what_is_seen(client: ClientSession) -> dict[str, Any]:
+    """The caller's sessions, as the resources list them and as a search across sessions finds them."""
+    resources = await client.list_resources()
+    found: dict[str, Any] = {"resources": sorted(str(r.uri) for r in resources.resources)}
+    for query in ("kyoto", "passport"):
+        found[query] = await text_of(client, "cross_session_search", {"query": query})
+    found["in bob-notes"] = await text_of(
+        client, "conversation_search", {"query": "", "session_id": "bob-notes"}
+    )
+    found["in trip"] = await text_of(client, "conversation_search", {"query": "kyoto", "session_id": "trip"})
+    found["bob's window"] = await read_or_error(client, "session://bob-notes/window")
+    found["trip window"] = await read_or_error(client, "session://trip/window")
+    return found
+
+
+async def read_or_error(client: ClientSession, uri: str) -> str:
+    try:
+        (content,) = (await client.read_resource(uri)).contents
+    except MCPError as error:
+        return f"error: {error.message}"
+    assert isinstance(content, TextResourceContents)
+    return content.text
+
+
+@pytest.mark.slow
+def test_on_http_each_token_answers_for_its_own_user_at_the_same_time(
+    ledger: str, tokens: dict[str, str]
+) -> None:
+    """Ada, Bob and an admin (Carol) on one server, their sessions open at once: each sees only
+    their own sessions, and the admin token is Carol's alone (recall does not widen to every user)."""
+
+    async def main() -> dict[str, dict[str, Any]]:
+        async with (
+            http_server(ledger) as endpoint,
+            http_client(endpoint, tokens["ada"]) as ada,
+            http_client(endpoint, tokens["bob"]) as bob,
+            http_client(endpoint, tokens["admin"]) as admin,
+        ):
+            seen = await asyncio.gather(what_is_seen(ada), what_is_seen(bob), what_is_seen(admin))
+            return dict(zip(("ada", "bob", "admin"), seen, strict=True))
+
+    seen = asyncio.run(main())
+    ada, bob, admin = seen["ada"], seen["bob"], seen["admin"]
+    assert ada["resources"] == [
+        f"session://{s}/{v}" for s in ("app%2Fada%2Fs1", "food", "trip") for v in ("timeline", "window")
+    ]
+    assert {item["sessionId"] for item in json.loads(ada["kyoto"][1])} == {"trip", "food"}
+    assert "cherry blossoms" in ada["in trip"][1] and "Kyoto" in ada["trip window"]
+    assert ada["passport"] == ada["in bob-notes"] == (False, "No results found.")
+    assert ada["bob's window"] == "error: unknown session 'bob-notes'"
+    assert bob["resources"] == ["session://bob-notes/timeline", "session://bob-notes/window"]
+    assert [item["sessionId"] for item in json.loads(bob["passport"][1])] == ["bob-notes"]
+    assert SECRET in bob["bob's window"] and SECRET in bob["in bob-notes"][1]
+    assert bob["kyoto"] == bob["in trip"] == (False, "No results found.")
+    assert bob["trip window"] == "error: unknown session 'trip'"
+    assert admin["resources"] == []
+    for key in ("kyoto", "passport", "in bob-notes", "in trip"):
+        assert admin[key] == (False, "No results found."), key
+    assert admin["bob's window"].startswith("error: unknown session")
+    assert SECRET not in json.dumps([ada, admin])
+
+
+def initialize_request() -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+
+
+@pytest.mark.slow
+def test_on_http_no_token_or_a_bad_one_is_refused_with_401_before_mcp(
+    ledger: str, tokens: dict[str, str]
+) -> None:
+    """No header, another scheme, text that is no token, a wrong secret, a revoked token: 401 with
+    `WWW-Authenticate: Bearer` on every method, the token never echoed; a good token gets in."""
+    token_id = tokens["ada"].rsplit("_", 1)[0]
+    refused = {
+        "none": {},
+        "basic": {"Authorization": "Basic YWRhOmFkYQ=="},
+        "bare bearer": {"Authorization": "Bearer"},
+        "garbage": {"Authorization": "Bearer not-a-token"},
+        "wrong secret": {"Authorization": f"Bearer {token_id}_{'A' * 43}"},
+        "revoked": {"Authorization": f"Bearer {tokens['revoked']}"},
+    }
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+    async def main() -> dict[str, Any]:
+        answers: dict[str, Any] = {}
+        async with http_server(ledger) as endpoint, httpx2.AsyncClient(timeout=60) as http:
+            for name, auth in refused.items():
+                for method in ("POST", "GET", "DELETE"):
+                    response = await http.request(
+                        method, endpoint, headers={**headers, **auth}, json=initialize_request()
+                    )
+                    answers[f"{name} {method}"] = (
+                        response.status_code,
+                        response.headers.get("www-authenticate", ""),
+                        response.text,
+                    )
+            good = {**headers, "Authorization": f"Bearer {tokens['ada']}"}
+            response = await http.post(endpoint, headers=good, json=initialize_request())
+            answers["good"] = response.status_code
+        return answers
+
+    answers = asyncio.run(main())
+    assert answers.pop("good") == 200
+    for name, (status, challenge, body) in answers.items():
+        assert status == 401, (name, status, body)
+        assert challenge.startswith("Bearer"), name
+        assert json.loads(body)["error"] == "invalid_token"
+        assert tokens["revoked"] not in body and token_id not in body
+
+
+@pytest.mark.slow
+def test_on_http_a_token_revoked_mid_session_opens_nothing_more(ledger: str) -> None:
+    """The token is checked on every request, not once per MCP session."""
+    token = make_token(ledger, USER)
+
+    async def main() -> tuple[str, str]:
+        async with http_server(ledger) as endpoint, http_client(endpoint, token) as client:
+            before = await text_of(client, "conversation_search", {"query": "kyoto", "session_id": "trip"})
+            cli(ledger, "token", "revoke", token)
+            with pytest.raises(MCPError) as refused:  # the SDK's spelling of an HTTP error status
+                await client.call_tool("conversation_search", {"query": "kyoto", "session_id": "trip"})
+            return before[1], refused.value.message
+
+    before, refused = asyncio.run(main())
+    assert "cherry blossoms" in before
+    assert refused == "Server returned an error response"  # the 401 (the test above shows the status)
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_the_server_reads_a_postgresql_ledger(pg_url: str) -> None:
@@ -292,10 +475,18 @@ def test_the_server_reads_a_postgresql_ledger(pg_url: str) -> None:
         (["--port", "8000"], "error: --host and --port go with --http"),
         (["--http", "--port", "70000"], "error: --port must be between 1 and 65535, not 70000"),
         (["--user", " "], "error: --user must not be empty"),
+        (
+            ["--http", "--user", USER],
+            "error: --user goes with stdio: on --http each request's bearer token names the user",
+        ),
+        ([], "error: stdio needs --user (or serve --http, where bearer tokens name the user)"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(ledger: str, args: list[str], message: str) -> None:
-    done = subprocess.run(command(ledger, *args), capture_output=True, text=True, timeout=60)
+    base = [sys.executable, "-m", "sessionledger", "mcp", "--database-url", ledger]
+    if "--http" not in args and "--user" not in args and args:
+        base += ["--user", USER]
+    done = subprocess.run([*base, *args], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
 
 

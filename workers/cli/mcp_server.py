@@ -4,8 +4,10 @@ Tools `conversation_search(query, session_id, page=0)` and `cross_session_search
 match_mode=None, since=None, page=0)` answer exactly as `RecallTools.handle` does (the same JSON
 text, the same argument rules), and resources `session://{session_id}/window` and
 `session://{session_id}/timeline` are what `sessionledger events --json` and `sessionledger
-timeline --json` print. The user is the server's, fixed when it starts: no argument names one, and
-another user's session answers exactly as a missing one does.
+timeline --json` print. No argument names a user, and another user's session answers exactly as a
+missing one does. On stdio the user is fixed when the server starts; on streamable HTTP it is the
+user of each request's bearer token (`BearerTokens`, the check `sessionledger serve` makes), and a
+request without a valid token is answered 401 before the SDK sees it.
 
 Why the SDK's low-level `Server` and not its decorator API (`MCPServer`): the decorators validate
 arguments with pydantic before the tool runs, which answers a wrong type with a many-line message
@@ -21,6 +23,7 @@ import functools
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -31,13 +34,20 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from sessionledger.domain.codec import event_document
 from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.ports import AccessTokens
 from sessionledger.infrastructure import audit
 from sessionledger.infrastructure.agents.recall import CONVERSATION_SEARCH, RecallTools
 from sessionledger.infrastructure.service import SessionService
+from sessionledger.workers.bearer import bearer_token, grant_for
 from sessionledger.workers.cli.app import json_text
 from sessionledger.workers.failures import operator_message
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessionledger import __version__
+
+__all__ = ["MAX_ERROR_CHARS", "BearerTokens", "one_line", "recall_server", "serve_http", "serve_stdio"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +64,8 @@ _NO_SESSION = "-"
 """`RecallTools.handle` wants the caller's session for any tool; a cross-session search reads none."""
 _MCP_NAMES = {"matchMode": "match_mode"}
 """`RecallTools.definitions()` names its arguments as Spring AI does; these tools as Python does."""
+_CALLER = "sessionledger.caller"
+"""The key of the request's ASGI `state` under which `BearerTokens` leaves its token's user."""
 
 
 def one_line(text: str) -> str:
@@ -66,11 +78,13 @@ def one_line(text: str) -> str:
     return f"{text[:half]} ... {text[-half:]}"
 
 
-def recall_server(service: SessionService, user_id: str) -> Server[Any]:
-    """An MCP server over `service` answering for `user_id` alone."""
-    if not isinstance(user_id, str) or not user_id.strip():
+def recall_server(service: SessionService, user_id: str | None) -> Server[Any]:
+    """An MCP server over `service` answering for `user_id` alone, or, when `user_id` is None, for
+    the user of each request's bearer token (served through `BearerTokens`; a request that did not
+    pass it is refused, so no path answers for nobody in particular)."""
+    if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
         raise ValueError("user_id must not be empty")
-    recall = _Recall(service, user_id)
+    recall = _Recall(service, _request_caller if user_id is None else lambda ctx: user_id)
     return Server(
         "sessionledger",
         version=__version__,
@@ -89,21 +103,61 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server[Any], host: str, port: int) -> None:
-    """Serve streamable HTTP at `http://host:port/mcp` until interrupted (the SDK's DNS-rebinding
-    protection is on for a loopback `host`)."""
+async def serve_http(server: Server[Any], tokens: AccessTokens, host: str, port: int) -> None:
+    """Serve streamable HTTP at `http://host:port/mcp` until interrupted, every request behind a
+    bearer token from `tokens` (the SDK's DNS-rebinding protection is on for a loopback `host`)."""
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
+    app = BearerTokens(server.streamable_http_app(host=host), tokens)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
-class _Recall:
-    """The request handlers: one service, one user."""
+class BearerTokens:
+    """ASGI middleware: an HTTP request reaches `app` only with `Authorization: Bearer TOKEN` for a
+    token `sessionledger serve` would accept (`workers.bearer`), checked on every request, so a
+    revoked token stops at its next one; the token's user is the caller of that request. An admin
+    token is its own user's here: recall answers for one user, never for every user at once."""
 
-    def __init__(self, service: SessionService, user_id: str) -> None:
+    def __init__(self, app: ASGIApp, tokens: AccessTokens) -> None:
+        self._app = app
+        self._tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # the lifespan (the SDK's session manager starts there)
+            await self._app(scope, receive, send)
+            return
+        token = bearer_token(Headers(scope=scope).get("authorization", ""))
+        grant = await anyio.to_thread.run_sync(grant_for, self._tokens, token) if token else None
+        if grant is None:
+            refusal = JSONResponse(
+                {
+                    "error": "invalid_token",
+                    "error_description": "a bearer token is needed (sessionledger token create --user USER)",
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+            await refusal(scope, receive, send)
+            return
+        state = {**scope.get("state", {}), _CALLER: grant.user_id}
+        await self._app({**scope, "state": state}, receive, send)
+
+
+def _request_caller(ctx: ServerRequestContext[Any]) -> str:
+    """The user `BearerTokens` found for the HTTP request that carried this message."""
+    request = ctx.request
+    caller = getattr(request, "scope", {}).get("state", {}).get(_CALLER) if request is not None else None
+    if not isinstance(caller, str):
+        raise RuntimeError("this request did not come through BearerTokens: it names no user")
+    return caller
+
+
+class _Recall:
+    """The request handlers: one service, and who the caller of a request is."""
+
+    def __init__(self, service: SessionService, caller: Callable[[ServerRequestContext[Any]], str]) -> None:
         self._service = service
-        self._user = user_id
+        self._caller = caller
         self._tools = RecallTools(service)
         self._listed = [_tool(definition["function"]) for definition in self._tools.definitions()]
 
@@ -116,14 +170,17 @@ class _Recall:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            answer = await anyio.to_thread.run_sync(self._answer, params.name, dict(params.arguments or {}))
+            user = self._caller(ctx)
+            answer = await anyio.to_thread.run_sync(
+                self._answer, user, params.name, dict(params.arguments or {})
+            )
         except Exception as error:
             return _tool_error(self._unexpected(error, f"tool {params.name!r}"))
         if answer.startswith("Error: "):
             return _tool_error(answer.removeprefix("Error: "))
         return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
 
-    def _answer(self, name: str, arguments: dict[str, Any]) -> str:
+    def _answer(self, user: str, name: str, arguments: dict[str, Any]) -> str:
         session_id = _NO_SESSION
         if name == CONVERSATION_SEARCH:
             session_id = arguments.pop("session_id", None)
@@ -134,7 +191,7 @@ class _Recall:
         for ours, theirs in _MCP_NAMES.items():
             if theirs in arguments:
                 arguments[ours] = arguments.pop(theirs)
-        return self._tools.handle(name, json.dumps(arguments), session_id=session_id, user_id=self._user)
+        return self._tools.handle(name, json.dumps(arguments), session_id=session_id, user_id=user)
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -142,7 +199,7 @@ class _Recall:
         """Both views of each of the user's sessions, oldest session first (an id is percent-encoded,
         as RFC 6570 expands the template: an ADK session `app/user/id` is `app%2Fuser%2Fid`; a read
         takes it either way)."""
-        sessions = await anyio.to_thread.run_sync(self._service.list_sessions, self._user)
+        sessions = await anyio.to_thread.run_sync(self._service.list_sessions, self._caller(ctx))
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
@@ -183,7 +240,8 @@ class _Recall:
             )
         session_id, view = unquote(found["session_id"]), found["view"]
         try:
-            text = await anyio.to_thread.run_sync(functools.partial(self._read, session_id, view))
+            user = self._caller(ctx)
+            text = await anyio.to_thread.run_sync(functools.partial(self._read, user, session_id, view))
         except MCPError:
             raise
         except Exception as error:
@@ -194,17 +252,17 @@ class _Recall:
             contents=[types.TextResourceContents(uri=uri, text=text, mime_type="application/json")]
         )
 
-    def _read(self, session_id: str, view: str) -> str:
+    def _read(self, user: str, session_id: str, view: str) -> str:
         """The view's JSON; another user's session is as unknown as a missing one."""
         if view == "timeline":
             try:
-                entries = audit.timeline(self._service, session_id, user_id=self._user)
+                entries = audit.timeline(self._service, session_id, user_id=user)
             except LookupError:
                 raise _resource_error(f"unknown session {session_id!r}") from None
             return json_text([entry.as_dict() for entry in entries])
-        if self._service.get_session(session_id, user_id=self._user) is None:
+        if self._service.get_session(session_id, user_id=user) is None:
             raise _resource_error(f"unknown session {session_id!r}")
-        events = self._service.get_events(session_id, EventFilter.active(), user_id=self._user)
+        events = self._service.get_events(session_id, EventFilter.active(), user_id=user)
         return json_text([event_document(event) for event in events])
 
     def _unexpected(self, error: Exception, what: str) -> str:

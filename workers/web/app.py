@@ -29,7 +29,8 @@ from sessionledger.domain.access import Grant
 from sessionledger.domain.ports import AccessTokens
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.redaction import hide_passwords
-from sessionledger.workers.web.access import COOKIE, SignedOut, grant_for, requested_grant
+from sessionledger.workers.bearer import grant_for
+from sessionledger.workers.web.access import COOKIE, SignedOut, requested_grant
 from sessionledger.workers.web.session_api import session_api
 from sessionledger.workers.web.views import AuditViews, Unknown
 

@@ -31,7 +31,7 @@ from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.adk.ids import adk_key, ledger_session_id
 from sessionledger.infrastructure.agents.recall import NO_RESULTS, RecallTools
-from sessionledger.workers.web.access import grant_for
+from sessionledger.workers.bearer import bearer_token, grant_for
 from sessionledger.workers.web.bounded_body import json_body
 
 from sessionledger import __version__
@@ -110,8 +110,8 @@ def session_api(service: SessionService, tokens: AccessTokens) -> FastAPI:
 def bearer_grant(request: Request) -> Grant:
     """The grant of the request's bearer token (never a cookie: a page of another site could send
     one along with a write)."""
-    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-    grant = grant_for(request.app.state.tokens, credentials.strip()) if scheme.lower() == "bearer" else None
+    token = bearer_token(request.headers.get("authorization", ""))
+    grant = grant_for(request.app.state.tokens, token) if token else None
     if grant is None:
         raise HTTPException(401, "a bearer token is needed (sessionledger token create --user USER --write)")
     return grant
