@@ -72,7 +72,7 @@ MALFORMED = {
     "not a URL": "notaurl",
     "a relative SQLite path after two slashes": "sqlite://relative.db",
     "a port that is not a number": f"postgresql+psycopg://u:{SECRET}@127.0.0.1:notaport/db",
-    "an unsupported database": f"mysql://u:{SECRET}@127.0.0.1/db",
+    "an unsupported database": f"oracle://u:{SECRET}@127.0.0.1/db",
 }
 UNREACHABLE = {
     "a database name that does not exist": _postgres(database=ABSENT_DATABASE),
