@@ -185,6 +185,10 @@ def open_engine(settings: Settings, *, create: bool = True) -> sa.Engine:
     )
     try:
         if create:
+            if engine.dialect.name == "mysql":
+                from sessionledger.infrastructure.ledger.mysql import check_payload_room
+
+                check_payload_room(engine, settings.max_payload_bytes)
             upgrade(engine)
         else:
             _require_ledger(engine, settings.database_url)

@@ -34,6 +34,25 @@ def mysql_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_onl
     return engine
 
 
+ROW_ROOM = 64 * 1024
+"""Bytes of a ledger row's statement beside its payload: ids, hashes, times, the SQL itself."""
+
+
+def check_payload_room(engine: sa.Engine, max_payload_bytes: int) -> None:
+    """`ValueError` when the server's `max_allowed_packet` could not carry a payload as large as
+    the settings allow: PyMySQL sends the escaped text inside the statement (a payload of quotes
+    and backslashes doubles), so without this check such an event would reach the server and fail
+    there, where every other backend refuses it with a `ValueError` before anything is written."""
+    with engine.connect() as connection:
+        packet = int(connection.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
+    if 2 * max_payload_bytes + ROW_ROOM > packet:
+        raise ValueError(
+            f"SESSIONLEDGER_MAX_PAYLOAD_BYTES is {max_payload_bytes:,} bytes, but this server's "
+            f"max_allowed_packet ({packet:,} bytes) carries payloads of up to "
+            f"{max(0, (packet - ROW_ROOM) // 2):,}: raise max_allowed_packet or lower the payload limit"
+        )
+
+
 def _ping(dbapi_connection: Any) -> None:
     """PyMySQL's ping (a COM_PING round trip); `DisconnectionError` when the connection is gone."""
     try:
