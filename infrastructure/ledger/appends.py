@@ -60,6 +60,10 @@ if TYPE_CHECKING:
 NO_STATS = WindowStats()
 """The stats an on-head append plans from: what the plan leaves is then their growth."""
 
+RowsOnHead = Callable[[Any, Mapping[str, Any]], int]
+"""Writes a session's rows from its cached head on a driver connection in autocommit, returning
+the rows inserted (`Appends._rows_on_head`)."""
+
 MAX_HEAD_RACES = 1000
 """How often a one-event append re-reads a head that moved before it gives up."""
 
@@ -141,8 +145,8 @@ class Appends:
             if engine.dialect.name == "mysql"
             else None
         )
-        # by row count: `statements.append_rows` and its row parameters (`statements.row_parameters`)
-        self._append_rows: dict[int, tuple[LibpqStatement, tuple[tuple[int, str, str], ...]]] = {}
+        # by row count: how `_rows_on_head` writes them and their row parameters (`statements.row_parameters`)
+        self._append_rows: dict[int, tuple[RowsOnHead, tuple[tuple[int, str, str], ...]]] = {}
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -152,15 +156,16 @@ class Appends:
             return [self._append_one(drafts[0])]
         if not drafts:
             return []
-        if tally is None and self._postgres and any(d.kind in ADAPTER_KINDS for d in drafts):
+        on_head = self._postgres or self._append_packet is not None
+        if tally is None and on_head and any(d.kind in ADAPTER_KINDS for d in drafts):
             outcomes = self._append_on_head(drafts)
             if outcomes is not None:
                 return outcomes
         return self._append_batch(drafts, tally)
 
     def _append_on_head(self, drafts: Sequence[Draft]) -> list[AppendOutcome] | None:
-        """An adapter's append (its entries and new messages, one session) as one autocommitted
-        statement from the session's cached head, as a one-event append is (`append_rows`: the
+        """An adapter's append (its entries and new messages, one session) in one autocommitted
+        round trip from the session's cached head, as a one-event append is (`_rows_on_head`: the
         batch path's four round trips cost an adapter's put three times the peers' one). Planned
         by `plan_batch` from the cached head and empty stats, whose result is then the stats'
         growth: additive for events with no state delta, none synthetic. `None` (nothing written)
@@ -181,9 +186,11 @@ class Appends:
         rows = [ledger_row(record, draft.text) for record, draft in plan.appended]
         prepared = self._append_rows.get(len(rows))
         if prepared is None:
-            made = DriverStatement(statements.append_rows(len(rows)), self._engine.dialect)
-            prepared = self._append_rows[len(rows)] = (_libpq(made), statements.row_parameters(len(rows)))
-        statement, parameters = prepared
+            prepared = self._append_rows[len(rows)] = (
+                self._rows_on_head(len(rows)),
+                statements.row_parameters(len(rows)),
+            )
+        write, parameters = prepared
         stats = stats_columns(moved.stats)
         values: dict[str, Any] = {
             "sid": sid,
@@ -196,7 +203,7 @@ class Appends:
         values.update({parameter: rows[n][column] for n, column, parameter in parameters})
         try:
             with self._autocommit() as connection:
-                stored = statement.execute(connection, values) == len(rows)
+                stored = write(connection, values) == len(rows)
         except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
             stored = False
         if not stored:
@@ -204,6 +211,16 @@ class Appends:
             return None
         self._heads.keep(sid, moved.head)
         return plan.outcomes
+
+    def _rows_on_head(self, count: int) -> RowsOnHead:
+        """How `_append_on_head` writes `count` rows in one round trip: `statements.append_rows`
+        through libpq on PostgreSQL, `MOVE_BY` then `insert_rows_if_moved` as one packet on
+        MariaDB/MySQL; either returns the rows inserted (none when the head had moved)."""
+        if self._postgres:
+            made = DriverStatement(statements.append_rows(count), self._engine.dialect)
+            return _libpq(made).execute
+        packet = Packet([statements.MOVE_BY, statements.insert_rows_if_moved(count)], self._engine.dialect)
+        return lambda connection, values: packet.execute(connection, values)[-1]
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
         """Move the cached head and insert the row, atomically.

@@ -245,7 +245,8 @@ packet, the row is inserted exactly when the head moved (MariaDB/MySQL, which ha
 `driver.Packet`)."""
 
 
-# One session's rows from its cached head in one statement (adapters' appends, PostgreSQL only).
+# One session's rows from its cached head in one round trip (adapters' appends): one statement on
+# PostgreSQL (`append_rows`), one packet on MariaDB/MySQL (`MOVE_BY`, `insert_rows_if_moved`).
 ON_HEAD_ROWS = 32
 """The most rows `append_rows` writes: one statement per row count is prepared on each connection."""
 VALUED = tuple(name for name in ROW_COLUMNS if name not in ("session_id", "token_count"))
@@ -260,7 +261,7 @@ def row_parameters(count: int) -> tuple[tuple[int, str, str], ...]:
     return tuple((n, name, f"{name}_{n}") for n in range(count) for name in VALUED)
 
 
-_MOVED_BY = (
+MOVE_BY = (
     sessions.update()
     .where(
         sessions.c.id == sa.bindparam("sid"),
@@ -273,9 +274,10 @@ _MOVED_BY = (
         head_hash=sa.bindparam("new_hash", type_=sa.Text),
         **{name: sessions.c[name] + sa.bindparam(added, type_=sa.BigInteger) for name, added in ADDED},
     )
-    .returning(sessions.c.id)
-    .cte("moved_by")
 )
+"""A session's head moved from the cached position past several rows, its window stats growing
+by the `add_<stat>` deltas: `append_rows`' head move."""
+_MOVED_BY = MOVE_BY.returning(sessions.c.id).cte("moved_by")
 
 
 def _valued_type(name: str) -> Any:
@@ -310,6 +312,24 @@ def append_rows(count: int) -> sa.Insert:
             .join(rows, sa.true()),
         )
         .add_cte(_MOVED_BY)
+    )
+
+
+def insert_rows_if_moved(count: int) -> sa.Insert:
+    """`INSERT INTO ledger SELECT ... FROM (SELECT ... UNION ALL SELECT ...) AS v WHERE
+    ROW_COUNT() = 1`: after `MOVE_BY` in the same packet (`driver.Packet`), the `count` rows of
+    `append_rows` go in exactly when the head moved (MariaDB/MySQL, which have no DML in WITH:
+    `INSERT_IF_MOVED` for several rows; `ROW_COUNT()` is the previous statement's while the
+    INSERT runs, so it gates every row alike)."""
+    bound: list[list[sa.Label[Any]]] = [[] for _ in range(count)]
+    for n, name, parameter in row_parameters(count):
+        bound[n].append(sa.bindparam(parameter, type_=ledger.c[name].type).label(name))
+    rows = sa.union_all(*(sa.select(*row) for row in bound)).subquery("v")
+    return ledger.insert().from_select(
+        ["session_id", *VALUED],
+        sa.select(sa.bindparam("sid", type_=sa.Text), *(rows.c[name] for name in VALUED)).where(
+            sa.func.row_count() == ONE
+        ),
     )
 
 

@@ -216,3 +216,20 @@ def test_two_writers_on_one_database_keep_one_chain(backend: str, request: pytes
         assert [m.text for m in second.get_messages(sid)] == [f"m{n}" for n in range(6)]
         assert first.event_version(sid) == 6 and first.window_stats(sid).events == 6  # type: ignore[union-attr]
         assert verify(first, sid).ok
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+def test_a_stale_head_inserts_none_of_the_rows(backend: str, request: pytest.FixtureRequest) -> None:
+    """The head moved behind the cache's back with no row at the positions after it: the
+    one-round-trip append of several rows (one statement on PostgreSQL, one packet on MariaDB)
+    inserts none of them there, and the batch path writes them after the moved head."""
+    with open_service(sql_url(request, backend)) as service:
+        sid = service.create_session("ada").id
+        service.append_entries(sid, [Entry("checkpoint", "c|0", {})])  # caches the head
+        cached = service.records(sid)[-1].position
+        with service.ledger.engine.begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(sa.text("UPDATE sessions SET head_position = head_position + 1000"))
+        service.append_entries(sid, [Entry("checkpoint", f"c|{n}", {}) for n in range(1, 4)])
+        positions = [record.position for record in service.records(sid)]
+        assert positions[:-3] == list(range(1, cached + 1))
+        assert positions[-3:] == [cached + 1001, cached + 1002, cached + 1003]
