@@ -1,4 +1,4 @@
-"""Adapters' entries (docs/api.md "Adapter entries"), one suite run on memory, SQLite and PostgreSQL:
+"""Adapters' entries (docs/api.md "Adapter entries"), one suite run on every backend:
 `append_entries` and `entries`, the forget rule, entries outside the message window and on the
 hash chain (verify, replay, export/import, timeline), erased with their session."""
 
