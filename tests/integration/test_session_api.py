@@ -180,6 +180,23 @@ def test_a_read_only_token_reads_but_every_write_is_403_and_no_token_is_401(api:
         assert api.client.get(api.url(), headers=headers).status_code == 401
 
 
+def test_an_append_checks_its_token_before_its_body_and_a_revoked_token_at_once(api: Api) -> None:
+    """The append checks the token in its own hop to a thread, not in a dependency: still 401
+    before the body is looked at, and a token revoked a moment ago writes nothing."""
+    api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
+    token, stored = issue(Grant("alice", write=True), datetime.now(UTC))
+    api.storage.access_tokens.add(stored)
+    mine = {"Authorization": f"Bearer {token}"}
+    assert api.append("s", _user("before", "e1"), 0, who=mine).status_code == 201
+    assert api.storage.access_tokens.revoke(stored.token_id)
+    wrong = {"Authorization": "Bearer sl_0123456789abcdef_wrong"}
+    for headers in ({}, wrong, mine):
+        for body in ({"event": _user("after"), "expected_version": 1}, {"event": "not an event"}):
+            answer = api.client.post(api.url("/s/events"), json=body, headers=headers)
+            assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
+    assert api.storage.service.event_version(f"{api.app}/alice/s") == 1
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [

@@ -67,4 +67,4 @@ def serve(
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False, access_log=False)

@@ -110,15 +110,25 @@ def session_api(service: SessionService, tokens: AccessTokens) -> FastAPI:
 def bearer_grant(request: Request) -> Grant:
     """The grant of the request's bearer token (never a cookie: a page of another site could send
     one along with a write)."""
-    token = bearer_token(request.headers.get("authorization", ""))
-    grant = grant_for(request.app.state.tokens, token) if token else None
-    if grant is None:
-        raise HTTPException(401, "a bearer token is needed (sessionledger token create --user USER --write)")
-    return grant
+    return _granted(request.app.state.tokens, request.headers.get("authorization", ""), write=False)
 
 
 async def writer_grant(grant: Annotated[Grant, Depends(bearer_grant)]) -> Grant:
     """A writing token's grant (async: a check with no I/O needs no hop to a thread)."""
+    return _writing(grant)
+
+
+def _granted(tokens: AccessTokens, authorization: str, *, write: bool) -> Grant:
+    """The grant of an `Authorization` header's token: 401 without a known one, 403 for a
+    read-only one when `write`."""
+    token = bearer_token(authorization)
+    grant = grant_for(tokens, token) if token else None
+    if grant is None:
+        raise HTTPException(401, "a bearer token is needed (sessionledger token create --user USER --write)")
+    return _writing(grant) if write else grant
+
+
+def _writing(grant: Grant) -> Grant:
     if not grant.write:
         raise HTTPException(
             403, "this token is read-only: writing needs one made with `token create --write`"
@@ -337,19 +347,33 @@ def _event_routes(api: FastAPI) -> None:
     @api.post(
         "/apps/{app}/sessions/{session_id}/events", status_code=201, openapi_extra=_body_schema(NewEvent)
     )
-    async def append_event(request: Request, app: str, session_id: str, grant: Writer) -> Response:
+    async def append_event(request: Request, app: str, session_id: str) -> Response:
         """Append an event: 201 with the event as stored and the session's new `version`; 200 and
         nothing stored when its id is in the session already; 409 (nothing stored) when the session
         is no longer at `expected_version`; 413 for a body over the payload limit."""
-        new = _parsed(NewEvent, await json_body(request, request.app.state.body_limit))
-        stored, document, version = await run_in_threadpool(_append, service, app, grant, session_id, new)
+        authorization = request.headers.get("authorization", "")
+        if not bearer_token(authorization):  # no I/O: refused before the body is read
+            _granted(api.state.tokens, authorization, write=True)
+        body = await json_body(request, request.app.state.body_limit)
+        stored, document, version = await run_in_threadpool(
+            _append, service, api.state.tokens, authorization, app, session_id, body
+        )
         return JSONResponse({"event": document, "version": version, "stored": stored}, 201 if stored else 200)
 
 
 def _append(
-    service: SessionService, app: str, grant: Grant, session_id: str, new: NewEvent
+    service: SessionService,
+    tokens: AccessTokens,
+    authorization: str,
+    app: str,
+    session_id: str,
+    body: dict[str, Any],
 ) -> tuple[bool, dict[str, Any], int]:
-    """Whether the event was stored, the event, and the session's version after it."""
+    """Whether the event was stored, the event, and the session's version after it: the token's
+    check and the append in one hop to a thread (a dependency of its own would be a second hop,
+    0.1-0.3 ms of an append of 1-2 ms)."""
+    grant = _granted(tokens, authorization, write=True)
+    new: NewEvent = _parsed(NewEvent, body)
     session = _owned(service, app, grant, session_id)  # the owner's: no second check in the append
     event = _event_of(new.event, session.id, session_id)
     try:
