@@ -678,8 +678,9 @@ def test_filters_run_in_sql(backend: str, request: pytest.FixtureRequest) -> Non
         sa.event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
         found = service.get_events(s.id, EventFilter.keyword_search("MESSAGE 1", page=1, page_size=3))
         assert texts(found) == ["message 12", "message 13", "message 14"]
-        assert len(statements) == 1 and "LIKE" in statements[0] and "ESCAPE" in statements[0]
-        assert "LIMIT" in statements[0]
+        searched = [sql for sql in statements if "LIKE" in sql]  # besides it, the plan's head read
+        assert len(searched) == 1 and "ESCAPE" in searched[0] and "LIMIT" in searched[0]
+        assert len(statements) <= (1 if backend == "mariadb" else 2)
         statements.clear()
         assert texts(service.get_events(s.id, EventFilter.last(2))) == ["message 28", "message 29"]
         assert statements and all("LIMIT" in sql for sql in statements)
