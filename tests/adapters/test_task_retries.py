@@ -114,10 +114,11 @@ class Unreachable:
         raise sa.exc.OperationalError("connect", {}, ConnectionRefusedError("the database is failing over"))
 
 
-def test_an_unreachable_database_is_retried_past_max_retries_until_the_window_is_spanned(celery):
+def test_an_unreachable_database_is_retried_past_max_retries_until_the_window_is_spanned(celery, monkeypatch):
     """max_retries=2 and retry_backoff=3 s: the retries surely wait 1.5, 3, 6, 12, 24, 48, 96 s,
     so the default 180 s window takes 7 of them before the task is dead-lettered."""
-    runtime_of(celery).__dict__["storage"] = Unreachable()
+    # restored afterwards: the process's runtimes outlive the test, and closing one must still work
+    monkeypatch.setitem(runtime_of(celery).__dict__, "storage", Unreachable())
     task, names = celery.tasks[COMPACT_TASK], celery.sessionledger_settings.queue_names
     for retries in (2, 6):
         with pytest.raises(Retry) as retried:

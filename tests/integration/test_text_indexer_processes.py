@@ -20,8 +20,22 @@ QUIET = 1.5
 """Seconds a process is watched for an indexer pass: three of its 0.5 s intervals."""
 
 
+_ALREADY: set[threading.Thread] = set()
+"""Indexer threads alive before the test began (another test's service left open must not count)."""
+
+
+@pytest.fixture(autouse=True)
+def _baseline() -> None:
+    _ALREADY.clear()
+    _ALREADY.update(t for t in threading.enumerate() if t.name == TextIndexer.THREAD)
+
+
 def _indexers() -> int:
-    return sum(thread.name == TextIndexer.THREAD and thread.is_alive() for thread in threading.enumerate())
+    """Indexer threads this test started that are still running."""
+    return sum(
+        thread.name == TextIndexer.THREAD and thread.is_alive() and thread not in _ALREADY
+        for thread in threading.enumerate()
+    )
 
 
 def _indexed_rows(url: str) -> int:
@@ -83,6 +97,7 @@ def test_a_worker_process_runs_the_indexer_if_its_application_says_so(pg_url: st
     from sessionledger.workers.app import create_app
     from sessionledger.workers.runtime import close_runtimes, runtime_of
 
+    close_runtimes()  # another test's runtime (its storage replaced, say) is not this one's
     settings = Settings(database_url=pg_url, broker_url="amqp://guest:guest@127.0.0.1:5672//")
     celery = create_app(settings, index_text=index_text)
     try:
