@@ -13,12 +13,14 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import redis
+import sqlalchemy as sa
 from kombu import Connection
 from sessionledger.infrastructure import SessionService, Settings
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
@@ -210,3 +212,19 @@ def _pings(client: redis.Redis) -> bool:
         return bool(client.ping())
     except redis.ConnectionError:
         return False
+
+
+def event_rows(engine: sa.Engine) -> list[tuple[str, str, int]]:
+    """(session id, event id, position) of every event row in the ledger."""
+    with engine.connect() as conn:
+        return list(
+            conn.execute(sa.text("SELECT session_id, event_id, position FROM ledger WHERE kind = 'event'"))
+        )
+
+
+def stored_order(rows: list[tuple[str, str, int]]) -> dict[str, list[str]]:
+    """Each session's event ids in ledger order: what the tests compare with the publish order."""
+    stored: dict[str, list[str]] = defaultdict(list)
+    for session_id, event_id, _ in sorted(rows, key=lambda row: (row[0], row[2])):
+        stored[session_id].append(event_id)
+    return stored

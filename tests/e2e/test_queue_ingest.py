@@ -18,7 +18,7 @@ from sessionledger.workers import metrics
 from sessionledger.workers.metrics import read_counters
 
 from tests.conftest import sql_url
-from tests.e2e.queue_deployment import RABBITMQ_URL, REDIS_URL, Deployment, wait_for
+from tests.e2e.queue_deployment import RABBITMQ_URL, REDIS_URL, Deployment, event_rows, stored_order, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -32,15 +32,6 @@ def deployment(request, pg_url, tmp_path):
     deployment = Deployment(pg_url, request.param, tmp_path, partitions=4)
     yield deployment
     deployment.close()
-
-
-def event_rows(deployment: Deployment) -> list[tuple[str, str, int]]:
-    """(session id, event id, position) of every event row in the ledger."""
-    engine = deployment.service.ledger.engine
-    with engine.connect() as conn:
-        return list(
-            conn.execute(sa.text("SELECT session_id, event_id, position FROM ledger WHERE kind = 'event'"))
-        )
 
 
 @pytest.mark.parametrize(
@@ -74,15 +65,13 @@ def test_every_published_event_is_stored_exactly_once_in_publish_order(deploymen
         for thread in threads:
             thread.join()
         assert publisher.flush(timeout=60)
-    wait_for(lambda: len(event_rows(deployment)) >= EVENTS, 90, "all events in the ledger", interval=0.5)
+    engine = deployment.service.ledger.engine
+    wait_for(lambda: len(event_rows(engine)) >= EVENTS, 90, "all events in the ledger", interval=0.5)
 
-    rows = event_rows(deployment)
+    rows = event_rows(engine)
     assert len(rows) == EVENTS
     assert not [key for key, n in Counter((s, e) for s, e, _ in rows).items() if n > 1]
-    stored: dict[str, list[str]] = defaultdict(list)
-    for session_id, event_id, _ in sorted(rows, key=lambda row: (row[0], row[2])):
-        stored[session_id].append(event_id)
-    assert stored == published
+    assert stored_order(rows) == published
     deployment.stop()  # workers flush their counters on shutdown
     counters = read_counters(deployment.storage.counters)
     assert counters[metrics.EVENTS_INGESTED] == EVENTS and counters[metrics.DUPLICATES_SKIPPED] == 0

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from kombu import Connection
 from sessionledger.domain import SessionEvent, UserMessage
 
-from tests.e2e.queue_deployment import RABBITMQ_URL, Deployment, wait_for
+from tests.e2e.queue_deployment import RABBITMQ_URL, Deployment, event_rows, stored_order, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.slow]
 
@@ -29,13 +29,6 @@ def deployment(pg_url, tmp_path):
     deployment = Deployment(pg_url, RABBITMQ_URL, tmp_path, partitions=2, queue_type="quorum")
     yield deployment
     deployment.close()
-
-
-def event_rows(engine: sa.Engine) -> list[tuple[str, str, int]]:
-    with engine.connect() as conn:
-        return list(
-            conn.execute(sa.text("SELECT session_id, event_id, position FROM ledger WHERE kind = 'event'"))
-        )
 
 
 def waiting_worker(deployment: Deployment, engine: sa.Engine) -> str | None:
@@ -108,10 +101,7 @@ def test_a_killed_active_consumer_loses_duplicates_and_reorders_nothing(deployme
     rows = event_rows(engine)
     assert len(rows) == EVENTS
     assert not [key for key, n in Counter((s, e) for s, e, _ in rows).items() if n > 1]
-    stored: dict[str, list[str]] = defaultdict(list)
-    for session_id, event_id, _ in sorted(rows, key=lambda row: (row[0], row[2])):
-        stored[session_id].append(event_id)
-    assert stored == published
+    assert stored_order(rows) == published
     assert refuses_classic(deployment)
 
 
