@@ -440,6 +440,42 @@ def test_on_http_no_token_or_a_bad_one_is_refused_with_401_before_mcp(
 
 
 @pytest.mark.slow
+def test_on_http_an_mcp_session_answers_only_to_the_user_who_opened_it(
+    ledger: str, tokens: dict[str, str]
+) -> None:
+    """Bob holding Ada's MCP session id gets what an unknown session gets (404), whatever he sends,
+    and cannot end it: Ada's session goes on answering her."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    ada = {**headers, "Authorization": f"Bearer {tokens['ada']}"}
+    bob = {**headers, "Authorization": f"Bearer {tokens['bob']}"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+    async def main() -> dict[str, Any]:
+        async with http_server(ledger) as endpoint, httpx2.AsyncClient(timeout=60) as http:
+            opened = await http.post(endpoint, headers=ada, json=initialize_request())
+            session = {
+                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-06-18",
+            }
+            await http.post(endpoint, headers={**ada, **session}, json=initialized)
+            answers = {
+                "bob lists": await http.post(endpoint, headers={**bob, **session}, json=listing),
+                "bob ends": await http.delete(endpoint, headers={**bob, **session}),
+                "ada lists": await http.post(endpoint, headers={**ada, **session}, json=listing),
+                "unknown": await http.post(
+                    endpoint, headers={**bob, "mcp-session-id": "0" * 32}, json=listing
+                ),
+            }
+            return {name: (response.status_code, response.text) for name, response in answers.items()}
+
+    answers = asyncio.run(main())
+    assert answers["ada lists"][0] == 200 and "conversation_search" in answers["ada lists"][1]
+    assert answers["bob lists"] == answers["bob ends"] == answers["unknown"]
+    assert answers["unknown"][0] == 404
+
+
+@pytest.mark.slow
 def test_on_http_a_token_revoked_mid_session_opens_nothing_more(ledger: str) -> None:
     """The token is checked on every request, not once per MCP session."""
     token = make_token(ledger, USER)

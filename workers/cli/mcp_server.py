@@ -7,7 +7,9 @@ text, the same argument rules), and resources `session://{session_id}/window` an
 timeline --json` print. No argument names a user, and another user's session answers exactly as a
 missing one does. On stdio the user is fixed when the server starts; on streamable HTTP it is the
 user of each request's bearer token (`BearerTokens`, the check `sessionledger serve` makes), and a
-request without a valid token is answered 401 before the SDK sees it.
+request without a valid token is answered 401 before the SDK sees it. The token's user is also handed
+to the SDK as the request's authenticated user, so the SDK binds each MCP session to the user who
+opened it: another user's request with that session id is answered as an unknown session (404).
 
 Why the SDK's low-level `Server` and not its decorator API (`MCPServer`): the decorators validate
 arguments with pydantic before the tool runs, which answers a wrong type with a many-line message
@@ -30,6 +32,8 @@ from urllib.parse import quote, unquote
 import anyio.to_thread
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from sessionledger.domain.codec import event_document
@@ -64,8 +68,8 @@ _NO_SESSION = "-"
 """`RecallTools.handle` wants the caller's session for any tool; a cross-session search reads none."""
 _MCP_NAMES = {"matchMode": "match_mode"}
 """`RecallTools.definitions()` names its arguments as Spring AI does; these tools as Python does."""
-_CALLER = "sessionledger.caller"
-"""The key of the request's ASGI `state` under which `BearerTokens` leaves its token's user."""
+_ISSUER = "sessionledger"
+"""The `client_id` of the SDK's access token `BearerTokens` makes: one issuer, the user as its subject."""
 
 
 def one_line(text: str) -> str:
@@ -139,14 +143,20 @@ class BearerTokens:
             )
             await refusal(scope, receive, send)
             return
-        state = {**scope.get("state", {}), _CALLER: grant.user_id}
-        await self._app({**scope, "state": state}, receive, send)
+        await self._app({**scope, "user": _authenticated(grant.user_id)}, receive, send)
+
+
+def _authenticated(user_id: str) -> AuthenticatedUser:
+    """The token's user as the SDK's authenticated user: the SDK keeps each MCP session to the
+    principal that opened it (`client_id`, issuer, subject), so the subject is the user."""
+    return AuthenticatedUser(AccessToken(token="", client_id=_ISSUER, scopes=[], subject=user_id))
 
 
 def _request_caller(ctx: ServerRequestContext[Any]) -> str:
     """The user `BearerTokens` found for the HTTP request that carried this message."""
     request = ctx.request
-    caller = getattr(request, "scope", {}).get("state", {}).get(_CALLER) if request is not None else None
+    user = getattr(request, "scope", {}).get("user") if request is not None else None
+    caller = user.access_token.subject if isinstance(user, AuthenticatedUser) else None
     if not isinstance(caller, str):
         raise RuntimeError("this request did not come through BearerTokens: it names no user")
     return caller
