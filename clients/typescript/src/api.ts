@@ -88,12 +88,7 @@ export class LedgerApi {
     this.root = new URL(`${baseUrl.replace(/\/+$/, "")}/api/v1/apps/`);
     this.headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
     this.transport = this.root.protocol === "https:" ? https : http;
-    this.agent = new this.transport.Agent({ keepAlive: true }); // sockets unref'd when idle: no exit is held up
-  }
-
-  /** Close the idle connections now (they close by themselves after the server's keep-alive time). */
-  close(): void {
-    this.agent.destroy();
+    this.agent = new this.transport.Agent({ keepAlive: true }); // an idle socket holds no exit up (unref'd)
   }
 
   createSession(app: string, sessionId: string | undefined, state: Record<string, unknown> | undefined) {
