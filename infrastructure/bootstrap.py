@@ -168,7 +168,7 @@ def _open_storage(settings: Settings, create: bool, index_text: bool) -> Storage
         SqlRelayPositions(engine),
         SqlCounterStore(engine),
         SqlRedeliveryCounts(engine),
-        SqlAccessTokens(engine),
+        SqlAccessTokens(engine, primary.autocommit),
         ledger.async_append,
     )
 

@@ -74,6 +74,12 @@ class SqlLedger:
     def engine(self) -> sa.Engine:
         return self._engine
 
+    @property
+    def autocommit(self) -> Autocommit:
+        """The ledger's autocommitted driver connections, for a one-statement read beside its own
+        (an access token's, at every request of the HTTP servers); closed with the ledger."""
+        return self._autocommit
+
     def async_append(self, statement_timeout: float, connections: int) -> AsyncAppend | None:
         """The common append from an event loop without a thread (`async_append.py`), on PostgreSQL,
         on up to `connections` connections of the loop's own."""

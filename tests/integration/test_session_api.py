@@ -197,6 +197,27 @@ def test_an_append_checks_its_token_before_its_body_and_a_revoked_token_at_once(
     assert api.storage.service.event_version(f"{api.app}/alice/s") == 1
 
 
+def test_an_append_reads_its_sessions_owner_once_and_a_deleted_session_refuses_it(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner is checked at a session's first append only (`owned_sessions.py`); the token at
+    every one. A session deleted since is still refused by the append itself: 404, nothing stored."""
+    api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
+    service = api.storage.service
+    reads = []
+    read_session = service.get_session
+    monkeypatch.setattr(service, "get_session", lambda *a, **k: reads.append(a) or read_session(*a, **k))
+    for version in range(3):
+        assert api.append("s", _user(f"m{version}"), version).status_code == 201
+    assert len(reads) == 1
+    assert api.append("s", _user("intrusion"), 3, who=api.bob).status_code == 404  # bob's "s": none
+    service.delete_session(f"{api.app}/alice/s")
+    for expected in (3, None):
+        answer = api.append("s", _user("after the delete"), expected)
+        assert answer.status_code == 404, answer.text
+    assert service.get_events(f"{api.app}/alice/s", EventFilter.all()) == []
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [

@@ -1,9 +1,15 @@
 /**
  * The sessionledger HTTP session API (`sessionledger serve`, routes under `/api/v1/`), as typed calls.
  *
- * One request per call, over Node's own `fetch`; the server's `{"error": ...}` answers become
- * `LedgerApiError`s carrying the status, and a 409 on an append a `StaleSessionError`.
+ * One request per call, over `node:http(s)` with a keep-alive agent of the client's own: an append
+ * is one small request after another on one connection, and Node's `fetch` (undici) took 0.3-0.5 ms
+ * more per request than `http.request` (a fifth of an append's time on loopback). The server's
+ * `{"error": ...}` answers become `LedgerApiError`s carrying the status, and a 409 on an append a
+ * `StaleSessionError`.
  */
+
+import http from "node:http";
+import https from "node:https";
 
 /** An event in the ledger's own JSON, as `sessionledger events --json` prints one. */
 export interface LedgerEvent {
@@ -71,14 +77,18 @@ export interface LedgerApiOptions {
 }
 
 export class LedgerApi {
-  private readonly root: string;
+  private readonly root: URL;
   private readonly headers: Record<string, string>;
+  private readonly transport: typeof http | typeof https;
+  private readonly agent: http.Agent;
 
   constructor({ baseUrl, token }: LedgerApiOptions) {
     if (!baseUrl) throw new Error("baseUrl is needed, e.g. http://127.0.0.1:8080");
     if (!token) throw new Error("token is needed: sessionledger token create --user USER --write");
-    this.root = `${baseUrl.replace(/\/+$/, "")}/api/v1/apps/`;
+    this.root = new URL(`${baseUrl.replace(/\/+$/, "")}/api/v1/apps/`);
     this.headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+    this.transport = this.root.protocol === "https:" ? https : http;
+    this.agent = new this.transport.Agent({ keepAlive: true }); // an idle socket holds no exit up (unref'd)
   }
 
   createSession(app: string, sessionId: string | undefined, state: Record<string, unknown> | undefined) {
@@ -149,23 +159,32 @@ export class LedgerApi {
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const response = await fetch(this.root + path, {
-      method,
-      headers: this.headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    if (response.status === 204) return undefined as T;
-    const text = await response.text();
-    if (!response.ok) {
+    const { status, text } = await this.send(method, path, body === undefined ? undefined : JSON.stringify(body));
+    if (status === 204) return undefined as T;
+    if (status < 200 || status > 299) {
       let reason = text;
       try {
         reason = (JSON.parse(text) as { error?: string }).error ?? text;
       } catch {
         // not JSON (a proxy's page): its text is the reason
       }
-      throw new LedgerApiError(response.status, `sessionledger ${method} ${path}: ${response.status} ${reason}`);
+      throw new LedgerApiError(status, `sessionledger ${method} ${path}: ${status} ${reason}`);
     }
     return JSON.parse(text) as T;
+  }
+
+  private send(method: string, path: string, body: string | undefined): Promise<{ status: number; text: string }> {
+    const headers = body === undefined ? this.headers : { ...this.headers, "content-length": Buffer.byteLength(body) };
+    return new Promise((resolve, reject) => {
+      const request = this.transport.request(new URL(this.root.href + path), { method, headers, agent: this.agent }, (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+        response.on("error", reject);
+      });
+      request.on("error", reject);
+      request.end(body);
+    });
   }
 }
 
