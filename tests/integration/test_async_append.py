@@ -314,3 +314,22 @@ def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
             assert [m.text for m in await service.get_messages(session.id)] == ["m0", "m1", "m2"]
 
     asyncio.run(scenario())
+
+
+def test_a_mariadb_url_argument_aiomysql_does_not_take_keeps_the_appends_on_the_threads(
+    mariadb_url: str, counted_hops: list[str]
+) -> None:
+    """`read_timeout` is PyMySQL's, not aiomysql's: rather than open loop connections without it,
+    the async service appends on its threads, as before."""
+    url = f"{mariadb_url}?read_timeout=30"
+
+    async def scenario() -> str:
+        async with open_async_service(url) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("a"))
+            counted_hops.clear()
+            await service.append_message(session.id, UserMessage("b"))
+            assert counted_hops, "the append was sent from the loop without the URL's read_timeout"
+            return session.id
+
+    assert texts(url, asyncio.run(scenario())) == ["a", "b"]
