@@ -70,12 +70,14 @@ MAX_HEAD_RACES = 1000
 
 @dataclass(frozen=True)
 class OneStatement:
-    """An append's one autocommitted statement, ready to run: its SQL, the driver's parameters,
-    and the ledger record it writes."""
+    """An append's one autocommitted statement (MariaDB/MySQL: one packet), ready to run: its SQL,
+    the driver's parameters, the ledger record it writes, and which of its results (in order) counts
+    the row inserted: 1 when the head moved and the row went in, 0 when the head had moved on."""
 
     sql: str
     params: Mapping[str, Any] | tuple[Any, ...]
     record: LedgerRecord
+    counted: int = 0
 
 
 def head_moves(event: SessionEvent) -> dict[str, Any]:
@@ -276,16 +278,21 @@ class Appends:
 
     def one_statement(self, draft: Draft) -> OneStatement | None:
         """The common append as its one statement, for a caller that runs it on a connection of its
-        own (`async_append.py`): a PostgreSQL ledger, a cached head at the expected version, no
-        state delta. `None` for every other append, which only `append` makes."""
+        own (`async_append.py`): a PostgreSQL, MariaDB or MySQL ledger, a cached head at the
+        expected version, no state delta. `None` for every other append, which only `append` makes."""
         event = appended_event(draft)
-        if self._append_row is None or any(split_state_delta(event.state_delta)):
+        one, packet = self._append_row, self._append_packet
+        if (one is None and packet is None) or any(split_state_delta(event.state_delta)):
             return None
         head = self._heads.get(event.session_id)
         if head is None or version_check(draft, head.version) is not None:
             return None
         record, values = statement_values(draft, head, head_moves(event))
-        return OneStatement(self._append_row.sql, self._append_row.params(values), record)
+        if one is not None:
+            return OneStatement(one.sql, one.params(values), record)
+        if packet is not None:
+            return OneStatement(packet.sql, packet.params(values), record, packet.last_result)
+        return None
 
     def ran(self, statement: OneStatement, moved: bool) -> None:
         """What a `one_statement` that ran did to the head: moved it (kept), or found it moved

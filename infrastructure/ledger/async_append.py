@@ -1,14 +1,18 @@
-"""`AsyncAppend`: the common one-event append on PostgreSQL, run on the event loop's own connections
-(psycopg's async driver) instead of a thread: one round trip, no thread hop.
+"""`AsyncAppend`: the common one-event append run on the event loop's own connections instead of a
+thread: one round trip, no thread hop. PostgreSQL's through psycopg's async driver
+(`loop_postgres.py`), MariaDB's and MySQL's through aiomysql (`loop_mysql.py`); this module holds
+everything else, once: which loop has the connections, how coroutines wait for one, what a cancel
+does, and when the append goes back to the synchronous path.
 
 An append on the async service's threads wakes two threads for each call; around a real append
 that hop cost 100-175 us (a quiet machine) to over 500 us (a loaded one), a fifth of an adapter's
 append or more. The append here is the very statement the synchronous path runs, made by the same
-code (`Appends.one_statement`: the head, the record, the row), only sent from the loop. Whatever
-is not that common case goes back to the caller (`None`), who makes the whole append on the
-synchronous path, with its retries, duplicate check and state merges: no ledger rule has a second
-copy here. That is also what happens while another event loop holds the connections, and after
-any error, when the connection is dropped: a head that moved, a duplicate event id and a lost
+code (`Appends.one_statement`: the head, the record, the row; on MariaDB/MySQL the same packet),
+only sent from the loop. Whatever is not that common case goes back to the caller (`None`), who
+makes the whole append on the synchronous path, with its retries, duplicate check and state
+merges: no ledger rule has a second copy here. That is also what happens while another event loop
+holds the connections, and after any error, when the connection is dropped (a statement refused by
+a constraint only ends its transaction): a head that moved, a duplicate event id and a lost
 connection are all answered by the synchronous path, which finds the event stored if this
 statement stored it before its answer was lost.
 
@@ -24,8 +28,8 @@ coroutines are built a few at a time, between round trips, not all in one burst 
 A cancel while a coroutine waits for a connection ends the wait: nothing was sent. Once the
 statement is sent, a cancel waits for its answer (`settling.settled`; the statement timeout bounds
 it), so the append is stored or not when `CancelledError` is raised, and the connection stays in a
-known state. psycopg's own answer to a cancel, asking the server to cancel the statement and
-dropping the connection at a second cancel, would leave the statement running, and landing, after
+known state. A driver's own answer to a cancel (psycopg asks the server to cancel the statement and
+drops the connection at a second cancel) would leave the statement running, and landing, after
 the caller had moved on.
 """
 
@@ -35,38 +39,81 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-import psycopg
 import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.records import Draft
 from sessionledger.infrastructure.ledger.appends import Appends
-from sessionledger.infrastructure.ledger.engine import milliseconds
 from sessionledger.infrastructure.settling import settled
 
 APPLICATION_NAME = "sessionledger async append"
-"""The loop connections' name in `pg_stat_activity` (unless the URL names the application)."""
+"""The loop connections' name: PostgreSQL's `application_name` (unless the URL names the
+application), MySQL's `program_name` connection attribute."""
 
 Made = tuple[Draft, AppendOutcome | None]
 """An append made here: its draft, and `STORED`, or `None` for the synchronous path to append it."""
 
+Connection = Any
+"""A loop connection, as its `LoopDriver` opens it (psycopg's, aiomysql's): only the driver uses it."""
+
+
+class LoopDriver(Protocol):
+    """What differs between databases: how a loop connection is opened, sent the append and closed."""
+
+    refused: tuple[type[Exception], ...]
+    """The errors of a statement refused by a constraint (a duplicate event id, a position taken),
+    after which the connection is fine once `after_refusal` has run."""
+
+    async def connect(self) -> Connection | None:
+        """A new connection in autocommit mode with the ledger's statement timeout, on the running
+        loop; `None` when none can be opened."""
+        ...
+
+    async def send(
+        self, connection: Connection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
+    ) -> list[int]:
+        """Run `sql` (`OneStatement`'s): the row count of each of its results, in order."""
+        ...
+
+    async def after_refusal(self, connection: Connection) -> None:
+        """Leave the connection ready for the next append after a `refused` error."""
+        ...
+
+    def close(self, connection: Connection) -> None:
+        """Close the connection without a round trip, from any thread, its loop running or closed."""
+        ...
+
+
+def loop_driver(engine: sa.Engine, statement_timeout: float) -> LoopDriver | None:
+    """The engine's database's `LoopDriver` (its module imported only now: psycopg's or aiomysql's),
+    or `None` where appends are not sent from the loop (SQLite, an uncommon connection setting)."""
+    if engine.dialect.name == "postgresql":
+        from sessionledger.infrastructure.ledger.loop_postgres import PostgresLoop
+
+        return PostgresLoop(engine.url, statement_timeout)
+    if engine.dialect.name == "mysql":
+        from sessionledger.infrastructure.ledger.loop_mysql import mysql_loop
+
+        return mysql_loop(engine, statement_timeout)
+    return None
+
 
 class AsyncAppend:
-    """Up to `size` asyncio connections to the ledger's PostgreSQL, opened on first use by one event
+    """Up to `size` asyncio connections to the ledger's database, opened on first use by one event
     loop at a time, for the appends `Appends.one_statement` can make."""
 
-    def __init__(self, appends: Appends, engine: sa.Engine, statement_timeout: float, size: int) -> None:
+    def __init__(self, appends: Appends, driver: LoopDriver, size: int) -> None:
         self._appends = appends
-        self._conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._timeout_ms = milliseconds(statement_timeout)
+        self._driver = driver
         self._size = size
         self._lock = threading.Lock()  # the loop, the connections and the waiters: close() is off the loop
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._open: set[psycopg.AsyncConnection] = set()  # the loop's, idle or in use
-        self._idle: list[psycopg.AsyncConnection] = []
+        self._open: set[Connection] = set()  # the loop's, idle or in use
+        self._idle: list[Connection] = []
         self._opening = 0
-        self._waiters: deque[asyncio.Future[psycopg.AsyncConnection | None]] = deque()
+        self._waiters: deque[asyncio.Future[Connection | None]] = deque()
         self._closed = False
 
     async def append(self, draft_of: Callable[[], Draft]) -> Made | None:
@@ -82,26 +129,27 @@ class AsyncAppend:
         finally:
             self._checkin(connection)
 
-    async def _run(self, connection: psycopg.AsyncConnection, draft: Draft) -> AppendOutcome | None:
+    async def _run(self, connection: Connection, draft: Draft) -> AppendOutcome | None:
         statement = self._appends.one_statement(draft)
         if statement is None:
             return None
         try:
-            cursor = await connection.execute(statement.sql, statement.params)
-        except psycopg.IntegrityError:  # a duplicate id, or a position taken: the connection is fine
-            self._appends.ran(statement, moved=False)
-            return None
+            try:
+                counts = await self._driver.send(connection, statement.sql, statement.params)
+            except self._driver.refused:  # a duplicate id, or a position taken
+                await self._driver.after_refusal(connection)
+                counts = []
         except BaseException as error:  # lost, timed out, cancelled: what state it is in is unknown
             self._appends.ran(statement, moved=False)
             self._discard(connection)
             if isinstance(error, Exception):
                 return None
             raise
-        moved = cursor.rowcount == 1
+        moved = bool(counts) and counts[statement.counted] == 1
         self._appends.ran(statement, moved)
         return AppendOutcome.STORED if moved else None
 
-    async def _checkout(self) -> psycopg.AsyncConnection | None:
+    async def _checkout(self) -> Connection | None:
         """An idle connection of this loop, a new one while there are fewer than `size`, else the
         next one given back; `None` when this loop cannot have one."""
         loop = asyncio.get_running_loop()
@@ -114,7 +162,7 @@ class AsyncAppend:
                 if len(self._open) + self._opening < self._size:
                     self._opening += 1
                     break
-                waiter: asyncio.Future[psycopg.AsyncConnection | None] = loop.create_future()
+                waiter: asyncio.Future[Connection | None] = loop.create_future()
                 self._waiters.append(waiter)
             connection = await self._waited(waiter)
             if connection is not None:
@@ -129,14 +177,12 @@ class AsyncAppend:
                     self._open.add(connection)
                 else:  # none opened (or no longer wanted): its place is free for a waiter
                     if connection is not None:
-                        connection.pgconn.finish()
+                        self._driver.close(connection)
                         connection = None
                     self._hand_over(None)
         return connection
 
-    async def _waited(
-        self, waiter: asyncio.Future[psycopg.AsyncConnection | None]
-    ) -> psycopg.AsyncConnection | None:
+    async def _waited(self, waiter: asyncio.Future[Connection | None]) -> Connection | None:
         try:
             return await waiter
         except asyncio.CancelledError:  # woken just before the cancel: pass on what it was given
@@ -160,28 +206,21 @@ class AsyncAppend:
         self._loop = loop
         return True
 
-    async def _connect(self) -> psycopg.AsyncConnection | None:
-        try:
-            connection = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, application_name=APPLICATION_NAME
-            )
-            await connection.execute(f"SET statement_timeout = {self._timeout_ms}")
-        except psycopg.Error:
-            return None
-        return connection
+    async def _connect(self) -> Connection | None:
+        return await self._driver.connect()
 
-    def _checkin(self, connection: psycopg.AsyncConnection) -> None:
+    def _checkin(self, connection: Connection) -> None:
         """Hand the connection to the first coroutine still waiting, else keep it idle; a dropped
         one (or one of a loop no longer bound) is closed, and a waiter then opens another."""
         with self._lock:
             if connection not in self._open or self._closed:
-                connection.pgconn.finish()
+                self._driver.close(connection)
                 self._hand_over(None)  # its place is free: a waiter opens another
                 return
             if not self._hand_over(connection):
                 self._idle.append(connection)
 
-    def _hand_over(self, connection: psycopg.AsyncConnection | None) -> bool:
+    def _hand_over(self, connection: Connection | None) -> bool:
         """Give `connection` to the first coroutine still waiting (under `_lock`); `False`: none."""
         while self._waiters:
             waiter = self._waiters.popleft()
@@ -190,17 +229,17 @@ class AsyncAppend:
                 return True
         return False
 
-    def _discard(self, connection: psycopg.AsyncConnection) -> None:
+    def _discard(self, connection: Connection) -> None:
         """A connection in an unknown state: never used again (closed when given back)."""
         with self._lock:
             self._open.discard(connection)
 
     def _forget(self) -> None:
-        """Close the sockets of the idle connections (no round trip, no need of the loop they were
-        opened on); one in use is closed when given back. The waiters look again (and, the
-        connections closed or another loop's, append on the synchronous path)."""
+        """Close the idle connections (no round trip, no need of the loop they were opened on);
+        one in use is closed when given back. The waiters look again (and, the connections closed
+        or another loop's, append on the synchronous path)."""
         for connection in self._idle:
-            connection.pgconn.finish()
+            self._driver.close(connection)
         self._idle.clear()
         self._open.clear()
         waiters, self._waiters = self._waiters, deque()
@@ -217,6 +256,6 @@ class AsyncAppend:
             self._forget()
 
 
-def _settle(waiter: asyncio.Future[psycopg.AsyncConnection | None]) -> None:
+def _settle(waiter: asyncio.Future[Any]) -> None:
     if not waiter.done():
         waiter.set_result(None)

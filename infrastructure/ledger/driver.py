@@ -144,14 +144,20 @@ class Packet:
     def __init__(self, statements: Sequence[sa.ClauseElement], dialect: sa.Dialect) -> None:
         self._statements = [DriverStatement(statement, dialect) for statement in statements]
         self.sql = "; ".join(["START TRANSACTION", *(s.sql for s in self._statements), "COMMIT"])
+        self.last_result = len(self._statements)
+        """The index of the last statement's result among the packet's (START TRANSACTION's first)."""
 
-    def execute(self, driver: Any, values: Mapping[str, Any]) -> list[int]:
-        """Each statement's row count, in order."""
+    def params(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The driver's parameters of every statement, by name."""
         params: dict[str, Any] = {}
         for statement in self._statements:
             params.update(statement.bound(values))
+        return params
+
+    def execute(self, driver: Any, values: Mapping[str, Any]) -> list[int]:
+        """Each statement's row count, in order."""
         with driver.cursor() as cursor:
-            cursor.execute(self.sql, params)
+            cursor.execute(self.sql, self.params(values))
             counts = []  # the first result is START TRANSACTION's, the last COMMIT's
             while cursor.nextset():
                 counts.append(cursor.rowcount)

@@ -61,22 +61,27 @@ def _ping(dbapi_connection: Any) -> None:
         raise sa.exc.DisconnectionError(str(error)) from error
 
 
-def _configure(statement_timeout: float, read_only: bool, connection: Any, _record: Any) -> None:
-    """UTC as the session time zone (`NOW()` and the like; the ledger binds UTC itself), strict SQL
-    (a value that does not fit is an error, never silently cut), and the statement timeout:
-    MariaDB's `max_statement_time` covers every statement, MySQL's `max_execution_time` SELECTs."""
-    mariadb = "mariadb" in connection.get_server_info().lower()
+def session_settings(server_info: str, statement_timeout: float) -> str:
+    """The `SET` every ledger connection runs first (the pool's, and the event loop's own in
+    `loop_mysql.py`): UTC as the session time zone (`NOW()` and the like; the ledger binds UTC
+    itself), strict SQL (a value that does not fit is an error, never silently cut), and the
+    statement timeout: MariaDB's `max_statement_time` covers every statement, MySQL's
+    `max_execution_time` SELECTs. `server_info`: the server's version string, which names MariaDB."""
     timeout = (
         f"max_statement_time = {statement_timeout:.3f}"
-        if mariadb
+        if "mariadb" in server_info.lower()
         else f"max_execution_time = {milliseconds(statement_timeout)}"
     )
+    return (
+        "SET time_zone = '+00:00', "
+        "sql_mode = CONCAT_WS(',', @@sql_mode, 'STRICT_TRANS_TABLES', 'NO_ENGINE_SUBSTITUTION'), " + timeout
+    )
+
+
+def _configure(statement_timeout: float, read_only: bool, connection: Any, _record: Any) -> None:
+    """`session_settings`, and a read-only session for a reader."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SET time_zone = '+00:00', "
-            "sql_mode = CONCAT_WS(',', @@sql_mode, 'STRICT_TRANS_TABLES', 'NO_ENGINE_SUBSTITUTION'), "
-            + timeout
-        )
+        cursor.execute(session_settings(connection.get_server_info(), statement_timeout))
         if read_only:
             cursor.execute("SET SESSION TRANSACTION READ ONLY")
     connection.commit()

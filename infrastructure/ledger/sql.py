@@ -82,12 +82,11 @@ class SqlLedger:
 
     def async_append(self, statement_timeout: float, connections: int) -> AsyncAppend | None:
         """The common append from an event loop without a thread (`async_append.py`), on PostgreSQL,
-        on up to `connections` connections of the loop's own."""
-        if self._engine.dialect.name != "postgresql":
-            return None
-        from sessionledger.infrastructure.ledger.async_append import AsyncAppend  # psycopg's
+        MariaDB and MySQL, on up to `connections` connections of the loop's own."""
+        from sessionledger.infrastructure.ledger.async_append import AsyncAppend, loop_driver
 
-        return AsyncAppend(self._appends, self._engine, statement_timeout, connections)
+        driver = loop_driver(self._engine, statement_timeout)
+        return None if driver is None else AsyncAppend(self._appends, driver, connections)
 
     def index_text(self) -> int:
         """Bring the keyword index up to every session's head now (PostgreSQL; SQLite's is always

@@ -1,20 +1,88 @@
-"""The async service's common append, sent from the event loop on its own PostgreSQL connection
-(`ledger/async_append.py`): it takes no thread, and whenever it cannot append (a head that moved,
-a conflict, a duplicate, a lost connection, a state delta, an owner to check) the synchronous path
-does, so each outcome is exactly the synchronous service's."""
+"""The async service's common append, sent from the event loop on its own connections
+(`ledger/async_append.py`), on PostgreSQL and on MariaDB: it takes no thread, and whenever it
+cannot append (a head that moved, a conflict, a duplicate, a lost connection, a state delta, an
+owner to check) the synchronous path does, so each outcome is exactly the synchronous service's."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
+import pymysql
 import pytest
+import sqlalchemy as sa
 from sessionledger.domain import SessionEvent, SessionNotFound, UserMessage
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME, AsyncAppend
+from sessionledger.infrastructure.ledger.driver import PING_AFTER_IDLE_SECONDS
+
+from tests.conftest import sql_url
+
+
+@pytest.fixture(params=["postgres", "mariadb"])
+def loop_url(request: pytest.FixtureRequest) -> str:
+    """A fresh database of each ledger whose appends are sent from the event loop."""
+    return sql_url(request, request.param)
+
+
+OTHER_MARIADB_CONNECTIONS = (
+    "FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+)
+
+
+def on_mariadb(url: str) -> bool:
+    return url.startswith("mysql")
+
+
+def admin_sql(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """`sql`'s rows, run on a connection of the test's own to the test's database."""
+    if on_mariadb(url):
+        address = sa.make_url(url)
+        with (
+            pymysql.connect(
+                host=address.host, port=address.port, user=address.username, database=address.database
+            ) as connection,
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(sql)
+            return list(cursor.fetchall())
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def connections(url: str) -> int:
+    """The connections open on the test's database (but the one asking): on PostgreSQL the loop's
+    only (`APPLICATION_NAME`); MariaDB shows no connection attributes without performance_schema
+    (off by default), so there every one, the pool's too."""
+    if on_mariadb(url):
+        sql = f"SELECT count(*) {OTHER_MARIADB_CONNECTIONS}"
+    else:
+        sql = (
+            "SELECT count(*) FROM pg_stat_activity"
+            f" WHERE datname = current_database() AND application_name = '{APPLICATION_NAME}'"
+        )
+    return int(admin_sql(url, sql)[0][0])
+
+
+def drop_loop_connections(url: str) -> None:
+    """The server drops the loop's connections: on MariaDB, which cannot tell them apart, every
+    connection to the database, and the pool then pings its own before using them again."""
+    if not on_mariadb(url):
+        admin_sql(
+            url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            f" WHERE datname = current_database() AND application_name = '{APPLICATION_NAME}'",
+        )
+        return
+    ids = admin_sql(url, f"SELECT id {OTHER_MARIADB_CONNECTIONS}")
+    for (id_,) in ids:
+        admin_sql(url, f"KILL {id_}")
+    time.sleep(PING_AFTER_IDLE_SECONDS)
 
 
 @pytest.fixture
@@ -37,10 +105,10 @@ def texts(url: str, session_id: str) -> list[str]:
 
 
 def test_appends_from_the_loop_take_no_thread_and_keep_the_chain(
-    pg_url: str, counted_hops: list[str]
+    loop_url: str, counted_hops: list[str]
 ) -> None:
     async def scenario() -> str:
-        async with open_async_service(pg_url) as service:
+        async with open_async_service(loop_url) as service:
             session = await service.create_session("alice", app_name="app")
             await service.append_message(session.id, UserMessage("first"))  # reads the head once
             counted_hops.clear()
@@ -53,14 +121,18 @@ def test_appends_from_the_loop_take_no_thread_and_keep_the_chain(
             return session.id
 
     session_id = asyncio.run(scenario())
-    assert texts(pg_url, session_id) == ["first", *(f"m{n}" for n in range(20)), *(f"e{n}" for n in range(5))]
-    with open_service(pg_url) as service:
+    assert texts(loop_url, session_id) == [
+        "first",
+        *(f"m{n}" for n in range(20)),
+        *(f"e{n}" for n in range(5)),
+    ]
+    with open_service(loop_url) as service:
         assert verify(service, session_id).ok
 
 
-def test_every_other_outcome_is_the_synchronous_services(pg_url: str) -> None:
+def test_every_other_outcome_is_the_synchronous_services(loop_url: str) -> None:
     async def scenario() -> None:
-        async with open_async_service(pg_url) as service:
+        async with open_async_service(loop_url) as service:
             session = await service.create_session("alice", app_name="app")
             await service.append_message(session.id, UserMessage("warm"))
             version = await service.event_version(session.id)
@@ -85,34 +157,29 @@ def test_every_other_outcome_is_the_synchronous_services(pg_url: str) -> None:
     asyncio.run(scenario())
 
 
-def test_a_head_moved_by_another_writer_is_caught_and_the_append_still_made(pg_url: str) -> None:
+def test_a_head_moved_by_another_writer_is_caught_and_the_append_still_made(loop_url: str) -> None:
     async def scenario() -> str:
-        async with open_async_service(pg_url) as service:
+        async with open_async_service(loop_url) as service:
             session = await service.create_session("alice", app_name="app")
             await service.append_message(session.id, UserMessage("a"))
-            with open_service(pg_url) as other:  # another process's service, another head cache
+            with open_service(loop_url) as other:  # another process's service, another head cache
                 other.append_message(session.id, UserMessage("b"))
             await service.append_message(session.id, UserMessage("c"))
             return session.id
 
     session_id = asyncio.run(scenario())
-    assert texts(pg_url, session_id) == ["a", "b", "c"]
-    with open_service(pg_url) as service:
+    assert texts(loop_url, session_id) == ["a", "b", "c"]
+    with open_service(loop_url) as service:
         assert verify(service, session_id).ok
 
 
-def test_a_lost_connection_loses_no_append_and_is_replaced(pg_url: str, counted_hops: list[str]) -> None:
+def test_a_lost_connection_loses_no_append_and_is_replaced(loop_url: str, counted_hops: list[str]) -> None:
     async def scenario() -> str:
-        async with open_async_service(pg_url) as service:
+        async with open_async_service(loop_url) as service:
             session = await service.create_session("alice", app_name="app")
             await service.append_message(session.id, UserMessage("a"))
             await service.append_message(session.id, UserMessage("b"))
-            with psycopg.connect(pg_url.replace("+psycopg", ""), autocommit=True) as admin:
-                admin.execute(  # the server drops the loop's connection
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND application_name = %s",
-                    (APPLICATION_NAME,),
-                )
+            drop_loop_connections(loop_url)
             counted_hops.clear()
             await service.append_message(session.id, UserMessage("c"))  # sync path: the pool's checks
             assert counted_hops, "the append on a lost connection was not handed to the synchronous path"
@@ -122,11 +189,11 @@ def test_a_lost_connection_loses_no_append_and_is_replaced(pg_url: str, counted_
             return session.id
 
     session_id = asyncio.run(scenario())
-    assert texts(pg_url, session_id) == ["a", "b", "c", "d"]
+    assert texts(loop_url, session_id) == ["a", "b", "c", "d"]
 
 
-def test_many_tasks_on_one_session_and_one_service_on_two_loops(pg_url: str) -> None:
-    service = open_async_service(pg_url)
+def test_many_tasks_on_one_session_and_one_service_on_two_loops(loop_url: str) -> None:
+    service = open_async_service(loop_url)
 
     async def writers(session_id: str, tag: str) -> None:
         async def writer(name: str) -> None:
@@ -143,36 +210,27 @@ def test_many_tasks_on_one_session_and_one_service_on_two_loops(pg_url: str) -> 
     session_id = asyncio.run(first())
     asyncio.run(writers(session_id, "two"))  # a second loop: the first loop's connection is closed with it
     asyncio.run(service.aclose())
-    stored = texts(pg_url, session_id)
+    stored = texts(loop_url, session_id)
     assert len(stored) == 200 and len(set(stored)) == 200
     for tag in ("one", "two"):
         for w in range(4):
             mine = [t for t in stored if t.startswith(f"{tag}-{w}-")]
             assert mine == [f"{tag}-{w}-{n}" for n in range(25)]  # each writer's order kept
-    with open_service(pg_url) as check:
+    with open_service(loop_url) as check:
         assert verify(check, session_id).ok
 
 
-def loop_connections(url: str) -> int:
-    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as admin:
-        found = admin.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND application_name = %s",
-            (APPLICATION_NAME,),
-        ).fetchone()
-    return found[0] if found else 0
-
-
 def test_many_coroutines_at_once_wait_for_a_loop_connection_instead_of_a_thread(
-    pg_url: str, counted_hops: list[str]
+    loop_url: str, counted_hops: list[str]
 ) -> None:
     """60 coroutines appending at once share the loop's `pool_size` connections: none is handed to
     the threads (whose GIL traffic kept the loop waiting), and no more connections are opened."""
 
     async def scenario() -> list[str]:
-        async with open_async_service(pg_url, pool_size=3) as service:
+        async with open_async_service(loop_url, pool_size=3) as service:
             sessions = [(await service.create_session("alice", app_name="app")).id for _ in range(60)]
             counted_hops.clear()
+            before = connections(loop_url)
 
             async def writer(session_id: str) -> None:
                 for n in range(4):
@@ -180,12 +238,12 @@ def test_many_coroutines_at_once_wait_for_a_loop_connection_instead_of_a_thread(
 
             await asyncio.gather(*(writer(s) for s in sessions))
             assert counted_hops == []
-            assert loop_connections(pg_url) == 3
+            assert connections(loop_url) == before + 3
             return sessions
 
     sessions = asyncio.run(scenario())
-    assert loop_connections(pg_url) == 0  # closed with the service
-    with open_service(pg_url) as service:
+    assert connections(loop_url) == 0  # closed with the service
+    with open_service(loop_url) as service:
         for session_id in sessions:
             stored = [m.text for m in service.get_messages(session_id)]
             assert stored == [f"{session_id}-{n}" for n in range(4)]
@@ -193,10 +251,10 @@ def test_many_coroutines_at_once_wait_for_a_loop_connection_instead_of_a_thread(
 
 
 def test_a_coroutine_cancelled_while_waiting_for_a_connection_loses_none(
-    pg_url: str, counted_hops: list[str]
+    loop_url: str, counted_hops: list[str]
 ) -> None:
     async def scenario() -> str:
-        async with open_async_service(pg_url, pool_size=1) as service:
+        async with open_async_service(loop_url, pool_size=1) as service:
             session = await service.create_session("alice", app_name="app")
             await service.append_message(session.id, UserMessage("a"))
             counted_hops.clear()
@@ -213,18 +271,18 @@ def test_a_coroutine_cancelled_while_waiting_for_a_connection_loses_none(
             return session.id
 
     session_id = asyncio.run(scenario())
-    assert texts(pg_url, session_id) == ["a", "b", "c", "d"]
+    assert texts(loop_url, session_id) == ["a", "b", "c", "d"]
 
 
 def test_a_connection_that_cannot_be_opened_frees_its_place_for_the_coroutines_waiting(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    loop_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first loop connection fails to open while others wait for its place: each waiter is
     woken to open one itself (or append on the pool), none waits for ever."""
     failures = [True]
     connect = AsyncAppend._connect
 
-    async def failing_once(self: AsyncAppend) -> psycopg.AsyncConnection | None:
+    async def failing_once(self: AsyncAppend) -> Any:
         if failures:
             failures.pop()
             await asyncio.sleep(0.01)  # the others queue up meanwhile
@@ -234,19 +292,19 @@ def test_a_connection_that_cannot_be_opened_frees_its_place_for_the_coroutines_w
     monkeypatch.setattr(AsyncAppend, "_connect", failing_once)
 
     async def scenario() -> list[str]:
-        async with open_async_service(pg_url, pool_size=1) as service:
+        async with open_async_service(loop_url, pool_size=1) as service:
             sessions = [(await service.create_session("alice", app_name="app")).id for _ in range(5)]
             writes = (service.append_message(s, UserMessage(s)) for s in sessions)
             await asyncio.wait_for(asyncio.gather(*writes), timeout=10)
             return sessions
 
     for session_id in asyncio.run(scenario()):
-        assert texts(pg_url, session_id) == [session_id]
+        assert texts(loop_url, session_id) == [session_id]
 
 
 def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
-    if database_url.startswith("postgresql"):
-        pytest.skip("the loop's own connection is PostgreSQL's")
+    if database_url.startswith(("postgresql", "mysql")):
+        pytest.skip("the loop's own connections are PostgreSQL's and MariaDB's")
 
     async def scenario() -> None:
         async with open_async_service(database_url) as service:
@@ -256,3 +314,22 @@ def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
             assert [m.text for m in await service.get_messages(session.id)] == ["m0", "m1", "m2"]
 
     asyncio.run(scenario())
+
+
+def test_a_mariadb_url_argument_aiomysql_does_not_take_keeps_the_appends_on_the_threads(
+    mariadb_url: str, counted_hops: list[str]
+) -> None:
+    """`read_timeout` is PyMySQL's, not aiomysql's: rather than open loop connections without it,
+    the async service appends on its threads, as before."""
+    url = f"{mariadb_url}?read_timeout=30"
+
+    async def scenario() -> str:
+        async with open_async_service(url) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("a"))
+            counted_hops.clear()
+            await service.append_message(session.id, UserMessage("b"))
+            assert counted_hops, "the append was sent from the loop without the URL's read_timeout"
+            return session.id
+
+    assert texts(url, asyncio.run(scenario())) == ["a", "b"]

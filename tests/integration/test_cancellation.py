@@ -1,20 +1,23 @@
 """Cancellation settles: when `CancelledError` reaches the caller of a write, the write is stored
 (the next read sees it) or never will be. Writes through `AsyncSessionService`, the google-adk
 adapter and the openai-agents adapter are cancelled at random points (once, or twice in a row), on
-memory, SQLite and PostgreSQL; after each cancel the session is read at once, then again once the
+memory, SQLite, PostgreSQL and MariaDB; after each cancel the session is read at once, then again once the
 service's threads are idle and a little later, and the two reads must agree."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
+import aiomysql
 import psycopg
 import pytest
+import sqlalchemy as sa
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.session import Session
@@ -24,6 +27,8 @@ from sessionledger.infrastructure import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.adk import LedgerSessionService
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
 from sessionledger.infrastructure.openai_agents import LedgerSession
+
+from tests.conftest import sql_url
 
 ITERATIONS = 100
 """Cancelled writes per test and backend: enough for the unsettled ones to show (before the rule,
@@ -217,33 +222,89 @@ def test_openai_agents_add_items_settles_whole_or_not_at_all(database_url: str) 
     assert asyncio.run(scenario()) > ITERATIONS // 4
 
 
-# --- the append sent from the event loop (PostgreSQL) ------------------------------------------
+# --- the append sent from the event loop (PostgreSQL, MariaDB) -----------------------------------
 
 
-def test_a_loop_append_cancelled_twice_while_its_statement_waits_settles(pg_url: str) -> None:
+POLL = 0.15
+"""Between two looks for a statement waiting for a lock: InnoDB refreshes `innodb_trx` only once it
+went unread for 0.1 s, so a closer look never sees the wait begin."""
+
+
+class RowLock:
+    """A session's row locked by a transaction on a connection of the test's own."""
+
+    def __init__(self, connection: Any, waits: str) -> None:
+        self._connection = connection
+        self._waits = waits  # a count of the statements waiting for a lock
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def held(cls, url: str, session_id: str) -> AsyncIterator[RowLock]:
+        lock = "SELECT 1 FROM sessions WHERE id = %s FOR UPDATE"
+        if url.startswith("mysql"):
+            address = sa.make_url(url)
+            connection = await aiomysql.connect(
+                host=address.host, port=address.port, user=address.username, db=address.database
+            )
+            try:
+                async with connection.cursor() as cursor:
+                    await cursor.execute(lock, (session_id,))
+                yield cls(
+                    connection,
+                    "SELECT count(*) FROM information_schema.innodb_trx"
+                    f" WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id <> {connection.thread_id()}",
+                )
+            finally:
+                connection.close()
+            return
+        admin = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        async with await psycopg.AsyncConnection.connect(admin) as blocker:
+            await blocker.execute(lock, (session_id,))
+            yield cls(
+                blocker,
+                "SELECT count(*) FROM pg_stat_activity"
+                f" WHERE application_name = '{APPLICATION_NAME}' AND wait_event_type = 'Lock'",
+            )
+
+    async def waited_for(self) -> bool:
+        """Whether a statement of the async service's own connections waits for the lock."""
+        cursor = self._connection.cursor()
+        if isinstance(self._connection, aiomysql.Connection):
+            cursor = await cursor
+        await cursor.execute(self._waits)
+        row = await cursor.fetchone()
+        return row is not None and row[0] > 0
+
+    async def release(self) -> None:
+        await self._connection.rollback()
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"])
+def test_a_loop_append_cancelled_twice_while_its_statement_waits_settles(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
     """The statement is on the server, waiting for a row lock another connection holds, when the
     caller is cancelled, twice. psycopg's own answer (ask the server to cancel, drop the connection
     at the second cancel) left the statement waiting, to commit once the lock was released, after
     the caller had read the session without it. Now the cancel waits for the statement's end."""
-    admin = pg_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    url = sql_url(request, backend)
 
     async def scenario() -> None:
-        async with open_async_service(pg_url) as service:
+        async with open_async_service(url) as service:
             session_id = (await service.create_session("alice", app_name="app")).id
             await service.append_message(session_id, UserMessage("first"))  # the head, cached: from the loop
-            async with await psycopg.AsyncConnection.connect(admin) as blocker:
-                await blocker.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+            async with RowLock.held(url, session_id) as blocker:
                 append = asyncio.ensure_future(service.append_message(session_id, UserMessage("cancelled")))
                 async with asyncio.timeout(10):  # sent from the loop, it waits for the row
-                    while not await waiting_for_a_lock(blocker):
-                        await asyncio.sleep(0.005)
+                    while not await blocker.waited_for():
+                        await asyncio.sleep(POLL)
                 append.cancel()
                 await asyncio.sleep(0)  # psycopg would be asking the server to cancel the statement
                 append.cancel()
                 await asyncio.wait((append,), timeout=0.2)
                 if append.done():  # the cancel reached the caller with the lock still held
                     seen = await service.get_messages(session_id)
-                await blocker.rollback()  # the lock released: a statement still waiting goes on
+                await blocker.release()  # the lock released: a statement still waiting goes on
             if not append.done():
                 with pytest.raises(asyncio.CancelledError):
                     await append
@@ -255,13 +316,3 @@ def test_a_loop_append_cancelled_twice_while_its_statement_waits_settles(pg_url:
             await service.append_message(session_id, UserMessage("after"))  # the connection is fine
 
     asyncio.run(scenario())
-
-
-async def waiting_for_a_lock(connection: psycopg.AsyncConnection[Any]) -> bool:
-    """Whether a statement of the async service's own connections waits for a lock."""
-    cursor = await connection.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
-        (APPLICATION_NAME,),
-    )
-    row = await cursor.fetchone()
-    return row is not None and row[0] > 0

@@ -1,0 +1,46 @@
+"""PostgreSQL's `LoopDriver` (`async_append.py`): the event loop's own connections through
+psycopg's async driver; imported only when an async service appends to a PostgreSQL ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
+from sessionledger.infrastructure.ledger.engine import milliseconds
+
+
+class PostgresLoop:
+    """Connections in autocommit, named `APPLICATION_NAME` in `pg_stat_activity` (unless the URL
+    names the application), with the ledger's `statement_timeout`."""
+
+    refused: tuple[type[Exception], ...] = (psycopg.IntegrityError,)
+    """In autocommit the refused statement was its own transaction: nothing to undo."""
+
+    def __init__(self, url: sa.URL, statement_timeout: float) -> None:
+        self._conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._timeout_ms = milliseconds(statement_timeout)
+
+    async def connect(self) -> psycopg.AsyncConnection | None:
+        try:
+            connection = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, application_name=APPLICATION_NAME
+            )
+            await connection.execute(f"SET statement_timeout = {self._timeout_ms}")
+        except psycopg.Error:
+            return None
+        return connection
+
+    async def send(
+        self, connection: psycopg.AsyncConnection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
+    ) -> list[int]:
+        cursor = await connection.execute(sql, params)
+        return [cursor.rowcount]
+
+    async def after_refusal(self, connection: psycopg.AsyncConnection) -> None:
+        return None
+
+    def close(self, connection: psycopg.AsyncConnection) -> None:
+        connection.pgconn.finish()  # libpq closes the socket: no loop needed
