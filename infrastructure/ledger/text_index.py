@@ -19,7 +19,9 @@ compares them on random histories).
   `fastupdate=off`), far past the write budget of the append and the ingest. Each session's
   rows are indexed up to a mark (the highest indexed position); a search takes the index's
   candidates up to the mark and every row after it, so a session the indexer has not reached yet
-  is answered exactly, only slower.
+  is answered exactly, only slower. The indexer rests while the ledger grows and catches up at
+  full speed when it is idle (`index_pacing.py`), so that it takes the writers' spare capacity,
+  not theirs.
   Erasure deletes the session's `ledger_text` rows in its own transaction.
 - MariaDB and MySQL: no index (their full-text parsers match words, not substrings); the scan.
 
