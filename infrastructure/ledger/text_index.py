@@ -71,8 +71,9 @@ MAX_CANDIDATES = 2_000
 """Above this many candidate rows in one session the ordered scan is the cheaper plan: reading every
 match of a common keyword through an index took 15.4x the ordered walk on a 100,000-event session
 (the first attempt at this index), and 'python' (1 event in 20) 3.5x in bench_agents here."""
-CATCH_UP_ROWS = 2_000
-"""Rows `catch_up` indexes per transaction (the session row is share-locked meanwhile)."""
+CATCH_UP_ROWS = 500
+"""Rows `catch_up` indexes per transaction: the grain of the indexer's duty cycle (`Pacing`), since
+a batch runs whole before any rest (500 ~1 KB rows: a fraction of a second on a quiet machine)."""
 FTS_TABLE = "ledger_fts"
 INDEXED_TABLES = frozenset({"ledger_text", FTS_TABLE})
 """Tables of the keyword index, which the ledger's declared schema leaves out: each exists on one

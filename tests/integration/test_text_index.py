@@ -247,9 +247,9 @@ def test_the_indexer_rests_while_writes_flow_and_not_when_the_ledger_is_idle(pg_
 
         rests: list[float] = []
         indexer = text_index.TextIndexer(engine, pacing=Pacing(rests.append, rest=3.0, clock=clock))
-        writing = 2  # the batch start and the rest of the first batch, the second's start
+        writing = 2  # the first batch's two clock readings append: during batches one and two
         assert indexer.run_once() == 5_004  # and each session's first row (its creation)
-        # 2,000, then 2,000 rows each grew the ledger; the last 1,000 and bob's two did not
+        # the first two batches grew the ledger, the next ones (and bob's) did not
         assert rests == [3.0, 3.0]
         assert _index_holds(service, "heron") == 5_000
 
