@@ -214,7 +214,7 @@ def _last_n(service: SessionService, conn: psycopg.Connection) -> list[Row]:
     assert [len(case()) for case in cases.values()] == [LAST_N, LAST_N]
     medians = interleaved(LAST_N_ROUNDS, cases)
     ratio = medians["long"] / medians["short"]
-    ingest, copy = LONG_EVENTS / sum(loading), _copy_rate(conn)
+    ingest, copy = LONG_EVENTS / sum(loading), copy_rate(conn)
     return [
         Row(
             f"get_events(last_n={LAST_N}), {LONG_EVENTS:,}-event session",
@@ -235,7 +235,7 @@ def _last_n(service: SessionService, conn: psycopg.Connection) -> list[Row]:
     ]
 
 
-def _copy_rate(conn: psycopg.Connection) -> float:
+def copy_rate(conn: psycopg.Connection) -> float:
     """Rows per second of raw COPYs of `payloads.LOAD_BATCH` ledger rows each (a transaction each)."""
     rows = [raw.row_of(m, n) for n, m in enumerate(payloads.cycled(COPY_ROWS), 1)]
     size = payloads.LOAD_BATCH

@@ -92,7 +92,7 @@ class SqlLedger:
         """Bring the keyword index up to every session's head now (PostgreSQL; SQLite's is always
         in step), waiting for an indexer at work; the rows indexed. Tests and benchmarks call it
         to measure a search over an index in step; in use an indexer thread does it."""
-        return 0 if self._indexer is None else self._indexer.run_once(wait=True)
+        return 0 if self._indexer is None else self._indexer.run_once(wait=True, paced=False)
 
     def close(self) -> None:
         if self._indexer is not None:

@@ -19,7 +19,9 @@ compares them on random histories).
   `fastupdate=off`), far past the write budget of the append and the ingest. Each session's
   rows are indexed up to a mark (the highest indexed position); a search takes the index's
   candidates up to the mark and every row after it, so a session the indexer has not reached yet
-  is answered exactly, only slower.
+  is answered exactly, only slower. The indexer rests while the ledger grows and catches up at
+  full speed when it is idle (`index_pacing.py`), so that it takes the writers' spare capacity,
+  not theirs.
   Erasure deletes the session's `ledger_text` rows in its own transaction.
 - MariaDB and MySQL: no index (their full-text parsers match words, not substrings); the scan.
 
@@ -32,6 +34,7 @@ at the page), or when the indexer is more than that many rows behind the session
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -41,6 +44,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.filters import EventFilter, MatchMode
+from sessionledger.infrastructure.ledger.index_pacing import Batch, Pacing
 from sessionledger.infrastructure.ledger.schema import ledger, sessions
 
 __all__ = [
@@ -67,8 +71,9 @@ MAX_CANDIDATES = 2_000
 """Above this many candidate rows in one session the ordered scan is the cheaper plan: reading every
 match of a common keyword through an index took 15.4x the ordered walk on a 100,000-event session
 (the first attempt at this index), and 'python' (1 event in 20) 3.5x in bench_agents here."""
-CATCH_UP_ROWS = 2_000
-"""Rows `catch_up` indexes per transaction (the session row is share-locked meanwhile)."""
+CATCH_UP_ROWS = 500
+"""Rows `catch_up` indexes per transaction: the grain of the indexer's duty cycle (`Pacing`), since
+a batch runs whole before any rest (500 ~1 KB rows: a fraction of a second on a quiet machine)."""
 FTS_TABLE = "ledger_fts"
 INDEXED_TABLES = frozenset({"ledger_text", FTS_TABLE})
 """Tables of the keyword index, which the ledger's declared schema leaves out: each exists on one
@@ -198,12 +203,13 @@ def erasure_lock(session_id: str, shared: bool) -> sa.ColumnElement[Any]:
     return lock(sa.literal(ERASURE_LOCKS, sa.Integer), sa.func.hashtext(session_id))
 
 
-def catch_up(engine: sa.Engine, session_id: str, rows: int = CATCH_UP_ROWS) -> int:
+def catch_up(engine: sa.Engine, session_id: str, rows: int = CATCH_UP_ROWS) -> Batch:
     """Index up to `rows` of the session's rows after its mark, in one transaction; the number
-    indexed (0: caught up, deleted or unknown). It holds `erasure_lock` shared, so an erasure
-    (which takes it exclusively) runs wholly before or after and never leaves text behind, while
-    appends, which never take it, go on (the session row's lock made each append wait for the
-    index). Two indexers of one session insert the same rows, the second's skipped by the key."""
+    indexed (0: caught up, deleted or unknown) and the number still behind. It holds
+    `erasure_lock` shared, so an erasure (which takes it exclusively) runs wholly before or after
+    and never leaves text behind, while appends, which never take it, go on (the session row's
+    lock made each append wait for the index). Two indexers of one session insert the same rows,
+    the second's skipped by the key."""
     from sqlalchemy.dialects.postgresql import insert
 
     with engine.begin() as conn:
@@ -214,7 +220,7 @@ def catch_up(engine: sa.Engine, session_id: str, rows: int = CATCH_UP_ROWS) -> i
             )
         ).scalar()
         if head is None:
-            return 0
+            return Batch(0, 0)
         mark = conn.execute(
             sa.select(sa.func.coalesce(sa.func.max(ledger_text.c.position), 0)).where(
                 ledger_text.c.session_id == session_id
@@ -222,7 +228,7 @@ def catch_up(engine: sa.Engine, session_id: str, rows: int = CATCH_UP_ROWS) -> i
         ).scalar_one()
         upto = min(head, mark + rows)
         if upto <= mark:
-            return 0
+            return Batch(0, 0)
         source = sa.select(ledger.c.session_id, ledger.c.position, SEARCHABLE_TEXT).where(
             ledger.c.session_id == session_id, ledger.c.position > mark, ledger.c.position <= upto
         )
@@ -231,7 +237,7 @@ def catch_up(engine: sa.Engine, session_id: str, rows: int = CATCH_UP_ROWS) -> i
             .from_select(["session_id", "position", "text"], source)
             .on_conflict_do_nothing()
         )
-        return int(upto - mark)
+        return Batch(int(upto - mark), int(head - upto))
 
 
 def _behind(conn: sa.Connection, limit: int) -> Sequence[str]:
@@ -254,21 +260,42 @@ INDEXER_LOCK = 0x5E551071E7E8
 """pg_advisory_lock key: one process's indexer works at a time (others would redo its rows)."""
 
 
+class _LedgerGrowth:
+    """Called: whether the ledger grew since the last call (or since it was made), wherever the
+    rows were written; one probe of the ledger's primary key for its highest global position."""
+
+    def __init__(self, conn: sa.Connection) -> None:
+        self._conn = conn
+        self._end = self._look()
+
+    def __call__(self) -> bool:
+        seen, self._end = self._end, self._look()
+        return self._end > seen
+
+    def _look(self) -> int:
+        end = self._conn.execute(sa.select(sa.func.coalesce(sa.func.max(ledger.c.global_position), 0)))
+        position = int(end.scalar_one())
+        self._conn.commit()
+        return position
+
+
 class TextIndexer:
     """PostgreSQL: a daemon thread that keeps `ledger_text` up with the ledger, behind the writes.
 
     Every `interval` seconds it looks for live sessions whose head is past their mark (wherever
     they were written: this process, a worker, an async append) and catches each up, in
-    transactions of `CATCH_UP_ROWS`. Polling rather than being told by each write path keeps every
-    writer as it was; the look costs one index probe per live session. Searches never wait for
-    it: they read the index up to the mark and the rows after it."""
+    transactions of `CATCH_UP_ROWS`, paced (`index_pacing.Pacing`) so that it rests while the
+    ledger grows and runs at full speed when it is idle. Polling rather than being told by each
+    write path keeps every writer as it was; the look costs one index probe per live session.
+    Searches never wait for it: they read the index up to the mark and the rows after it."""
 
     THREAD = "sessionledger-text-index"
 
-    def __init__(self, engine: sa.Engine, interval: float = 0.5) -> None:
+    def __init__(self, engine: sa.Engine, interval: float = 0.5, pacing: Pacing | None = None) -> None:
         self._engine = engine
         self._interval = interval
         self._stop = threading.Event()
+        self._pacing = Pacing(self._stop.wait) if pacing is None else pacing
         self._thread: threading.Thread | None = None
         self._pid = 0
 
@@ -281,9 +308,10 @@ class TextIndexer:
         self._thread = threading.Thread(target=self._run, name=self.THREAD, daemon=True)
         self._thread.start()
 
-    def run_once(self, wait: bool = False) -> int:
+    def run_once(self, wait: bool = False, paced: bool = True) -> int:
         """Catch every session up under the indexers' advisory lock (taken at once or, with `wait`,
-        when the indexer holding it is done); rows indexed."""
+        when the indexer holding it is done), resting while the ledger grows unless not `paced`;
+        rows indexed."""
         total = 0
         with self._engine.connect() as conn:
             lock = sa.func.pg_advisory_lock if wait else sa.func.pg_try_advisory_lock
@@ -293,13 +321,16 @@ class TextIndexer:
             if locked is False:
                 return 0
             try:
+                pacing = self._pacing if paced else Pacing(self._stop.wait, rest=0)
+                grew = _LedgerGrowth(conn)
                 while not self._stop.is_set():
                     pending = _behind(conn, 100)
                     conn.commit()
                     if not pending:
                         break
                     for session_id in pending:
-                        while (done := catch_up(self._engine, session_id)) and not self._stop.is_set():
+                        batch = functools.partial(catch_up, self._engine, session_id)
+                        while (done := pacing.run(batch, grew)) and not self._stop.is_set():
                             total += done
             finally:
                 conn.execute(sa.select(sa.func.pg_advisory_unlock(INDEXER_LOCK)))

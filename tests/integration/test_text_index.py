@@ -21,6 +21,7 @@ from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.agents import RecallTools
 from sessionledger.infrastructure.agents.recall import instant_text
 from sessionledger.infrastructure.ledger import events, text_index
+from sessionledger.infrastructure.ledger.index_pacing import Pacing
 from sessionledger.infrastructure.ledger.migrate import _config, upgrade
 
 from tests.fakes.compaction import Always, SummarizeAllButTwo
@@ -222,6 +223,43 @@ def test_a_ledger_from_0004_gets_its_index(service: SessionService) -> None:
         assert text_index.candidates(conn, session_id, EventFilter(keyword="osprey")) == [2, 3, 4, 5]
     found = service.get_events(session_id, EventFilter.keyword_search("osprey"))
     assert len(found) == 4
+
+
+def test_the_indexer_rests_while_writes_flow_and_not_when_the_ledger_is_idle(pg_url: str) -> None:
+    """PostgreSQL's indexer (`index_pacing.Pacing`) rests three times each batch's time after a
+    batch during which the ledger grew, and indexes an idle ledger without a rest; counted on a
+    fake clock that, for its first readings, appends a row elsewhere (a writer at work)."""
+    with open_service(pg_url, text_index="off") as service:
+        engine: sa.Engine = service.ledger.engine  # type: ignore[attr-defined]
+        loaded, written = service.create_session("alice").id, service.create_session("bob").id
+        service.ingest(
+            [SessionEvent(session_id=loaded, message=UserMessage(f"a heron, {n}")) for n in range(5_000)]
+        )
+        readings = iter(range(1_000))
+        writes = 0
+
+        def clock() -> float:
+            nonlocal writes
+            if writes < writing:
+                writes += 1
+                service.append_message(written, UserMessage(f"an egret, {writes}"))
+            return float(next(readings))
+
+        rests: list[float] = []
+        indexer = text_index.TextIndexer(engine, pacing=Pacing(rests.append, rest=3.0, clock=clock))
+        writing = 2  # the first batch's two clock readings append: during batches one and two
+        assert indexer.run_once() == 5_004  # and each session's first row (its creation)
+        # the first two batches grew the ledger, the next ones (and bob's) did not
+        assert rests == [3.0, 3.0]
+        assert _index_holds(service, "heron") == 5_000
+
+        rests.clear()
+        writing = 0
+        service.ingest(
+            [SessionEvent(session_id=loaded, message=UserMessage(f"a heron, {n}")) for n in range(5_000)]
+        )
+        assert indexer.run_once() == 5_000
+        assert rests == [], "an idle ledger is indexed at full speed"
 
 
 stamps = st.integers(0, 5).map(lambda minutes: EPOCH + timedelta(minutes=minutes))
