@@ -1,10 +1,10 @@
 """A session's events as `get_events` reads them: archived, then the window, each filter field but
 `pattern` in SQL (`statements.criteria`; `statements.last_rows` and `statements.page_rows` read only
 as far as `last_n` or the page needs), or, for a keyword the index answers, only the rows the index
-names (`text_index.candidates`). SQLAlchemy Core on a `Connection`: the statement is built per
-filter, and its compiled form cached by SQLAlchemy; but the active window, the read an agent makes
-before every prompt, is the window read of `window.py`, on the driver (0.77x the time of this path's
-statement for 1,000 events)."""
+names (`text_index.candidates`). SQLAlchemy Core on a `Connection`: the statement is built once per
+filter shape and route (`EventReads._query`), its compiled form cached by SQLAlchemy; the active
+window, the read an agent makes before every prompt, is the window read of `window.py`, on the
+driver (0.77x the time of this path's statement for 1,000 events)."""
 
 from __future__ import annotations
 
