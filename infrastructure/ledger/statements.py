@@ -137,7 +137,7 @@ def page_values(offset: int, limit: int) -> dict[str, int]:
     return {"n": offset + limit, "offset": offset, "limit": limit}
 
 
-COUNT, OFFSET, LIMIT = (sa.bindparam(name, type_=sa.Integer) for name in ("n", "offset", "limit"))
+COUNT, OFFSET, LIMIT = (sa.bindparam(name, type_=sa.BigInteger) for name in ("n", "offset", "limit"))
 """How many rows each group of `last_rows` and `page_rows` reads, and the page they keep."""
 
 
