@@ -51,7 +51,7 @@ from sessionledger.infrastructure.ledger.driver import (
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
-from sessionledger.infrastructure.ledger.schema import ledger, sessions
+from sessionledger.infrastructure.ledger.schema import ledger
 from sessionledger.infrastructure.ledger.state import StateScopes
 
 if TYPE_CHECKING:
@@ -353,12 +353,7 @@ class Appends:
         read_taken: bool,
     ) -> BatchPlan:
         with self._writer.begin() as conn:
-            locked = conn.execute(
-                sa.select(*statements.BATCH_SESSION_COLUMNS)
-                .where(sessions.c.id.in_(session_ids), sessions.c.deleted_at.is_(None))
-                .order_by(sessions.c.id)
-                .with_for_update()
-            )
+            locked = conn.execute(statements.LOCK_BATCH_SESSIONS, {"sids": session_ids})
             now = datetime.now(UTC)  # under the lock: a later batch of these sessions records a later time
             live = {
                 row.id: BatchSession(head_of(row), stats_of(row), row.state, row.app_name, row.user_id)

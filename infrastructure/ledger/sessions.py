@@ -65,7 +65,7 @@ class Sessions:
         scopes = split_state_delta(state)
         try:
             with self._writer.begin() as conn:
-                conn.execute(sessions.insert().values(session_row(session, scopes.session, head)))
+                conn.execute(sessions.insert(), session_row(session, scopes.session, head))
                 # shared state first: its row locks then order the ledger rows' global positions
                 self._state.merge_shared(
                     conn, {session.app_name: scopes.app}, {(session.app_name, session.user_id): scopes.user}

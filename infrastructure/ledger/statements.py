@@ -38,7 +38,8 @@ STATS = (
 
 def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] | None:
     """`keyword` and `keywords` as one condition on the row's lowercased message text, extracted
-    from the payload once per row whatever the number of terms.
+    from the payload once per row whatever the number of terms; each term's LIKE pattern the bind
+    parameter `kw` (`keyword`) or `kw_<n>` (`filter_values`).
 
     Written per term, `lower(payload text) LIKE ...` parses the whole payload again for every term
     (PostgreSQL keeps each copy until the row is done: 300 terms over one 1 MB event took 1.5 GB).
@@ -56,12 +57,12 @@ def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] 
         message = once.subquery("message")
         text = message.c.text
 
-    def contains(term: str) -> sa.ColumnElement[bool]:
-        return text.like(like_term(term), escape="\\")
+    def contains(parameter: str) -> sa.ColumnElement[bool]:
+        return text.like(sa.bindparam(parameter, type_=sa.Text), escape="\\")
 
-    conditions = [] if f.keyword is None else [contains(f.keyword)]
+    conditions = [] if f.keyword is None else [contains("kw")]
     if f.keywords is not None:
-        found = [contains(term) for term in f.keywords]
+        found = [contains(f"kw_{n}") for n in range(len(f.keywords))]
         conditions.append(sa.and_(*found) if f.match_mode is MatchMode.ALL else sa.or_(*found))
     if message is None:
         return sa.and_(*conditions)
@@ -80,56 +81,70 @@ ORDER_KEY = sa.func.coalesce(window_slots.c.ordinal, ledger.c.position)
 IN_WINDOW = sa.or_(IN_PREFIX, ledger.c.position > sessions.c.window_base)
 
 
+SID = sa.bindparam("sid", type_=sa.Text)
+LIVE_SESSION = sa.and_(sessions.c.id == SID, sessions.c.deleted_at.is_(None))
+"""The session id parameter, and a live session's row by it."""
+
+LIVE_EVENTS = (
+    sa.select()
+    .select_from(_SLOT_JOINED.join(sessions, sessions.c.id == ledger.c.session_id))
+    .where(ledger.c.session_id == SID, sessions.c.deleted_at.is_(None), ledger.c.kind == EVENT, NOT_REWOUND)
+)
+"""Readable event rows of the live session `sid`, joined to what the window rule needs."""
+
+
 def live_session_events(session_id: str) -> AnySelect:
-    """Readable event rows of a live session, joined to what the window rule needs."""
-    return (
-        sa.select()
-        .select_from(_SLOT_JOINED.join(sessions, sessions.c.id == ledger.c.session_id))
-        .where(
-            ledger.c.session_id == session_id,
-            sessions.c.deleted_at.is_(None),
-            ledger.c.kind == EVENT,
-            NOT_REWOUND,
-        )
-    )
+    """`LIVE_EVENTS` of this session, its id bound in the statement."""
+    return LIVE_EVENTS.params(sid=session_id)
 
 
-def last_rows(query: AnySelect, session_id: str, n: int, archived: bool) -> AnySelect:
-    """The last `n` rows of `query` in `get_events()` order, adding each row's group.
+def last_rows(query: AnySelect, archived: bool) -> AnySelect:
+    """The last `:n` rows of `query` (a `LIVE_EVENTS` read) in `get_events()` order, adding each
+    row's group.
 
     Each group's own last `n` rows (a backward range read of UNIQUE(session_id, position) from
     the end or from the window base, or the prefix by ordinal), then the last `n` of their union:
     the cost follows `n` and the window prefix, not the length of the history.
     """
-    union = _each_group(query, session_id, n, archived, descending=True)
+    union = _each_group(query, archived, descending=True)
     return (
         sa.select(union.c.event_id, union.c.payload, union.c.grp)
         .order_by(union.c.grp.desc(), union.c.key.desc())
-        .limit(n)
+        .limit(COUNT)
     )
 
 
-def page_rows(query: AnySelect, session_id: str, offset: int, limit: int, archived: bool) -> AnySelect:
-    """Rows `offset` to `offset + limit` of `query` in `get_events()` order, adding each row's group.
+def page_rows(query: AnySelect, archived: bool) -> AnySelect:
+    """Rows `:offset` to `:offset + :limit` of `query` (a `LIVE_EVENTS` read) in `get_events()`
+    order, adding each row's group; `:n` is `offset + limit` (`page_values`).
 
     `last_rows` read forward: each group's first `offset + limit` matching rows (a forward range
     read that stops once it has them), then that page of their union. A filter most rows pass
     (a common keyword, none) costs what the page costs, whatever the length of the history; a
     rare keyword still reads until it has found the page or reached the end.
     """
-    union = _each_group(query, session_id, offset + limit, archived, descending=False)
+    union = _each_group(query, archived, descending=False)
     return (
         sa.select(union.c.event_id, union.c.payload, union.c.grp)
         .order_by(union.c.grp, union.c.key)
-        .offset(offset)
-        .limit(limit)
+        .offset(OFFSET)
+        .limit(LIMIT)
     )
 
 
-def _each_group(query: AnySelect, session_id: str, n: int, archived: bool, descending: bool) -> sa.Subquery:
-    """The union of each group's first (or last) `n` rows of `query`, with columns `grp` and `key`."""
+def page_values(offset: int, limit: int) -> dict[str, int]:
+    """The parameters of a `page_rows` statement."""
+    return {"n": offset + limit, "offset": offset, "limit": limit}
+
+
+COUNT, OFFSET, LIMIT = (sa.bindparam(name, type_=sa.BigInteger) for name in ("n", "offset", "limit"))
+"""How many rows each group of `last_rows` and `page_rows` reads, and the page they keep."""
+
+
+def _each_group(query: AnySelect, archived: bool, descending: bool) -> sa.Subquery:
+    """The union of each group's first (or last) `:n` rows of `query`, with columns `grp` and `key`."""
     base = sessions.alias("base")
-    window_base = sa.select(base.c.window_base).where(base.c.id == session_id).scalar_subquery()
+    window_base = sa.select(base.c.window_base).where(base.c.id == SID).scalar_subquery()
     outside_prefix = window_slots.c.ordinal.is_(None)
     groups = [
         (2, sa.and_(outside_prefix, ledger.c.position > window_base), ledger.c.position),
@@ -138,44 +153,74 @@ def _each_group(query: AnySelect, session_id: str, n: int, archived: bool, desce
     if archived:
         groups.append((0, sa.and_(outside_prefix, ledger.c.position <= window_base), ledger.c.position))
     parts = [
-        query.add_columns(sa.literal(group).label("grp"), key.label("key"))
+        query.add_columns(sa.literal_column(str(group), sa.Integer).label("grp"), key.label("key"))
         .where(where)
         .order_by(key.desc() if descending else key)
-        .limit(n)
+        .limit(COUNT)
         .subquery()
         for group, where, key in groups
     ]  # each part in a subquery: SQLite allows no ORDER BY/LIMIT on a UNION member itself
     return sa.union_all(*(sa.select(part) for part in parts)).subquery()
 
 
+def filter_shape(f: EventFilter) -> tuple[object, ...]:
+    """What of `f` decides the SQL of `criteria(f)`: filters of one shape share one statement,
+    their values bound by `filter_values`."""
+    return (
+        f.exclude_synthetic,
+        f.exclude_archived,
+        f.start is not None,
+        f.end is not None,
+        f.message_types is not None,
+        f.keyword is not None,
+        None if f.keywords is None else (len(f.keywords), f.match_mode is MatchMode.ALL),
+        f.branch is not None,
+    )
+
+
+def filter_values(f: EventFilter) -> dict[str, Any]:
+    """The bind parameters of `criteria(f)`."""
+    values: dict[str, Any] = {}
+    if f.start is not None:
+        values["start"] = f.start
+    if f.end is not None:
+        values["end"] = f.end
+    if f.message_types is not None:
+        values["types"] = sorted(t.value for t in f.message_types)
+    if f.keyword is not None:
+        values["kw"] = like_term(f.keyword)
+    for n, term in enumerate(f.keywords or ()):
+        values[f"kw_{n}"] = like_term(term)
+    if f.branch is not None:
+        values["branch"] = f.branch
+    return values
+
+
 def criteria(f: EventFilter, dialect: sa.Dialect) -> list[sa.ColumnElement[bool]]:
-    """Every per-event criterion of the filter but `pattern`, as SQL for `dialect`."""
+    """Every per-event criterion of the filter but `pattern`, as SQL for `dialect`, each value a
+    bind parameter (`filter_values`): the SQL depends on `filter_shape(f)` alone."""
     where: list[sa.ColumnElement[bool]] = []
     if f.exclude_synthetic:
         where.append(ledger.c.synthetic == sa.false())
     if f.exclude_archived:
         where.append(IN_WINDOW)
     if f.start is not None:
-        where.append(ledger.c.occurred_at >= f.start)
+        where.append(ledger.c.occurred_at >= sa.bindparam("start", type_=ledger.c.occurred_at.type))
     if f.end is not None:
-        where.append(ledger.c.occurred_at <= f.end)
+        where.append(ledger.c.occurred_at <= sa.bindparam("end", type_=ledger.c.occurred_at.type))
     if f.message_types is not None:
-        where.append(ledger.c.event_type.in_(sorted(t.value for t in f.message_types)))
+        where.append(ledger.c.event_type.in_(sa.bindparam("types", expanding=True)))
     text_search = _text_search(f, dialect)
     if text_search is not None:
         where.append(text_search)
     if f.branch is not None:
-        branch = sa.literal(f.branch, sa.Text)
+        branch = sa.bindparam("branch", type_=sa.Text)
         ancestor = (
             sa.func.substr(branch, 1, sa.func.char_length(ledger.c.branch) + 1) == ledger.c.branch + "."
         )
         where.append(sa.or_(ledger.c.branch.is_(None), ledger.c.branch == branch, ancestor))
     return where
 
-
-SID = sa.bindparam("sid", type_=sa.Text)
-LIVE_SESSION = sa.and_(sessions.c.id == SID, sessions.c.deleted_at.is_(None))
-"""The session id parameter, and a live session's row by it."""
 
 ROW_COLUMNS = (
     "session_id", "position", "version", "event_id", "kind", "occurred_at", "recorded_at", "event_type",
@@ -348,17 +393,23 @@ def _moved_head(**values: Any) -> sa.Update:
     )
 
 
-BATCH_SESSION_COLUMNS = (
-    sessions.c.id,
-    sessions.c.app_name,
-    sessions.c.user_id,
-    sessions.c.state,
-    sessions.c.version,
-    sessions.c.head_position,
-    sessions.c.head_hash,
-    *(sessions.c[name] for name in STATS),
+LOCK_BATCH_SESSIONS = (
+    sa.select(
+        sessions.c.id,
+        sessions.c.app_name,
+        sessions.c.user_id,
+        sessions.c.state,
+        sessions.c.version,
+        sessions.c.head_position,
+        sessions.c.head_hash,
+        *(sessions.c[name] for name in STATS),
+    )
+    .where(sessions.c.id.in_(sa.bindparam("sids", expanding=True)), sessions.c.deleted_at.is_(None))
+    .order_by(sessions.c.id)
+    .with_for_update()
 )
-"""What a batch append reads of each of its sessions, under the row lock (`BatchSession`)."""
+"""What a batch append reads of each of its live sessions `:sids`, under their row locks taken in
+id order (`BatchSession`)."""
 
 BATCH_HEADS = _moved_head(state=sa.bindparam("new_state", type_=sessions.c.state.type))
 """A batch's new head, session state and window stats of one session (run as an executemany)."""

@@ -128,15 +128,16 @@ def test_postgresql_parses_each_payload_once(pg_url: str) -> None:
                 EventFilter(keywords=TERMS),
                 EventFilter(keyword="x", keywords=TERMS, match_mode="all"),
             ):
-                query = statements.live_session_events(session_id).add_columns(ledger.c.event_id)
+                query = statements.LIVE_EVENTS.add_columns(ledger.c.event_id)
                 query = query.where(*statements.criteria(search, conn.dialect))
+                values = {"sid": session_id, **statements.filter_values(search)}
                 explain = DriverStatement(query, conn.dialect)  # the statement as it runs, explained
                 with conn.connection.dbapi_connection.cursor() as cursor:
-                    cursor.execute(f"EXPLAIN (ANALYZE, VERBOSE) {explain.sql}", explain.params({}))
+                    cursor.execute(f"EXPLAIN (ANALYZE, VERBOSE) {explain.sql}", explain.params(values))
                     plan = "\n".join(line for (line,) in cursor.fetchall())
                 assert plan.count("lower(") == 1, plan
                 assert plan.count("#>>") == 1, plan
-                assert conn.execute(query).scalars().all() != []
+                assert conn.execute(query, values).scalars().all() != []
     finally:
         engine.dispose()
 
