@@ -26,7 +26,8 @@ from celery import Celery
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionledger.domain.ports import Ledger, RelayPositions
 from sessionledger.domain.records import Kind
-from sessionledger.infrastructure.audit.digest import load_private_key, take_digest, write_digest
+from sessionledger.infrastructure.audit.digest import Digest, load_private_key, take_digest, write_digest
+from sessionledger.infrastructure.audit.since import BrokenLink, digest_since
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
 from sessionledger.infrastructure.redaction import hide_passwords
@@ -183,7 +184,13 @@ def _serve_metrics(settings: Settings, storage: Storage) -> ThreadingHTTPServer:
 class DigestSchedule:
     """Ledger digests written every `every` seconds into `directory` (`--digest-every`,
     `--digest-dir`), the first at once: one file per digest, named by the time it was taken, so
-    that a digest is never overwritten and the directory can be shipped elsewhere as it grows."""
+    that a digest is never overwritten and the directory can be shipped elsewhere as it grows.
+
+    The first digest of the process reads the whole ledger (`take_digest`); each after it is
+    resumed from the one before (`digest_since`), so its cost follows the records written in
+    between and the sessions, not the ledger's size. When the ledger no longer extends the last
+    digest (a record it covers was rewritten or removed), no digest is written, which would vouch
+    for the rewrite: the findings are logged as an error at every turn until an operator acts."""
 
     def __init__(
         self, ledger: Ledger, directory: Path, every: float, key: Ed25519PrivateKey | None = None
@@ -193,12 +200,21 @@ class DigestSchedule:
         self._every = every
         self._key = key
         self._next = time.monotonic()
+        self._last: Digest | None = None
 
     def due(self) -> None:
         """Write a digest if it is time to."""
         if time.monotonic() < self._next:
             return
-        digest = take_digest(self._ledger)
+        try:
+            last = self._last
+            digest = take_digest(self._ledger) if last is None else digest_since(self._ledger, last)
+        except BrokenLink as broken:
+            self._next = time.monotonic() + self._every
+            findings = [str(f.kind) for r in broken.check.results for f in r.findings]
+            log_event(log, "digest withheld", logging.ERROR, reason=str(broken), findings=findings)
+            return
+        self._last = digest
         if self._key is not None:
             digest = digest.signed(self._key)
         name = digest.taken_at.strftime("digest-%Y%m%dT%H%M%S.%fZ.json")

@@ -94,6 +94,31 @@ def verify_since(ledger: AuditLedger, digest: Digest, *, now: datetime | None = 
     return SinceCheck(tuple(results), unchanged, next_digest)
 
 
+class BrokenLink(Exception):
+    """The ledger no longer extends a digest: a digest resumed from it would vouch for whatever
+    was rewritten, so none is taken. `check` holds what `verify --since` found."""
+
+    def __init__(self, previous: Digest, check: SinceCheck) -> None:
+        broken = [result.session_id for result in check.results if not result.ok]
+        super().__init__(
+            f"the ledger no longer extends digest {previous.name}: {len(broken)} sessions broken "
+            f"({', '.join(broken[:5])}{', ...' if len(broken) > 5 else ''})"
+        )
+        self.check = check
+
+
+def digest_since(ledger: AuditLedger, previous: Digest, *, now: datetime | None = None) -> Digest:
+    """The digest of the ledger as it stands, resumed from `previous` rather than read whole
+    (`take_digest` reads and hashes every record): the next digest of `verify --since`, equal to
+    `take_digest`'s, at the cost of the records written since and a head lookup per session of
+    `previous`. `BrokenLink` when the check finds anything, `InvalidDigest` when `previous` keeps
+    no Merkle peaks."""
+    check = verify_since(ledger, previous, now=now)
+    if not check.ok:
+        raise BrokenLink(previous, check)
+    return check.next_digest
+
+
 def _resumed(digest: Digest, session_id: str, head: SessionHead) -> MerkleMountainRange:
     """The session's tree as the digest keeps it (`InvalidDigest` when it cannot be resumed)."""
     try:

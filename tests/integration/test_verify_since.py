@@ -3,15 +3,23 @@ PostgreSQL, SQLite and memory; each way the link can break is named with its pos
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit.anchored import Anchor
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, parse_digest, take_digest
-from sessionledger.infrastructure.audit.since import verify_session_since, verify_since
+from sessionledger.infrastructure.audit.since import (
+    BrokenLink,
+    digest_since,
+    verify_session_since,
+    verify_since,
+)
+from sessionledger.workers import relay
 
 from tests.conftest import SQL_BACKENDS
 from tests.integration.test_digests import rewrite
@@ -57,6 +65,20 @@ def test_a_rewrite_behind_the_digest_breaks_the_link(ledger: Ledger) -> None:
     ledger.service.append_message(ledger.session_id, UserMessage("since"))
     rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
     assert found(ledger, digest) == [(Anchor.REWRITTEN, head)]
+
+
+@pytest.mark.parametrize("session_row", ["rewritten too", "left as it was"])
+def test_a_rewrite_in_a_session_nobody_wrote_to_since_is_caught(ledger: Ledger, session_row: str) -> None:
+    """Why `verify --since` looks up every head the digest holds, not only those of the sessions
+    written to since: a session untouched since the digest has nothing else that could show it
+    was rewritten, whether the session row was made to name the new head or not."""
+    digest = take_digest(ledger.service.ledger)
+    head = digest.sessions[ledger.session_id]
+    rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    if session_row == "left as it was":
+        ledger.sql("UPDATE sessions SET head_hash = :h WHERE id = :sid", h=head.head)
+    assert found(ledger, digest) == [(Anchor.REWRITTEN, head.position)]
+    assert verify_since(ledger.service.ledger, digest).unchanged == len(digest.sessions) - 1
 
 
 def test_an_edit_since_the_digest_is_named(ledger: Ledger) -> None:
@@ -160,3 +182,46 @@ def test_a_head_moved_to_another_session_is_gone_from_its_own(ledger: Ledger) ->
         p=head.position,
     )
     assert found(ledger, digest) == [(Anchor.TRUNCATED, head.position)]
+
+
+def test_a_digest_resumed_from_the_last_is_the_whole_ledger_s(ledger: Ledger) -> None:
+    first = take_digest(ledger.service.ledger)
+    ledger.service.append_message(ledger.session_id, UserMessage("since"))
+    fresh = ledger.service.create_session("newcomer").id
+    ledger.service.append_message(fresh, UserMessage("hello"))
+    resumed = digest_since(ledger.service.ledger, first, now=first.taken_at)
+    assert resumed == take_digest(ledger.service.ledger, now=first.taken_at)
+
+
+def test_no_digest_is_resumed_from_one_the_ledger_no_longer_extends(ledger: Ledger) -> None:
+    first = take_digest(ledger.service.ledger)
+    rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    with pytest.raises(BrokenLink, match="no longer extends") as broken:
+        digest_since(ledger.service.ledger, first)
+    assert [r.session_id for r in broken.value.check.results] == [ledger.session_id]
+
+
+def test_scheduled_digests_resume_from_the_last_and_stop_at_a_rewrite(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    whole: list[Digest] = []
+
+    def counted(*args: object, **kwargs: object) -> Digest:
+        whole.append(take_digest(*args, **kwargs))  # type: ignore[arg-type]
+        return whole[-1]
+
+    monkeypatch.setattr(relay, "take_digest", counted)
+    digests = tmp_path / "digests"
+    digests.mkdir()
+    schedule = relay.DigestSchedule(ledger.service.ledger, digests, every=0)
+    schedule.due()
+    ledger.service.append_message(ledger.session_id, UserMessage("between two digests"))
+    schedule.due()
+    first, second = sorted(digests.iterdir())
+    assert len(whole) == 1  # the second was resumed from the first
+    assert parse_digest(second.read_text()).sessions == take_digest(ledger.service.ledger).sessions
+    rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    with caplog.at_level(logging.ERROR, logger=relay.log.name):
+        schedule.due()
+    assert sorted(digests.iterdir()) == [first, second]
+    assert [r.getMessage() for r in caplog.records] == ["digest withheld"]
