@@ -29,7 +29,7 @@ from bench.report import Row
 from bench.timing import interleaved
 
 MODES = ("off", "paced", "unpaced")
-ROUNDS = 5
+ROUNDS = 11
 """Rounds per mode (each a fresh database)."""
 INGEST_EVENTS = 20_000
 APPEND_ROUNDS, APPENDS_PER_ROUND = 6, 100

@@ -4,12 +4,14 @@ it works in the writers' spare capacity rather than in their time.
 Indexing a row into the trigram GIN costs many times its append (text_index.py's docstring), so
 an indexer at full speed beside a loading writer took the ingest's ratio to COPY 31% lower on a
 2-core machine. `Pacing` caps its duty cycle while writes flow: after a batch that took `t`
-seconds, and during which the ledger grew, it rests `rest * t` (the default 3: at most a quarter
-of the time indexing); when nothing was appended during the batch, the ledger is idle and the
-next batch follows at once, so the index catches up at full speed between bursts.
+seconds, and during which the ledger grew, it rests `rest * t` (the default 9: at most a tenth of
+the time indexing; with 3, a quarter, an append beside an indexer catching up on an ingest lost
+0.08 of its ratio to the raw INSERT, against 0.015-0.054 with 9); when nothing was appended during
+the batch, the ledger is idle and the next batch follows at once, so the index catches up at full
+speed between bursts.
 
-The backlog is bounded. While writes flow the indexer still indexes at a quarter of its full rate
-(R/4, R about 3,000-4,000 rows/s on the 2-core machine): a write rate under that never leaves it
+The backlog is bounded. While writes flow the indexer still indexes at a tenth of its full rate
+(R/10, R about 3,000-4,000 rows/s on the 2-core machine): a write rate under that never leaves it
 behind for long, and a faster one grows the backlog only until a session is `BACKLOG_LIMIT` rows
 behind its head, past which the indexer stops resting for that session (it takes its full share
 from the writers again, which then slow to what it indexes). What the index has not reached is
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 __all__ = ["BACKLOG_LIMIT", "REST", "Batch", "Pacing"]
 
-REST = 3.0
+REST = 9.0
 """Seconds of rest per second of indexing while writes flow: the indexer takes at most 1/(1+REST)."""
 BACKLOG_LIMIT = 250_000
 """Rows a session may fall behind before its indexer stops resting (about a minute's catch-up at
