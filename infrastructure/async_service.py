@@ -8,7 +8,8 @@ results up (bench/bench_adapters_openai.py measures the loop's largest stall and
 many coroutines against one synchronous client). The hand-off is `thread_pool.ThreadPool`'s, half
 the cost of `run_in_executor`'s.
 
-The pool has `pool_size` threads (5 by default), one per pooled connection. More threads overlap
+The pool has `pool_size` threads (5 by default), one per pooled connection, or `async_threads`
+when given. More threads overlap
 more round trips but fight the event loop for the GIL: with 100 coroutines appending on PostgreSQL,
 4 threads gave about 525 appends/s with the loop's median worst stall 13 ms (8 ms with the loop
 idle, on a loaded 2-core machine), 8 threads 915/s and 21 ms, 15 threads 1,014/s and 50 ms (up to
@@ -109,7 +110,7 @@ class AsyncSessionService:
         a background compactor running `background`'s policies, if given)."""
         self._settings = settings
         self._background = background
-        self._pool = ThreadPool(settings.pool_size, "sessionledger-async")
+        self._pool = ThreadPool(settings.async_threads or settings.pool_size, "sessionledger-async")
         self._opening = threading.Lock()
         self._service: SessionService | None = None
         self._fast_append: AsyncAppend | None = None

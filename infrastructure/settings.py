@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     """How often `compact()` re-reads after losing a window race before `ConcurrencyConflict`."""
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     pool_size: int = Field(default=5, gt=0)
+    async_threads: int | None = Field(default=None, gt=0)
+    """The threads `AsyncSessionService` runs the synchronous service's calls on (default
+    `pool_size`). Each is one more thread running Python that the event loop waits on for the GIL:
+    an agent's loop keeps its largest stall near an idle loop's with 1, while its appends on
+    PostgreSQL and MariaDB still use `pool_size` connections of the loop's own."""
     statement_timeout: float = Field(default=30.0, gt=0)
     """Seconds any one database statement may run before it is cancelled (PostgreSQL's
     `statement_timeout`; a progress handler on SQLite), so no single request exhausts the database."""

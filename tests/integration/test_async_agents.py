@@ -38,7 +38,7 @@ from sessionledger.infrastructure.offline_model import (
     offline_client,
 )
 
-from bench.bench_agents import STALL_POOL, RecallingModel, bare_loop, client_alone, concurrent_turns
+from bench.bench_agents import STALL_THREADS, RecallingModel, bare_loop, client_alone, concurrent_turns
 from bench.timing import largest_stall
 
 TWINS = [
@@ -87,7 +87,7 @@ def test_the_chat_classes_refuse_the_other_faces_parts():
 
 def test_one_hundred_concurrent_turns_never_stall_the_event_loop(database_url):
     """Each turn: the memory's read and write, a recall call answered and stored, the model called
-    twice, on an async service with the small pool an event loop's latency wants (`pool_size=2`),
+    twice, on an async service with the one thread an event loop's latency wants (`async_threads=1`),
     measured after a warm-up turn (start-up's imports and connections), in rounds beside a bare
     loop with the same ticker. The loop's median largest stall stays far under the one the client
     alone causes making the same calls at once: on `memory://`, whose ledger hands every turn back
@@ -96,7 +96,7 @@ def test_one_hundred_concurrent_turns_never_stall_the_event_loop(database_url):
     classes on the loop itself."""
 
     async def scenario() -> tuple[list[float], list[float], float, float]:
-        async with open_async_service(database_url, pool_size=STALL_POOL) as service:
+        async with open_async_service(database_url, async_threads=STALL_THREADS) as service:
             user = unique("u")
             client = offline_async_client(RecallingModel())
             recall = AsyncRecallTools(service)
@@ -148,7 +148,7 @@ def test_a_turn_leaves_nothing_in_reference_cycles(database_url):
     ~560 objects a turn on PostgreSQL and SQLite, and fails this."""
 
     async def scenario() -> list[object]:
-        async with open_async_service(database_url, pool_size=STALL_POOL) as service:
+        async with open_async_service(database_url, async_threads=STALL_THREADS) as service:
             client = offline_async_client(RecallingModel())
             chat = AsyncMemoryChat(
                 client, AsyncSessionMemory(service), model="m", recall=AsyncRecallTools(service)

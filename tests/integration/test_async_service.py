@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -198,3 +200,21 @@ def test_the_event_loop_keeps_ticking_while_appends_run(backend: str, request: p
     async_stall, sync_stall = run(scenario)
     assert sync_stall > async_stall
     assert async_stall < 0.05, f"the event loop stalled {async_stall * 1000:.1f} ms"
+
+
+@pytest.mark.parametrize(("options", "threads"), [({"async_threads": 1}, 1), ({"pool_size": 3}, 3)])
+def test_async_threads_bounds_the_threads_that_run_the_calls(options: dict[str, int], threads: int) -> None:
+    """`async_threads` is how many threads run the synchronous calls (each one more thread that the
+    event loop waits on for the GIL); without it, `pool_size`."""
+    names: set[str] = set()
+
+    def held(service: SessionService) -> None:
+        names.add(threading.current_thread().name)
+        time.sleep(0.05)  # long enough that every free thread takes a call
+
+    async def main() -> None:
+        async with open_async_service("memory://", **options) as service:
+            await asyncio.gather(*(service.run(held) for _ in range(8)))
+
+    asyncio.run(main())
+    assert len(names) == threads
