@@ -73,6 +73,9 @@ def audit_app(
         route(app)
     if writer is not None:
         app.mount("/api/v1", session_api(writer, tokens, loop_appends))
+        # matched first: an append is then routed past one prefix, not every page's pattern (the
+        # pages' paths never start with /api/v1; 10-15 us of an append's 0.2 ms in the framework)
+        app.router.routes.insert(0, app.router.routes.pop())
     return app
 
 
