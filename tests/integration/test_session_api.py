@@ -189,8 +189,9 @@ def test_a_read_only_token_reads_but_every_write_is_403_and_no_token_is_401(api:
 
 
 def test_an_append_checks_its_token_before_its_body_and_a_revoked_token_at_once(api: Api) -> None:
-    """The append checks the token in its own hop to a thread, not in a dependency: still 401
-    before the body is looked at, and a token revoked a moment ago writes nothing."""
+    """The append checks the token itself (on a thread, or from the event loop: `loop_appends.py`),
+    not in a dependency: still 401 before the body is looked at, and a token revoked a moment ago
+    writes nothing."""
     api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
     token, stored = issue(Grant("alice", write=True), datetime.now(UTC))
     api.storage.access_tokens.add(stored)
