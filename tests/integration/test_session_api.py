@@ -23,6 +23,8 @@ from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.web import audit_app
 from sessionledger.workers.web.session_api import ENVELOPE_BYTES
 
+from tests.integration.test_async_append import drop_loop_connections
+
 OPENAPI = Path(__file__).parents[2] / "docs" / "http-api.openapi.json"
 LIMIT = 4096
 
@@ -232,6 +234,29 @@ def test_the_common_append_is_made_on_the_event_loop(
     assert api.append("s", _user("any version"), None).status_code == 201
     assert synchronous == ["find", "append_event"] * 2
     assert [e.message.text for e in api.storage.service.get_events(f"{api.app}/alice/s")][-1] == "any version"
+
+
+def test_an_append_whose_token_the_loop_cannot_read_is_made_on_a_thread(
+    api: Api, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop connection the server dropped fails the token's read (`AsyncAppend.read`): that
+    append is made whole on a thread, and the next one on the loop again, on a new connection."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("dropping only the loop's connections: PostgreSQL tells them apart")
+    api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
+    for version in range(2):  # the first on a thread (the owner), the second on the loop
+        assert api.append("s", _user(f"m{version}"), version).status_code == 201
+    drop_loop_connections(database_url)
+    synchronous: list[str] = []
+    original = api.storage.access_tokens.find
+    monkeypatch.setattr(
+        api.storage.access_tokens, "find", lambda *a: synchronous.append("find") or original(*a)
+    )
+    assert api.append("s", _user("m2"), 2).status_code == 201
+    assert synchronous == ["find"]
+    assert api.append("s", _user("m3"), 3).status_code == 201
+    assert synchronous == ["find"]
+    assert api.storage.service.event_version(f"{api.app}/alice/s") == 4
 
 
 def test_an_append_reads_its_sessions_owner_once_and_a_deleted_session_refuses_it(
