@@ -31,6 +31,7 @@ from sessionledger.infrastructure.tokens import counter_for
 if TYPE_CHECKING:
     from sessionledger.infrastructure.ledger.async_append import AsyncAppend
     from sessionledger.infrastructure.ledger.replicated import ReplicatedLedger
+    from sessionledger.infrastructure.loop_appends import LoopAppends
     from sessionledger.infrastructure.policies import PolicyBook
 
 
@@ -99,6 +100,19 @@ class Storage:
     async_append: Callable[[float, int], AsyncAppend | None] = lambda statement_timeout, connections: None
     """The append from an event loop without a thread, given its statement timeout and how many
     connections of the loop's own it may open (`None`: this ledger has none, as in memory)."""
+
+    def loop_appends(self) -> LoopAppends | None:
+        """The HTTP session API's appends from its event loop, token check included
+        (`loop_appends.py`), on the settings' statement timeout and up to `pool_size` connections of
+        the loop's own; `None` where the ledger has no loop connections (SQLite, memory). Close it
+        before the storage."""
+        from sessionledger.infrastructure.loop_appends import LoopAppends
+
+        settings = self.service.settings
+        fast = self.async_append(settings.statement_timeout, settings.pool_size)
+        if fast is None or not isinstance(self.access_tokens, SqlAccessTokens):
+            return None
+        return LoopAppends(fast, self.access_tokens, self.service.append_steps)
 
     def close(self) -> None:
         self.service.close()

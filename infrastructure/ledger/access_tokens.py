@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from threading import Lock
+from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.access import Grant, StoredToken
@@ -54,11 +56,16 @@ class SqlAccessTokens:
     def find(self, token_id: str) -> StoredToken | None:
         with self._autocommit() as driver:
             rows = self._find.rows(driver.cursor(), {"token_id": token_id})
-        if not rows:
-            return None
-        row = rows[0]
-        grant = Grant(row.user_id, bool(row.admin), bool(row.write))
-        return StoredToken(token_id, row.secret_sha256, grant, row.created_at)
+        return _found(token_id, rows)
+
+    def find_statement(self, token_id: str) -> tuple[str, Mapping[str, Any] | tuple[Any, ...]]:
+        """`find`'s read as its SQL and parameters, for a caller that sends it on a connection of
+        its own (the event loop's: `async_append.AsyncAppend.read`); its rows go to `found`."""
+        return self._find.sql, self._find.params({"token_id": token_id})
+
+    def found(self, token_id: str, rows: Iterable[tuple[Any, ...]]) -> StoredToken | None:
+        """The live token of `find_statement`'s rows as the driver returned them, or `None`."""
+        return _found(token_id, list(self._find.named(rows)))
 
     def revoke(self, token_id: str) -> bool:
         t = access_tokens.c
@@ -95,3 +102,12 @@ class MemoryAccessTokens:
                 return False
             self._revoked.add(token_id)
             return True
+
+
+def _found(token_id: str, rows: list[Any]) -> StoredToken | None:
+    """The live token of `_FIND`'s rows (converted: `DriverStatement.named`), or `None`."""
+    if not rows:
+        return None
+    row = rows[0]
+    grant = Grant(row.user_id, bool(row.admin), bool(row.write))
+    return StoredToken(token_id, row.secret_sha256, grant, row.created_at)

@@ -81,6 +81,12 @@ class LoopDriver(Protocol):
         """Leave the connection ready for the next append after a `refused` error."""
         ...
 
+    async def fetch(
+        self, connection: Connection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
+    ) -> list[tuple[Any, ...]]:
+        """Run the read `sql` (a `DriverStatement`'s): its rows."""
+        ...
+
     def close(self, connection: Connection) -> None:
         """Close the connection without a round trip, from any thread, its loop running or closed."""
         ...
@@ -126,6 +132,26 @@ class AsyncAppend:
         try:
             draft = draft_of()
             return draft, await settled(self._run(connection, draft))  # sent, it runs to its end
+        finally:
+            self._checkin(connection)
+
+    async def read(
+        self, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
+    ) -> list[tuple[Any, ...]] | None:
+        """The rows of one prebuilt read (a `DriverStatement`'s `sql` and `params`) sent on a
+        connection of this loop, for a request that reads before it appends (the HTTP session API's
+        token check); `None` when this loop cannot have a connection or the read failed (the
+        connection is then dropped): the caller reads on the synchronous path."""
+        connection = await self._checkout()
+        if connection is None:
+            return None
+        try:
+            return await self._driver.fetch(connection, sql, params)
+        except BaseException as error:  # lost, timed out, cancelled: what state it is in is unknown
+            self._discard(connection)
+            if isinstance(error, Exception):
+                return None
+            raise
         finally:
             self._checkin(connection)
 

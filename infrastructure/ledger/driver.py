@@ -107,7 +107,7 @@ class DriverStatement:
     def rows(self, cursor: Any, values: Mapping[str, Any]) -> list[Any]:
         """Every row of the statement, its values converted by their columns' types."""
         self.execute(cursor, values)
-        return list(self._named(cursor.fetchall()))
+        return list(self.named(cursor.fetchall()))
 
     def stream(self, cursor: Any, values: Mapping[str, Any], chunk: int) -> Iterator[Any]:
         """The rows as they arrive, converted as by `rows()`: on PostgreSQL `chunk` rows at a time
@@ -118,9 +118,10 @@ class DriverStatement:
         else:
             self.execute(cursor, values)
             rows = cursor
-        return self._named(rows)
+        return self.named(rows)
 
-    def _named(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[Any]:
+    def named(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[Any]:
+        """Rows as the driver returned them, converted as by `rows()` (for a caller that ran `sql` itself)."""
         new, row_type, converters = tuple.__new__, self.row_type, self._converters
         if not converters:
             for row in rows:

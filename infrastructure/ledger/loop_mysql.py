@@ -76,6 +76,12 @@ class MySQLLoop:
             counts.append(cursor.rowcount)
         return counts
 
+    async def fetch(
+        self, held: LoopConnection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
+    ) -> list[tuple[Any, ...]]:
+        await held.cursor.execute(sql, params)
+        return list(await held.cursor.fetchall())
+
     async def after_refusal(self, held: LoopConnection) -> None:
         """A packet stops at its failing statement with its transaction open: roll it back."""
         await held.connection.rollback()

@@ -42,5 +42,11 @@ class PostgresLoop:
     async def after_refusal(self, connection: psycopg.AsyncConnection) -> None:
         return None
 
+    async def fetch(
+        self, connection: psycopg.AsyncConnection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
+    ) -> list[tuple[Any, ...]]:
+        cursor = await connection.execute(sql, params)
+        return await cursor.fetchall()
+
     def close(self, connection: psycopg.AsyncConnection) -> None:
         connection.pgconn.finish()  # libpq closes the socket: no loop needed

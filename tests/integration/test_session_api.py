@@ -23,6 +23,8 @@ from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.web import audit_app
 from sessionledger.workers.web.session_api import ENVELOPE_BYTES
 
+from tests.integration.test_async_append import drop_loop_connections
+
 OPENAPI = Path(__file__).parents[2] / "docs" / "http-api.openapi.json"
 LIMIT = 4096
 
@@ -60,8 +62,16 @@ def api(database_url: str) -> Iterator[Api]:
             storage.access_tokens.add(stored)
             headers[name] = {"Authorization": f"Bearer {token}"}
         app = f"app-{uuid4().hex[:12]}"  # ids are never used again: a fresh app per test
-        with TestClient(audit_app(storage.service, storage.access_tokens, writer=storage.service)) as client:
-            yield Api(storage, client, app, headers["alice"], headers["bob"], headers["reader"])
+        loop_appends = storage.loop_appends()  # as `serve` has it (PostgreSQL, MariaDB: on the loop)
+        web = audit_app(
+            storage.service, storage.access_tokens, writer=storage.service, loop_appends=loop_appends
+        )
+        try:
+            with TestClient(web) as client:
+                yield Api(storage, client, app, headers["alice"], headers["bob"], headers["reader"])
+        finally:
+            if loop_appends is not None:
+                loop_appends.close()
         for user in ("alice", "bob"):  # the shared PostgreSQL database: leave no session behind
             for session in storage.service.list_sessions(user, app_name=app):
                 storage.service.delete_session(session.id)
@@ -181,8 +191,9 @@ def test_a_read_only_token_reads_but_every_write_is_403_and_no_token_is_401(api:
 
 
 def test_an_append_checks_its_token_before_its_body_and_a_revoked_token_at_once(api: Api) -> None:
-    """The append checks the token in its own hop to a thread, not in a dependency: still 401
-    before the body is looked at, and a token revoked a moment ago writes nothing."""
+    """The append checks the token itself (on a thread, or from the event loop: `loop_appends.py`),
+    not in a dependency: still 401 before the body is looked at, and a token revoked a moment ago
+    writes nothing."""
     api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
     token, stored = issue(Grant("alice", write=True), datetime.now(UTC))
     api.storage.access_tokens.add(stored)
@@ -195,6 +206,57 @@ def test_an_append_checks_its_token_before_its_body_and_a_revoked_token_at_once(
             answer = api.client.post(api.url("/s/events"), json=body, headers=headers)
             assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
     assert api.storage.service.event_version(f"{api.app}/alice/s") == 1
+
+
+def test_the_common_append_is_made_on_the_event_loop(
+    api: Api, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL and MariaDB (`Storage.loop_appends`) a conditional append to a session whose
+    owner is known reads its token and appends from the event loop: neither the synchronous
+    service nor the token store is called (no hop to a thread). The rest still goes there: a
+    session's first append (its owner read), a stale one (409), one without `expected_version`."""
+    on_loop = database_url.startswith(("postgresql", "mysql"))
+    api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
+    synchronous: list[str] = []
+    for target, name in ((api.storage.service, "append_event"), (api.storage.access_tokens, "find")):
+        original = getattr(target, name)
+        monkeypatch.setattr(
+            target, name, lambda *a, _o=original, _n=name, **k: synchronous.append(_n) or _o(*a, **k)
+        )
+    assert api.append("s", _user("first"), 0).status_code == 201  # the owner is read: on a thread
+    assert synchronous == ["find", "append_event"]
+    for version in range(1, 4):
+        answer = api.append("s", _user(f"m{version}"), version)
+        assert answer.status_code == 201 and answer.json()["version"] == version + 1
+    assert synchronous == ["find", "append_event"] * (1 if on_loop else 4)
+    synchronous.clear()
+    assert api.append("s", _user("stale"), 1).status_code == 409
+    assert api.append("s", _user("any version"), None).status_code == 201
+    assert synchronous == ["find", "append_event"] * 2
+    assert [e.message.text for e in api.storage.service.get_events(f"{api.app}/alice/s")][-1] == "any version"
+
+
+def test_an_append_whose_token_the_loop_cannot_read_is_made_on_a_thread(
+    api: Api, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop connection the server dropped fails the token's read (`AsyncAppend.read`): that
+    append is made whole on a thread, and the next one on the loop again, on a new connection."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("dropping only the loop's connections: PostgreSQL tells them apart")
+    api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
+    for version in range(2):  # the first on a thread (the owner), the second on the loop
+        assert api.append("s", _user(f"m{version}"), version).status_code == 201
+    drop_loop_connections(database_url)
+    synchronous: list[str] = []
+    original = api.storage.access_tokens.find
+    monkeypatch.setattr(
+        api.storage.access_tokens, "find", lambda *a: synchronous.append("find") or original(*a)
+    )
+    assert api.append("s", _user("m2"), 2).status_code == 201
+    assert synchronous == ["find"]
+    assert api.append("s", _user("m3"), 3).status_code == 201
+    assert synchronous == ["find"]
+    assert api.storage.service.event_version(f"{api.app}/alice/s") == 4
 
 
 def test_an_append_reads_its_sessions_owner_once_and_a_deleted_session_refuses_it(

@@ -53,6 +53,7 @@ def serve(
     configure_tracing(settings, "serve")
     # the pages read through a read-only connection; only the HTTP session API's service writes
     with open_storage(settings, create=False) as storage, open_storage(settings) as writing:
+        loop_appends = writing.loop_appends()
         app = audit_app(
             storage.service,
             storage.access_tokens,
@@ -60,6 +61,7 @@ def serve(
             digest_dir=digest_dir,
             digest_public_key=settings.digest_public_key,
             writer=writing.service,
+            loop_appends=loop_appends,
         )
         print(
             f"serving the audit page at http://{host}:{port}/ and the session API at /api/v1/ "
@@ -67,4 +69,8 @@ def serve(
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False, access_log=False)
+        try:
+            uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False, access_log=False)
+        finally:
+            if loop_appends is not None:
+                loop_appends.close()

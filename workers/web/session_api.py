@@ -30,8 +30,9 @@ from sessionledger.domain.sessions import Session
 from sessionledger.infrastructure import SessionService
 from sessionledger.infrastructure.adk.ids import adk_key, ledger_session_id
 from sessionledger.infrastructure.agents.recall import NO_RESULTS, RecallTools
+from sessionledger.infrastructure.loop_appends import LoopAppends, NotRead
 from sessionledger.infrastructure.thread_pool import ThreadPool
-from sessionledger.workers.bearer import bearer_token, grant_for
+from sessionledger.workers.bearer import bearer_token, grant_for, granted, token_parts
 from sessionledger.workers.web.bounded_body import json_body
 from sessionledger.workers.web.owned_sessions import OwnedSessions
 
@@ -80,8 +81,11 @@ class NewEvent(BaseModel):
     expected_version: int | None = Field(default=None, ge=0)
 
 
-def session_api(service: SessionService, tokens: AccessTokens) -> FastAPI:
-    """The API over one ledger; mount it at `/api/v1`."""
+def session_api(
+    service: SessionService, tokens: AccessTokens, loop_appends: LoopAppends | None = None
+) -> FastAPI:
+    """The API over one ledger; mount it at `/api/v1`. With `loop_appends` (the same ledger's and
+    tokens'), the common append is made on the event loop, without a hop to a thread."""
     api = FastAPI(
         title="sessionledger session API",
         version=__version__,
@@ -99,6 +103,7 @@ def session_api(service: SessionService, tokens: AccessTokens) -> FastAPI:
     # loop at the hand-off); one thread per pooled connection, daemons, stopped when the app is dropped
     api.state.writes = ThreadPool(service.settings.pool_size, "sessionledger-api")
     api.state.body_limit = service.settings.max_payload_bytes + ENVELOPE_BYTES
+    api.state.loop_appends = loop_appends
     for error, status in _ERRORS.items():
         api.add_exception_handler(error, _answer_with(status))
     api.add_exception_handler(HTTPException, _http_error)
@@ -127,7 +132,11 @@ def _granted(tokens: AccessTokens, authorization: str, *, write: bool) -> Grant:
     """The grant of an `Authorization` header's token: 401 without a known one, 403 for a
     read-only one when `write`."""
     token = bearer_token(authorization)
-    grant = grant_for(tokens, token) if token else None
+    return _checked(grant_for(tokens, token) if token else None, write=write)
+
+
+def _checked(grant: Grant | None, *, write: bool) -> Grant:
+    """401 without a grant, 403 for a read-only one when `write`."""
     if grant is None:
         raise HTTPException(401, "a bearer token is needed (sessionledger token create --user USER --write)")
     return _writing(grant) if write else grant
@@ -361,10 +370,46 @@ def _event_routes(api: FastAPI) -> None:
         if not bearer_token(authorization):  # no I/O: refused before the body is read
             _granted(api.state.tokens, authorization, write=True)
         body = await json_body(request, request.app.state.body_limit)
-        stored, document, version = await api.state.writes.run(
-            lambda: _append(service, api.state.tokens, owned, authorization, app, session_id, body)
-        )
+        loop_appends: LoopAppends | None = api.state.loop_appends
+        made = None
+        if loop_appends is not None:
+            made = await _append_on_loop(loop_appends, owned, authorization, app, session_id, body)
+        if made is None:
+            made = await api.state.writes.run(
+                lambda: _append(service, api.state.tokens, owned, authorization, app, session_id, body)
+            )
+        stored, document, version = made
         return JSONResponse({"event": document, "version": version, "stored": stored}, 201 if stored else 200)
+
+
+async def _append_on_loop(
+    loop_appends: LoopAppends,
+    owned: OwnedSessions,
+    authorization: str,
+    app: str,
+    session_id: str,
+    body: dict[str, Any],
+) -> tuple[bool, dict[str, Any], int] | None:
+    """`_append` on the event loop (`infrastructure.loop_appends`): the token's read and the append
+    sent from there, for the common append, a conditional one to a session whose owner is known;
+    `None` for the rest (and when the loop cannot make it), which `_append` then makes whole on a
+    thread, reading the token again."""
+    parts = token_parts(bearer_token(authorization))
+    if parts is None:
+        return None
+    try:
+        stored_token = await loop_appends.find_token(parts[0])
+    except NotRead:
+        return None
+    grant = _checked(granted(stored_token, parts[1]), write=True)
+    new: NewEvent = _parsed(NewEvent, body)
+    ledger_id = _ledger_id(app, grant, session_id)
+    if new.expected_version is None or not owned.knows(ledger_id):
+        return None
+    event = _event_of(new.event, ledger_id, session_id)
+    if not await loop_appends.append_event(event, new.expected_version):
+        return None
+    return True, event_document(event), new.expected_version + 1  # what the conditional append made it
 
 
 def _append(
