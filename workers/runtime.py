@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from functools import cached_property
 from typing import Any
 
@@ -78,30 +79,32 @@ class WorkerRuntime:
             self.storage.close()
 
 
-_runtimes: dict[tuple[int, int], WorkerRuntime] = {}
+_runtimes: weakref.WeakKeyDictionary[Celery, dict[int, WorkerRuntime]] = weakref.WeakKeyDictionary()
+"""Each application's runtimes, by process id. Keyed by the application itself, held weakly: keyed
+by `id()`, an application built after another was collected could be handed the other's runtime
+(its settings, storage and policies), as a test suite that builds many applications found."""
 _lock = threading.Lock()
 
 
 def runtime_of(celery: Celery) -> WorkerRuntime:
     """The runtime of this process for that application (a fresh one after a fork)."""
-    key = (id(celery), os.getpid())
     with _lock:
-        runtime = _runtimes.get(key)
+        mine = _runtimes.setdefault(celery, {})
+        runtime = mine.get(os.getpid())
         if runtime is None:
-            runtime = _runtimes[key] = WorkerRuntime(settings_of(celery), index_text=indexes_text(celery))
+            runtime = mine[os.getpid()] = WorkerRuntime(settings_of(celery), index_text=indexes_text(celery))
         return runtime
 
 
 def install_runtime(celery: Celery, runtime: WorkerRuntime) -> None:
     """Use a runtime built elsewhere (the embedded pipeline shares its service)."""
     with _lock:
-        _runtimes[(id(celery), os.getpid())] = runtime
+        _runtimes.setdefault(celery, {})[os.getpid()] = runtime
 
 
 def close_runtimes(**_: Any) -> None:
     """Flush counters and close connections of this process (at worker process shutdown)."""
     with _lock:
-        mine = [key for key in _runtimes if key[1] == os.getpid()]
-        runtimes = [_runtimes.pop(key) for key in mine]
+        runtimes = [found for mine in _runtimes.values() if (found := mine.pop(os.getpid(), None))]
     for runtime in runtimes:
         runtime.close()
