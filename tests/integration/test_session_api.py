@@ -215,7 +215,7 @@ def test_a_token_known_to_the_loop_is_refused_at_its_next_append_once_revoked(
     """A token that opened an append on the event loop is remembered, its next appends sent with no
     read of it (one round trip: `loop_appends.py`); revoked between two appends, the next is 401
     and stores nothing (the append's own statement checks it), with a wrong secret or a bad body as
-    well, and the token is never remembered again."""
+    well, and the token is forgotten: read again at each request."""
     on_loop = database_url.startswith(("postgresql", "mysql"))
     api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
     token, stored = issue(Grant("alice", write=True), datetime.now(UTC))
@@ -243,6 +243,7 @@ def test_a_token_known_to_the_loop_is_refused_at_its_next_append_once_revoked(
             answer = api.client.post(api.url("/s/events"), json=body, headers=headers)
             assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
     assert api.storage.service.event_version(f"{api.app}/alice/s") == 4
+    assert loop_reads == [stored.token_id] * (3 if on_loop else 0)  # forgotten once an append was refused
     assert api.append("s", _user("alice's own"), 4).status_code == 201  # her other token still writes
 
 
