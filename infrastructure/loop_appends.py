@@ -1,17 +1,22 @@
 """`LoopAppends`: the HTTP session API's common append sent from the event loop, its token check
-included: two round trips on the loop's own connections (`ledger/async_append.py`) and no hop to a
-thread.
+included, on the loop's own connections (`ledger/async_append.py`) and with no hop to a thread.
 
-The API checks the bearer token on every append (no cache: a revoked token is refused at its next
-request) and then appends; on a thread that was one hop around both, which with the token's read
-was a fifth of an append over HTTP. Here the token's read is the store's own statement
-(`SqlAccessTokens.find_statement`) and the append `AsyncAppend`'s, made by the synchronous path's
-own code: what the loop cannot do (no loop connection, a head not cached or moved, a state delta,
-a duplicate id, an error) is answered "not here", and the caller makes the whole request on the
-synchronous path, which holds every rule.
+The API checks the bearer token on every append (a revoked token is refused at its next request).
+The first append of a token reads it (`SqlAccessTokens.find_statement`) and then appends: two round
+trips. A token that opened an append is remembered (`RememberedTokens`): what is remembered never
+changes (its id, user, admin and write flags, the sha256 of its secret; a token has no expiry),
+and the secret is still compared with it at every request. What can change, its revocation, is
+checked by the append's own statement (`Appends.one_statement`'s `live_token`): one round trip,
+and a token revoked since it was remembered stores nothing, atomically. The append itself is
+`AsyncAppend`'s, made by the synchronous path's own code: what the loop cannot do (no loop
+connection, a head not cached or moved, a revoked token, a state delta, a duplicate id, an error)
+is answered "not here", and the caller makes the whole request on the synchronous path, which
+reads the token again and holds every rule.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 from sessionledger.domain.access import StoredToken
 from sessionledger.domain.events import SessionEvent
@@ -19,20 +24,55 @@ from sessionledger.infrastructure.ledger.access_tokens import SqlAccessTokens
 from sessionledger.infrastructure.ledger.async_append import AsyncAppend
 from sessionledger.infrastructure.service import AppendSteps
 
-__all__ = ["LoopAppends", "NotRead"]
+__all__ = ["LoopAppends", "NotRead", "RememberedTokens"]
 
 
 class NotRead(Exception):
     """The loop could not read the token (no connection of its own, or the read failed)."""
 
 
+class RememberedTokens:
+    """The tokens that opened an append, by id: at most `size`, the least recently used dropped
+    first. Used on the event loop only, so without a lock."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._known: OrderedDict[str, StoredToken] = OrderedDict()
+
+    def get(self, token_id: str) -> StoredToken | None:
+        token = self._known.get(token_id)
+        if token is not None:
+            self._known.move_to_end(token_id)
+        return token
+
+    def add(self, token: StoredToken) -> None:
+        self._known[token.token_id] = token
+        self._known.move_to_end(token.token_id)
+        if len(self._known) > self._size:
+            self._known.popitem(last=False)
+
+    def forget(self, token_id: str) -> None:
+        self._known.pop(token_id, None)
+
+
 class LoopAppends:
-    """A token's read and a one-event append, each sent on a connection of the running loop."""
+    """A token's read and a one-event append, each sent on a connection of the running loop, and
+    the tokens remembered between them."""
 
     def __init__(self, fast: AsyncAppend, tokens: SqlAccessTokens, steps: AppendSteps) -> None:
         self._fast = fast
         self._tokens = tokens
         self._steps = steps
+        self._remembered = RememberedTokens()
+
+    def remembered_token(self, token_id: str) -> StoredToken | None:
+        """The token as read when it opened an append (`remember`), perhaps revoked since: only an
+        append with `live_token` may rely on it."""
+        return self._remembered.get(token_id)
+
+    def remember(self, token: StoredToken) -> None:
+        """Keep a token that opened an append (its secret checked), so its next append needs no read."""
+        self._remembered.add(token)
 
     async def find_token(self, token_id: str) -> StoredToken | None:
         """`AccessTokens.find`, read on the loop; `NotRead` when it could not be."""
@@ -41,12 +81,18 @@ class LoopAppends:
             raise NotRead(token_id)
         return self._tokens.found(token_id, rows)
 
-    async def append_event(self, event: SessionEvent, expected_version: int | None) -> bool:
+    async def append_event(
+        self, event: SessionEvent, expected_version: int | None, live_token: str | None = None
+    ) -> bool:
         """Whether the event was stored here (`SessionService.append_event`'s checks and statement,
-        without its owner check: the caller's). `False`: not stored here, and the caller appends it
-        on the synchronous path, which also finds it stored if this append's answer was lost."""
-        made = await self._fast.append(lambda: self._steps.draft_event(event, expected_version))
+        without its owner check: the caller's), while the token `live_token` is not revoked if
+        given. `False`: not stored here, and the caller appends it on the synchronous path, which
+        also finds it stored if this append's answer was lost; the token is then forgotten, so its
+        next append reads it again."""
+        made = await self._fast.append(lambda: self._steps.draft_event(event, expected_version), live_token)
         if made is None or made[1] is None:
+            if live_token is not None:
+                self._remembered.forget(live_token)
             return False
         self._steps.announce(event.session_id, made[1])
         return True

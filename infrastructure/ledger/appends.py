@@ -122,6 +122,19 @@ def _libpq(statement: DriverStatement) -> LibpqStatement:
     return LibpqStatement(statement)
 
 
+def _one_statement_forms(
+    head_moved: sa.Update, dialect: sa.Dialect
+) -> tuple[DriverStatement | None, Packet | None]:
+    """The one-event append over `head_moved` (a `statements.move_head`), in the one round trip its
+    database allows: one statement on PostgreSQL (DML in a CTE, atomic on its own, so it runs in
+    autocommit), one packet on MariaDB/MySQL (`driver.Packet`); neither on SQLite."""
+    if dialect.name == "postgresql":
+        return DriverStatement(statements.append_row(head_moved), dialect), None
+    if dialect.name == "mysql":
+        return None, Packet([head_moved, statements.INSERT_IF_MOVED], dialect)
+    return None, None
+
+
 class Appends:
     """The append paths of one database, moving the heads in `heads`."""
 
@@ -138,15 +151,10 @@ class Appends:
         self._insert_row = DriverStatement(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
         self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
         self._batch_heads = DriverStatement(statements.BATCH_HEADS, engine.dialect)
-        # PostgreSQL: both in one statement, atomic on its own, so it runs in autocommit (one round trip)
-        self._append_row = DriverStatement(statements.APPEND_ROW, engine.dialect) if self._postgres else None
+        self._append_row, self._append_packet = _one_statement_forms(statements.MOVE_HEAD, engine.dialect)
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
-        # MariaDB/MySQL: the same in one packet (`driver.Packet`), also one round trip
-        self._append_packet = (
-            Packet([statements.MOVE_HEAD, statements.INSERT_IF_MOVED], engine.dialect)
-            if engine.dialect.name == "mysql"
-            else None
-        )
+        # the same append made for a remembered access token, which must still be live (`one_statement`)
+        self._token_append = _one_statement_forms(statements.move_head(statements.TOKEN_LIVE), engine.dialect)
         # by row count: how `_rows_on_head` writes them and their row parameters (`statements.row_parameters`)
         self._append_rows: dict[int, tuple[RowsOnHead, tuple[tuple[int, str, str], ...]]] = {}
         self._integrity_errors = integrity_errors(engine.dialect)
@@ -276,18 +284,22 @@ class Appends:
             self._heads.forget(session_id)  # the head moved: re-read it and retry
         raise ConcurrencyConflict(f"append to {session_id!r} lost {MAX_HEAD_RACES} races for the ledger head")
 
-    def one_statement(self, draft: Draft) -> OneStatement | None:
+    def one_statement(self, draft: Draft, live_token: str | None = None) -> OneStatement | None:
         """The common append as its one statement, for a caller that runs it on a connection of its
         own (`async_append.py`): a PostgreSQL, MariaDB or MySQL ledger, a cached head at the
-        expected version, no state delta. `None` for every other append, which only `append` makes."""
+        expected version, no state delta. `None` for every other append, which only `append` makes.
+        With `live_token` (an access token's id), the statement also moves the head only while that
+        token is not revoked (`statements.TOKEN_LIVE`): a revoked token's append stores nothing."""
         event = appended_event(draft)
-        one, packet = self._append_row, self._append_packet
+        one, packet = (self._append_row, self._append_packet) if live_token is None else self._token_append
         if (one is None and packet is None) or any(split_state_delta(event.state_delta)):
             return None
         head = self._heads.get(event.session_id)
         if head is None or version_check(draft, head.version) is not None:
             return None
         record, values = statement_values(draft, head, head_moves(event))
+        if live_token is not None:
+            values["token_id"] = live_token
         if one is not None:
             return OneStatement(one.sql, one.params(values), record)
         if packet is not None:

@@ -122,8 +122,9 @@ class AsyncAppend:
         self._waiters: deque[asyncio.Future[Connection | None]] = deque()
         self._closed = False
 
-    async def append(self, draft_of: Callable[[], Draft]) -> Made | None:
-        """Wait for a connection of this loop, build the draft (`draft_of()`) and append it: the
+    async def append(self, draft_of: Callable[[], Draft], live_token: str | None = None) -> Made | None:
+        """Wait for a connection of this loop, build the draft (`draft_of()`) and append it (while
+        the access token `live_token` is not revoked, if given: `Appends.one_statement`): the
         draft and its outcome; `None` when this loop cannot have a connection (closed, in use by
         another loop, none can be opened): the caller appends on the synchronous path."""
         connection = await self._checkout()
@@ -131,7 +132,7 @@ class AsyncAppend:
             return None
         try:
             draft = draft_of()
-            return draft, await settled(self._run(connection, draft))  # sent, it runs to its end
+            return draft, await settled(self._run(connection, draft, live_token))  # sent, it runs to its end
         finally:
             self._checkin(connection)
 
@@ -155,8 +156,10 @@ class AsyncAppend:
         finally:
             self._checkin(connection)
 
-    async def _run(self, connection: Connection, draft: Draft) -> AppendOutcome | None:
-        statement = self._appends.one_statement(draft)
+    async def _run(
+        self, connection: Connection, draft: Draft, live_token: str | None
+    ) -> AppendOutcome | None:
+        statement = self._appends.one_statement(draft, live_token)
         if statement is None:
             return None
         try:

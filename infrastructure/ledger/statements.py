@@ -16,6 +16,7 @@ from sessionledger.domain.filters import EventFilter, MatchMode
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.ledger.schema import (
     AnySelect,
+    access_tokens,
     app_states,
     ledger,
     sessions,
@@ -240,44 +241,63 @@ def taken_event_ids(session_ids: list[str], event_ids: list[str]) -> AnySelect:
 
 # The one-event append: moves the head only if nobody else did since it was cached.
 ONE = sa.literal_column("1", sa.Integer)
-MOVE_HEAD = (
-    sessions.update()
-    .where(
-        sessions.c.id == sa.bindparam("sid"),
-        sessions.c.head_position == sa.bindparam("cached"),
-        sessions.c.deleted_at.is_(None),
-    )
-    .values(
-        version=sessions.c.version + ONE,
-        head_position=sa.bindparam("new_position", type_=sa.BigInteger),
-        head_hash=sa.bindparam("new_hash", type_=sa.Text),
-        window_events=sessions.c.window_events + ONE,
-        window_turns=sessions.c.window_turns + sa.bindparam("turn", type_=sa.Integer),
-        window_bytes=sessions.c.window_bytes + sa.bindparam("size", type_=sa.BigInteger),
-        window_uncounted=sessions.c.window_uncounted + ONE,
-        events_since_summary=(sessions.c.events_since_summary + ONE)
-        * sa.bindparam("keep_count", type_=sa.Integer),
-    )
+TOKEN_LIVE = sa.exists().where(
+    access_tokens.c.token_id == sa.bindparam("token_id", type_=access_tokens.c.token_id.type),
+    access_tokens.c.revoked_at.is_(None),
 )
+"""The precondition of an append made for a remembered access token (the HTTP session API's:
+`infrastructure.loop_appends`): the token is not revoked, checked by the append itself, atomically."""
 
-_MOVED = MOVE_HEAD.returning(sessions.c.id).cte("moved")
-APPEND_ROW = (
-    ledger.insert()
-    .from_select(
-        list(ROW_COLUMNS),
-        sa.select(
-            *(
-                sa.cast(sa.bindparam(name), ledger.c[name].type)
-                if name == "payload"
-                else sa.bindparam(name, type_=ledger.c[name].type)
-                for name in ROW_COLUMNS
-            )
-        ).select_from(_MOVED),
+
+def move_head(*preconditions: sa.ColumnElement[bool]) -> sa.Update:
+    """The session row's head moved by one event, only from the cached head of a live session and
+    where every one of `preconditions` holds."""
+    return (
+        sessions.update()
+        .where(
+            sessions.c.id == sa.bindparam("sid"),
+            sessions.c.head_position == sa.bindparam("cached"),
+            sessions.c.deleted_at.is_(None),
+            *preconditions,
+        )
+        .values(
+            version=sessions.c.version + ONE,
+            head_position=sa.bindparam("new_position", type_=sa.BigInteger),
+            head_hash=sa.bindparam("new_hash", type_=sa.Text),
+            window_events=sessions.c.window_events + ONE,
+            window_turns=sessions.c.window_turns + sa.bindparam("turn", type_=sa.Integer),
+            window_bytes=sessions.c.window_bytes + sa.bindparam("size", type_=sa.BigInteger),
+            window_uncounted=sessions.c.window_uncounted + ONE,
+            events_since_summary=(sessions.c.events_since_summary + ONE)
+            * sa.bindparam("keep_count", type_=sa.Integer),
+        )
     )
-    .add_cte(_MOVED)
-)
-"""`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
-the row is inserted exactly when the head moved (PostgreSQL only; SQLite has no DML in WITH)."""
+
+
+def append_row(head_moved: sa.Update) -> sa.Insert:
+    """`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
+    the row is inserted exactly when `head_moved` (a `move_head`) moved the head (PostgreSQL only;
+    SQLite has no DML in WITH)."""
+    moved = head_moved.returning(sessions.c.id).cte("moved")
+    return (
+        ledger.insert()
+        .from_select(
+            list(ROW_COLUMNS),
+            sa.select(
+                *(
+                    sa.cast(sa.bindparam(name), ledger.c[name].type)
+                    if name == "payload"
+                    else sa.bindparam(name, type_=ledger.c[name].type)
+                    for name in ROW_COLUMNS
+                )
+            ).select_from(moved),
+        )
+        .add_cte(moved)
+    )
+
+
+MOVE_HEAD = move_head()
+APPEND_ROW = append_row(MOVE_HEAD)
 
 INSERT_IF_MOVED = ledger.insert().from_select(
     list(ROW_COLUMNS),

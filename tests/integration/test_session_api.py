@@ -15,10 +15,11 @@ from uuid import uuid4
 
 import pytest
 from fastapi.testclient import TestClient
-from sessionledger.domain.access import Grant, issue
+from sessionledger.domain.access import Grant, StoredToken, issue
 from sessionledger.domain.codec import event_document
 from sessionledger.domain.filters import EventFilter
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
+from sessionledger.infrastructure.loop_appends import LoopAppends
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.web import audit_app
 from sessionledger.workers.web.session_api import ENVELOPE_BYTES
@@ -206,6 +207,44 @@ def test_an_append_checks_its_token_before_its_body_and_a_revoked_token_at_once(
             answer = api.client.post(api.url("/s/events"), json=body, headers=headers)
             assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
     assert api.storage.service.event_version(f"{api.app}/alice/s") == 1
+
+
+def test_a_token_known_to_the_loop_is_refused_at_its_next_append_once_revoked(
+    api: Api, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token that opened an append on the event loop is remembered, its next appends sent with no
+    read of it (one round trip: `loop_appends.py`); revoked between two appends, the next is 401
+    and stores nothing (the append's own statement checks it), with a wrong secret or a bad body as
+    well, and the token is forgotten: read again at each request."""
+    on_loop = database_url.startswith(("postgresql", "mysql"))
+    api.client.post(api.url(), json={"session_id": "s"}, headers=api.alice)
+    token, stored = issue(Grant("alice", write=True), datetime.now(UTC))
+    api.storage.access_tokens.add(stored)
+    mine = {"Authorization": f"Bearer {token}"}
+    loop_reads: list[str] = []
+    find_token = LoopAppends.find_token
+
+    async def counted(self: LoopAppends, token_id: str) -> StoredToken | None:
+        loop_reads.append(token_id)
+        return await find_token(self, token_id)
+
+    monkeypatch.setattr(LoopAppends, "find_token", counted)
+    for version in range(2):  # the first on a thread (the owner), the second on the loop, remembered
+        assert api.append("s", _user(f"m{version}"), version, who=mine).status_code == 201
+    assert loop_reads == [stored.token_id] * (2 if on_loop else 0)
+    loop_reads.clear()
+    for version in range(2, 4):
+        assert api.append("s", _user(f"m{version}"), version, who=mine).status_code == 201
+    assert loop_reads == []
+    assert api.storage.access_tokens.revoke(stored.token_id)
+    wrong = {"Authorization": f"Bearer sl_{stored.token_id}_wrong"}
+    for headers in (wrong, mine, mine):
+        for body in ({"event": _user("after"), "expected_version": 4}, {"event": "not an event"}):
+            answer = api.client.post(api.url("/s/events"), json=body, headers=headers)
+            assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
+    assert api.storage.service.event_version(f"{api.app}/alice/s") == 4
+    assert loop_reads == [stored.token_id] * (3 if on_loop else 0)  # forgotten once an append was refused
+    assert api.append("s", _user("alice's own"), 4).status_code == 201  # her other token still writes
 
 
 def test_the_common_append_is_made_on_the_event_loop(

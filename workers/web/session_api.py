@@ -390,24 +390,52 @@ async def _append_on_loop(
     session_id: str,
     body: dict[str, Any],
 ) -> tuple[bool, dict[str, Any], int] | None:
-    """`_append` on the event loop (`infrastructure.loop_appends`): the token's read and the append
-    sent from there, for the common append, a conditional one to a session whose owner is known;
-    `None` for the rest (and when the loop cannot make it), which `_append` then makes whole on a
-    thread, reading the token again."""
+    """`_append` on the event loop (`infrastructure.loop_appends`), for the common append, a
+    conditional one to a session whose owner is known: the token's read and the append, or for a
+    token remembered from an earlier append the append alone, which stores nothing if the token was
+    revoked since. `None` for the rest (and when the loop cannot make it), which `_append` then
+    makes whole on a thread, reading the token again."""
     parts = token_parts(bearer_token(authorization))
     if parts is None:
         return None
+    token_id, secret = parts
+    remembered = loop_appends.remembered_token(token_id)
+    if remembered is None:
+        try:
+            stored_token = await loop_appends.find_token(token_id)
+        except NotRead:
+            return None
+        grant = _checked(granted(stored_token, secret), write=True)
+        made = await _append_checked(loop_appends, owned, grant, None, app, session_id, body)
+        if made is not None and stored_token is not None:
+            loop_appends.remember(stored_token)
+        return made
+    remembered_grant = granted(remembered, secret)
+    if remembered_grant is None or not remembered_grant.write:
+        return None  # refused on a thread, once the token is read again
     try:
-        stored_token = await loop_appends.find_token(parts[0])
-    except NotRead:
-        return None
-    grant = _checked(granted(stored_token, parts[1]), write=True)
+        return await _append_checked(loop_appends, owned, remembered_grant, token_id, app, session_id, body)
+    except (HTTPException, ValueError):
+        return None  # a token perhaps revoked since: refused on a thread, once it is read again
+
+
+async def _append_checked(
+    loop_appends: LoopAppends,
+    owned: OwnedSessions,
+    grant: Grant,
+    live_token: str | None,
+    app: str,
+    session_id: str,
+    body: dict[str, Any],
+) -> tuple[bool, dict[str, Any], int] | None:
+    """`_append_on_loop` once the token opened it: the event appended there (while `live_token`
+    is not revoked, if given), or `None`."""
     new: NewEvent = _parsed(NewEvent, body)
     ledger_id = _ledger_id(app, grant, session_id)
     if new.expected_version is None or not owned.knows(ledger_id):
         return None
     event = _event_of(new.event, ledger_id, session_id)
-    if not await loop_appends.append_event(event, new.expected_version):
+    if not await loop_appends.append_event(event, new.expected_version, live_token):
         return None
     return True, event_document(event), new.expected_version + 1  # what the conditional append made it
 
