@@ -3,7 +3,7 @@ included, on the loop's own connections (`ledger/async_append.py`) and with no h
 
 The API checks the bearer token on every append (a revoked token is refused at its next request).
 The first append of a token reads it (`SqlAccessTokens.find_statement`) and then appends: two round
-trips. A token that opened an append is remembered (`RememberedTokens`): what is remembered never
+trips. A token that opened an append is remembered (`recently_used.py`): what is remembered never
 changes (its id, user, admin and write flags, the sha256 of its secret; a token has no expiry),
 and the secret is still compared with it at every request. What can change, its revocation, is
 checked by the append's own statement (`Appends.one_statement`'s `live_token`): one round trip,
@@ -16,43 +16,18 @@ reads the token again and holds every rule.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from sessionledger.domain.access import StoredToken
 from sessionledger.domain.events import SessionEvent
 from sessionledger.infrastructure.ledger.access_tokens import SqlAccessTokens
 from sessionledger.infrastructure.ledger.async_append import AsyncAppend
+from sessionledger.infrastructure.recently_used import RecentlyUsed
 from sessionledger.infrastructure.service import AppendSteps
 
-__all__ = ["LoopAppends", "NotRead", "RememberedTokens"]
+__all__ = ["LoopAppends", "NotRead"]
 
 
 class NotRead(Exception):
     """The loop could not read the token (no connection of its own, or the read failed)."""
-
-
-class RememberedTokens:
-    """The tokens that opened an append, by id: at most `size`, the least recently used dropped
-    first. Used on the event loop only, so without a lock."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self._size = size
-        self._known: OrderedDict[str, StoredToken] = OrderedDict()
-
-    def get(self, token_id: str) -> StoredToken | None:
-        token = self._known.get(token_id)
-        if token is not None:
-            self._known.move_to_end(token_id)
-        return token
-
-    def add(self, token: StoredToken) -> None:
-        self._known[token.token_id] = token
-        self._known.move_to_end(token.token_id)
-        if len(self._known) > self._size:
-            self._known.popitem(last=False)
-
-    def forget(self, token_id: str) -> None:
-        self._known.pop(token_id, None)
 
 
 class LoopAppends:
@@ -63,7 +38,7 @@ class LoopAppends:
         self._fast = fast
         self._tokens = tokens
         self._steps = steps
-        self._remembered = RememberedTokens()
+        self._remembered: RecentlyUsed[str, StoredToken] = RecentlyUsed()  # tokens by id
 
     def remembered_token(self, token_id: str) -> StoredToken | None:
         """The token as read when it opened an append (`remember`), perhaps revoked since: only an
@@ -72,7 +47,7 @@ class LoopAppends:
 
     def remember(self, token: StoredToken) -> None:
         """Keep a token that opened an append (its secret checked), so its next append needs no read."""
-        self._remembered.add(token)
+        self._remembered.put(token.token_id, token)
 
     async def find_token(self, token_id: str) -> StoredToken | None:
         """`AccessTokens.find`, read on the loop; `NotRead` when it could not be."""

@@ -11,31 +11,21 @@ read again next time), at most `size`, the least recently used dropped first.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from threading import Lock
+from sessionledger.infrastructure.recently_used import RecentlyUsed
 
 __all__ = ["OwnedSessions"]
 
 
 class OwnedSessions:
-    """A bounded set of ledger ids, safe to share between threads."""
+    """The ledger ids found to be their user's session of their app (`RecentlyUsed`: bounded, safe
+    to share between threads)."""
 
     def __init__(self, size: int = 10_000) -> None:
-        self._size = size
-        self._lock = Lock()
-        self._known: OrderedDict[str, None] = OrderedDict()
+        self._found: RecentlyUsed[str, bool] = RecentlyUsed(size)
 
     def knows(self, ledger_id: str) -> bool:
         """Whether the ledger id was found to be its user's session of its app (kept for longer)."""
-        with self._lock:
-            if ledger_id not in self._known:
-                return False
-            self._known.move_to_end(ledger_id)
-            return True
+        return self._found.get(ledger_id) is not None
 
     def add(self, ledger_id: str) -> None:
-        with self._lock:
-            self._known[ledger_id] = None
-            self._known.move_to_end(ledger_id)
-            if len(self._known) > self._size:
-                self._known.popitem(last=False)
+        self._found.put(ledger_id, True)
