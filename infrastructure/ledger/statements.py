@@ -249,17 +249,20 @@ TOKEN_LIVE = sa.exists().where(
 `infrastructure.loop_appends`): the token is not revoked, checked by the append itself, atomically."""
 
 
+FROM_CACHED_HEAD = (
+    sessions.c.id == sa.bindparam("sid"),
+    sessions.c.head_position == sa.bindparam("cached"),
+    sessions.c.deleted_at.is_(None),
+)
+"""Where an on-head append moves a session's head: a live session still at the cached head."""
+
+
 def move_head(*preconditions: sa.ColumnElement[bool]) -> sa.Update:
     """The session row's head moved by one event, only from the cached head of a live session and
     where every one of `preconditions` holds."""
     return (
         sessions.update()
-        .where(
-            sessions.c.id == sa.bindparam("sid"),
-            sessions.c.head_position == sa.bindparam("cached"),
-            sessions.c.deleted_at.is_(None),
-            *preconditions,
-        )
+        .where(*FROM_CACHED_HEAD, *preconditions)
         .values(
             version=sessions.c.version + ONE,
             head_position=sa.bindparam("new_position", type_=sa.BigInteger),
@@ -328,11 +331,7 @@ def row_parameters(count: int) -> tuple[tuple[int, str, str], ...]:
 
 MOVE_BY = (
     sessions.update()
-    .where(
-        sessions.c.id == sa.bindparam("sid"),
-        sessions.c.head_position == sa.bindparam("cached"),
-        sessions.c.deleted_at.is_(None),
-    )
+    .where(*FROM_CACHED_HEAD)
     .values(
         version=sa.bindparam("new_version", type_=sa.BigInteger),
         head_position=sa.bindparam("new_position", type_=sa.BigInteger),
