@@ -250,3 +250,52 @@ def test_a_given_service_and_a_url_are_not_both_taken(service: SessionService) -
         LedgerSaver("memory://", service=service)
     with pytest.raises(ValueError):
         LedgerSaver(service=service, user_id="")
+
+
+def test_an_async_put_to_a_known_thread_is_sent_from_the_event_loop(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL, once a thread is known to be the user's, `aput` and `aput_writes` append
+    from the loop, not through the synchronous service; a put whose cached head another saver
+    moved is stored by the synchronous path; a graph's messages are stored once and the chain
+    verifies."""
+    tid = thread()
+
+    async def run() -> None:
+        async with LedgerSaver(pg_url) as saver:
+            created = saver.put(config(tid), generate_checkpoint(), generate_metadata(step=1), {})
+            on_pool: list[str] = []  # the appends made by the synchronous service
+            append_entries = saver.service.append_entries
+
+            def counted(thread_id: str, *args: Any, **kwargs: Any) -> Any:
+                on_pool.append(thread_id)
+                return append_entries(thread_id, *args, **kwargs)
+
+            monkeypatch.setattr(saver.service, "append_entries", counted)
+            first = await saver.aput(created, generate_checkpoint(), generate_metadata(step=2), {})
+            await saver.aput_writes(first, [("ch", "v")], "task")
+            assert on_pool == []
+            with LedgerSaver(pg_url) as other:  # another process's saver: the cached head is stale
+                moved = other.put(first, generate_checkpoint(), generate_metadata(step=3), {})
+            last = await saver.aput(moved, generate_checkpoint(), generate_metadata(step=4), {})
+            assert on_pool == [tid]  # the head had moved: stored by the synchronous path
+            monkeypatch.undo()
+            found = await saver.aget_tuple(config(tid))
+            assert found is not None and found.config == last and found.metadata["step"] == 4
+            graph = echo_graph(saver)
+            await graph.ainvoke({"messages": [HumanMessage("hello")]}, config(tid))
+            result = await graph.ainvoke({"messages": [HumanMessage("again")]}, config(tid))
+            assert [m.content for m in result["messages"]] == [
+                "hello",
+                "hello has 5 characters",
+                "reviewed",
+                "again",
+                "again has 5 characters",
+                "reviewed",
+            ]
+            assert [e.message.text for e in saver.service.get_events(tid)] == [
+                m.content for m in result["messages"]
+            ]
+            assert verify(saver.service, tid).ok
+
+    asyncio.run(run())
