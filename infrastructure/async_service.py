@@ -15,9 +15,9 @@ idle, on a loaded 2-core machine), 8 threads 915/s and 21 ms, 15 threads 1,014/s
 460 ms). The stall is the target that matters to an agent's event loop, so the pool stays small;
 `pool_size=` trades one for the other.
 
-One call is sent from the loop itself: the common append on PostgreSQL (`append_event`,
-`append_message`, an adapter's `append_entries`; `ledger/async_append.py`), made by the synchronous
-path's own code and sent on the service's own asyncio connections (`pool_size` of them), because the hop
+One call is sent from the loop itself: the common one-event append on PostgreSQL
+(`append_event`, `append_message`; `ledger/async_append.py`), made by the synchronous path's own
+code and sent on the service's own asyncio connections (`pool_size` of them), because the hop
 around it cost 100-175 us on a quiet machine and over 500 us on a loaded one, and because many
 coroutines appending at once through the threads kept the loop waiting for the GIL. A coroutine
 waits for a free loop connection, and builds its event only then, so many appending at once build
@@ -37,11 +37,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from sessionledger.domain.append_outcomes import AppendOutcome
-from sessionledger.domain.entries import Entry, Forget
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
 from sessionledger.domain.records import Draft
@@ -125,9 +124,6 @@ class AsyncSessionService:
         face = cls(service.settings)
         face._service = service
         face._owns_service = False
-        loop_append = getattr(service.ledger, "async_append", None)  # a SQL ledger's (`ledger/sql.py`)
-        if loop_append is not None:
-            face._fast_append = loop_append(service.settings.statement_timeout, service.settings.pool_size)
         return face
 
     def synchronous(self) -> SessionService:
@@ -275,28 +271,7 @@ class AsyncSessionService:
         )
 
     ingest = _async_twin(SessionService.ingest)
-
-    async def append_entries(
-        self,
-        session_id: str,
-        entries: Iterable[Entry | Forget],
-        *,
-        events: Iterable[SessionEvent] = (),
-        user_id: str | None = None,
-    ) -> list[AppendOutcome]:
-        """`SessionService.append_entries`; an adapter's common append (`Appends.on_head`) is sent
-        from the loop, without a thread, as `append_event`'s."""
-        entries, events = list(entries), list(events)
-        fast = self._fast_append
-        if user_id is None and fast is not None and not self._closed:
-            drafts = self._opened().append_steps.draft_entries(session_id, entries, events)
-            outcomes = await fast.append_on_head(drafts)
-            if outcomes is not None:
-                return outcomes[: len(events)]
-        return await self.run(
-            lambda service: service.append_entries(session_id, entries, events=events, user_id=user_id)
-        )
-
+    append_entries = _async_twin(SessionService.append_entries)
     entries = _async_twin(SessionService.entries)
     entry_log = _async_twin(SessionService.entry_log)
     get_events = _async_twin(SessionService.get_events)

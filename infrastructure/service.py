@@ -147,8 +147,7 @@ class AppendWatcher(Protocol):
 
 class AppendSteps:
     """A one-event append in its two steps, the ones `SessionService.append_event` and
-    `append_message` are made of: the checked draft (no I/O) and its storing; and the checked
-    drafts of `append_entries`.
+    `append_message` are made of: the checked draft (no I/O) and its storing.
 
     For a caller that runs the steps apart: the async service drafts on the event loop and sends
     the draft from there when it can, and has it stored on its threads when it cannot
@@ -205,29 +204,6 @@ class AppendSteps:
         if self.appended is not None:
             self.announce(session_id, outcome)
         return outcome
-
-    def draft_entries(
-        self, session_id: str, entries: Iterable[Entry | Forget], events: Sequence[SessionEvent]
-    ) -> list[Draft]:
-        """What `SessionService.append_entries(session_id, entries, events=events)` stores, the
-        events' drafts first (its checks: `ValueError` saying why not; no I/O): for the async
-        service, which sends an adapter's append from the event loop when it can."""
-        drafts = []
-        for event in events:
-            if not isinstance(event, SessionEvent) or event.session_id != session_id:
-                raise ValueError(f"events must be SessionEvents of session {session_id!r}")
-            drafts.append(append_draft(event, self._max_payload_bytes))
-        now = _now()
-        for item in entries:
-            if isinstance(item, Entry):
-                ensure_json(item.value, f"the value of entry {item.key!r}")
-                draft = entry_draft(session_id, item, now)
-            elif isinstance(item, Forget):
-                draft = forgotten_draft(session_id, item, now)
-            else:
-                raise ValueError(f"entries must be Entry or Forget values, not {type(item).__name__}")
-            drafts.append(within_limit(draft, f"an entry of {session_id!r}", self._max_payload_bytes))
-        return drafts
 
     def announce(self, session_id: str, outcome: AppendOutcome) -> None:
         """Tell the watcher (`appended`) of a one-event append to the session that was stored."""
@@ -527,15 +503,30 @@ class SessionService:
         when the session is unknown or deleted; with `user_id`, `ValueError` for another user's.
         """
         session_id = _require_id(session_id, "session_id")
-        events = list(events)
-        drafts = self._steps.draft_entries(session_id, entries, events)
+        drafts = []
+        for event in events:
+            if not isinstance(event, SessionEvent) or event.session_id != session_id:
+                raise ValueError(f"events must be SessionEvents of session {session_id!r}")
+            drafts.append(self._draft(event))
+        held = len(drafts)
+        now = _now()
+        for item in entries:
+            if isinstance(item, Entry):
+                ensure_json(item.value, f"the value of entry {item.key!r}")
+                draft = entry_draft(session_id, item, now)
+            elif isinstance(item, Forget):
+                draft = forgotten_draft(session_id, item, now)
+            else:
+                raise ValueError(f"entries must be Entry or Forget values, not {type(item).__name__}")
+            limit = self._settings.max_payload_bytes
+            drafts.append(within_limit(draft, f"an entry of {session_id!r}", limit))
         self._require_owner(session_id, user_id)
         if not drafts:
             return []
         outcomes = self._ledger.append(drafts)
         if AppendOutcome.NO_SESSION in outcomes:
             raise SessionNotFound(f"session {session_id!r} not found")
-        return outcomes[: len(events)]
+        return outcomes[:held]
 
     def entries(
         self,

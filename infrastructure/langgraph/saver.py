@@ -15,9 +15,7 @@ thread reads as absent, and writing to it is a `ValueError`.
 
 Both faces run one implementation over a `SessionService`: the synchronous methods call it on
 the caller's thread, the coroutines hand the same call to the `AsyncSessionService`'s pool in
-one hop, so no coroutine blocks the event loop. A put (and a task's writes) to a thread known to
-be the user's is built on the loop, as langgraph's own async savers build theirs, and sent by
-the async service's `append_entries`, from the loop itself on PostgreSQL.
+one hop, so no coroutine blocks the event loop.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -41,7 +39,6 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sessionledger.domain.entries import Entry, Forget, StoredEntry
 from sessionledger.domain.errors import SessionExists, SessionNotFound
-from sessionledger.domain.events import SessionEvent
 from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.bootstrap import open_service
 from sessionledger.infrastructure.langgraph.checkpoints import (
@@ -235,24 +232,6 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 self._writable(service, thread_id, user)
                 service.append_entries(thread_id, entries, events=events)
 
-    async def _aappend(
-        self,
-        thread_id: str,
-        user: str,
-        entries: Sequence[Entry | Forget],
-        events: Sequence[SessionEvent] = (),
-    ) -> None:
-        """`_append` for the coroutines: to a thread known to be the user's, the async service's
-        `append_entries`, sent from the event loop when it can be (no thread hop: on PostgreSQL,
-        the hop cost a put as much as a fifth of its time); else `_append` on its pool."""
-        if self._owners.get(thread_id) == user:
-            try:
-                await self._async.append_entries(thread_id, entries, events=events)
-                return
-            except SessionNotFound:
-                self._owners.pop(thread_id, None)
-        await self._run(lambda service: self._append(service, thread_id, user, entries, events))
-
     def _threads(self, service: SessionService, config: RunnableConfig | None, user: str) -> list[str]:
         """The threads a listing or a deletion by run covers: the config's, or all the user's."""
         if config is not None:
@@ -273,22 +252,10 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        put = self._checkpoint_put(config, checkpoint, metadata, new_versions)
-        self._append(service, put.thread_id, put.user, put.entries, put.events)
-        return put.stored()
-
-    def _checkpoint_put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> _CheckpointPut:
-        """What a put appends: the checkpoint's entry after its new message entries, and its new
-        message events (no I/O)."""
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
+        user = self._user(config)
         known = self._known_messages(thread_id)
         values = checkpoint["channel_values"]
         split = None
@@ -305,9 +272,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         )
         channel = values.get(MESSAGES) if MESSAGES in new_versions else None
         events = list(new_message_events(thread_id, channel, known.events))
-        return _CheckpointPut(
-            thread_id, ns, checkpoint["id"], self._user(config), known, messages, entry, events
-        )
+        self._append(service, thread_id, user, [*messages, entry], events)
+        known.stored.update(message.key for message in messages)
+        known.events.update(event.id for event in events)
+        return {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        }
 
     def _known_messages(self, thread_id: str) -> KnownMessages:
         with self._lock:
@@ -334,18 +304,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str,
     ) -> None:
-        thread_id, entries = self._write_entries(config, writes, task_id, task_path)
-        if entries:
-            self._append(service, thread_id, self._user(config), entries)
-
-    def _write_entries(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
-    ) -> tuple[str, list[Entry]]:
-        """The config's thread, and the entries of a task's writes to its checkpoint (no I/O)."""
         configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         entries = write_entries(self.serde, ns, configurable["checkpoint_id"], writes, task_id, task_path)
-        return str(configurable["thread_id"]), entries
+        if entries:
+            self._append(service, thread_id, self._user(config), entries)
 
     def put(
         self,
@@ -364,9 +328,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        put = self._checkpoint_put(config, checkpoint, metadata, new_versions)
-        await self._aappend(put.thread_id, put.user, put.entries, put.events)
-        return put.stored()
+        return await self._run(lambda service: self._put(service, config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
@@ -377,9 +339,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        thread_id, entries = self._write_entries(config, writes, task_id, task_path)
-        if entries:
-            await self._aappend(thread_id, self._user(config), entries)
+        await self._run(lambda service: self._put_writes(service, config, writes, task_id, task_path))
 
     # --- get_tuple, list --------------------------------------------------------------------
 
@@ -589,37 +549,6 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         await self._run(
             lambda service: self._copy_thread(service, str(source_thread_id), str(target_thread_id))
         )
-
-
-@dataclass(frozen=True)
-class _CheckpointPut:
-    """A put's thread, namespace, checkpoint id and user, what it appends, and the thread's
-    remembered messages, which `stored()` updates once it is appended."""
-
-    thread_id: str
-    ns: str
-    checkpoint_id: str
-    user: str
-    known: KnownMessages
-    messages: list[Entry]
-    entry: Entry
-    events: list[SessionEvent]
-
-    @property
-    def entries(self) -> list[Entry]:
-        return [*self.messages, self.entry]
-
-    def stored(self) -> RunnableConfig:
-        """Remember the messages and events stored; the config of the checkpoint."""
-        self.known.stored.update(message.key for message in self.messages)
-        self.known.events.update(event.id for event in self.events)
-        return {
-            "configurable": {
-                "thread_id": self.thread_id,
-                "checkpoint_ns": self.ns,
-                "checkpoint_id": self.checkpoint_id,
-            }
-        }
 
 
 def _latest_per_namespace(checkpoints: Sequence[StoredEntry]) -> set[str]:

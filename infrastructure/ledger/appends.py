@@ -62,27 +62,10 @@ NO_STATS = WindowStats()
 
 RowsOnHead = Callable[[Any, Mapping[str, Any]], int]
 """Writes a session's rows from its cached head on a driver connection in autocommit, returning
-the rows inserted (`Appends._on_head_rows`)."""
-
-OnHeadRows = tuple["LibpqStatement | None", RowsOnHead, tuple[tuple[int, str, str], ...]]
-"""How `Appends._on_head_rows` writes a number of rows: PostgreSQL's statement (`None` on
-MariaDB/MySQL), the writer, and the row parameters (`statements.row_parameters`)."""
+the rows inserted (`Appends._rows_on_head`)."""
 
 MAX_HEAD_RACES = 1000
 """How often a one-event append re-reads a head that moved before it gives up."""
-
-
-@dataclass(frozen=True)
-class OnHead:
-    """An adapter's append planned from its session's cached head (`Appends.on_head`): the values
-    of its one round trip, the rows it inserts, the head it leaves, and the drafts' outcomes once
-    those rows are in."""
-
-    session_id: str
-    values: dict[str, Any]
-    rows: int
-    head: LedgerHead
-    outcomes: list[AppendOutcome]
 
 
 @dataclass(frozen=True)
@@ -162,7 +145,8 @@ class Appends:
             if engine.dialect.name == "mysql"
             else None
         )
-        self._append_rows: dict[int, OnHeadRows] = {}  # by row count: `_on_head_rows`
+        # by row count: how `_rows_on_head` writes them and their row parameters (`statements.row_parameters`)
+        self._append_rows: dict[int, tuple[RowsOnHead, tuple[tuple[int, str, str], ...]]] = {}
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -181,30 +165,14 @@ class Appends:
 
     def _append_on_head(self, drafts: Sequence[Draft]) -> list[AppendOutcome] | None:
         """An adapter's append (its entries and new messages, one session) in one autocommitted
-        round trip from the session's cached head, as a one-event append is (`_on_head_rows`: the
-        batch path's four round trips cost an adapter's put three times the peers' one); `None`
-        (nothing written) for any append `on_head` cannot plan, or that meets a duplicate or a
-        head that moved, which the batch path then makes."""
-        planned = self.on_head(drafts)
-        if planned is None:
-            return None
-        write = self._on_head_rows(planned.rows)[1]
-        try:
-            with self._autocommit() as connection:
-                stored = write(connection, planned.values) == planned.rows
-        except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
-            stored = False
-        self.landed(planned, stored)
-        return planned.outcomes if stored else None
-
-    def on_head(self, drafts: Sequence[Draft]) -> OnHead | None:
-        """An adapter's append planned from the session's cached head (`plan_batch` from that head
-        and empty stats, whose result is then the stats' growth: additive for events with no state
-        delta, none synthetic), for `_append_on_head` or a caller that runs its statement on a
-        connection of its own (`async_append.py`, `on_head_statement`). `None` when it cannot be
-        planned so: several sessions, more than `ON_HEAD_ROWS` rows, no cached head, a
-        conditional append, a state delta, a synthetic event, or an event id the plan refuses."""
-        if not drafts or len(drafts) > statements.ON_HEAD_ROWS:
+        round trip from the session's cached head, as a one-event append is (`_rows_on_head`: the
+        batch path's four round trips cost an adapter's put three times the peers' one). Planned
+        by `plan_batch` from the cached head and empty stats, whose result is then the stats'
+        growth: additive for events with no state delta, none synthetic. `None` (nothing written)
+        for any append it cannot make that way, which the batch path then makes: several
+        sessions, more than `ON_HEAD_ROWS` rows, no cached head, a conditional append, a state
+        delta, a synthetic event, a duplicate, or a head that moved."""
+        if len(drafts) > statements.ON_HEAD_ROWS:
             return None
         session_ids = batch_session_ids(drafts)
         head = self._heads.get(session_ids[0]) if len(session_ids) == 1 else None
@@ -216,7 +184,13 @@ class Appends:
             return None
         moved = plan.sessions[sid]
         rows = [ledger_row(record, draft.text) for record, draft in plan.appended]
-        parameters = self._on_head_rows(len(rows))[2]
+        prepared = self._append_rows.get(len(rows))
+        if prepared is None:
+            prepared = self._append_rows[len(rows)] = (
+                self._rows_on_head(len(rows)),
+                statements.row_parameters(len(rows)),
+            )
+        write, parameters = prepared
         stats = stats_columns(moved.stats)
         values: dict[str, Any] = {
             "sid": sid,
@@ -227,42 +201,26 @@ class Appends:
             **{added: stats[name] for name, added in statements.ADDED},
         }
         values.update({parameter: rows[n][column] for n, column, parameter in parameters})
-        return OnHead(sid, values, len(rows), moved.head, plan.outcomes)
+        try:
+            with self._autocommit() as connection:
+                stored = write(connection, values) == len(rows)
+        except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
+            stored = False
+        if not stored:
+            self._heads.forget(sid)
+            return None
+        self._heads.keep(sid, moved.head)
+        return plan.outcomes
 
-    def on_head_statement(self, planned: OnHead) -> LibpqStatement | None:
-        """A planned append's one statement on PostgreSQL (`statements.append_rows`, run with
-        `planned.values`); `None` on MariaDB/MySQL, whose append is a packet."""
-        return self._on_head_rows(planned.rows)[0]
-
-    def landed(self, planned: OnHead, stored: bool) -> None:
-        """What a planned append that ran did to the head: moved it (kept), or not (forgotten: the
-        next append re-reads it)."""
-        if stored:
-            self._heads.keep(planned.session_id, planned.head)
-        else:
-            self._heads.forget(planned.session_id)
-
-    def _on_head_rows(self, count: int) -> OnHeadRows:
-        """How `count` rows go in from a cached head in one round trip, made once per row count:
-        PostgreSQL's one statement (`statements.append_rows`) and its run through libpq;
-        MariaDB/MySQL's packet, `MOVE_BY` then `insert_rows_if_moved`, and no statement. Either
-        writer returns the rows inserted (none when the head had moved)."""
-        prepared = self._append_rows.get(count)
-        if prepared is None:
-            if self._postgres:
-                statement = _libpq(DriverStatement(statements.append_rows(count), self._engine.dialect))
-                prepared = (statement, statement.execute, statements.row_parameters(count))
-            else:
-                packet = Packet(
-                    [statements.MOVE_BY, statements.insert_rows_if_moved(count)], self._engine.dialect
-                )
-                prepared = (
-                    None,
-                    lambda connection, values: packet.execute(connection, values)[-1],
-                    statements.row_parameters(count),
-                )
-            self._append_rows[count] = prepared
-        return prepared
+    def _rows_on_head(self, count: int) -> RowsOnHead:
+        """How `_append_on_head` writes `count` rows in one round trip: `statements.append_rows`
+        through libpq on PostgreSQL, `MOVE_BY` then `insert_rows_if_moved` as one packet on
+        MariaDB/MySQL; either returns the rows inserted (none when the head had moved)."""
+        if self._postgres:
+            made = DriverStatement(statements.append_rows(count), self._engine.dialect)
+            return _libpq(made).execute
+        packet = Packet([statements.MOVE_BY, statements.insert_rows_if_moved(count)], self._engine.dialect)
+        return lambda connection, values: packet.execute(connection, values)[-1]
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
         """Move the cached head and insert the row, atomically.

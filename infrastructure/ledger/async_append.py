@@ -35,8 +35,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import psycopg
 import sqlalchemy as sa
@@ -48,9 +47,6 @@ from sessionledger.infrastructure.settling import settled
 
 APPLICATION_NAME = "sessionledger async append"
 """The loop connections' name in `pg_stat_activity` (unless the URL names the application)."""
-
-Params = Mapping[str, Any] | tuple[Any, ...]
-"""A statement's driver parameters."""
 
 Made = tuple[Draft, AppendOutcome | None]
 """An append made here: its draft, and `STORED`, or `None` for the synchronous path to append it."""
@@ -86,56 +82,24 @@ class AsyncAppend:
         finally:
             self._checkin(connection)
 
-    async def append_on_head(self, drafts: Sequence[Draft]) -> list[AppendOutcome] | None:
-        """An adapter's append (`Appends.on_head`: its entries and new messages, one session) from
-        this loop, planned once a connection is free (the cached head is then the latest this
-        process knows) and sent as the synchronous path sends it (`LibpqStatement`): the drafts'
-        outcomes, or `None` for the synchronous path to append them (nothing was stored), as
-        `append`'s."""
-        connection = await self._checkout()
-        if connection is None:
-            return None
-        try:
-            planned = self._appends.on_head(drafts)
-            statement = None if planned is None else self._appends.on_head_statement(planned)
-            if planned is None or statement is None:
-                return None
-            stored = False
-            try:
-                sent = self._sent(
-                    connection, statement.execute_async(connection, planned.values), planned.rows
-                )
-                stored = await settled(sent)
-            finally:
-                self._appends.landed(planned, stored)
-            return planned.outcomes if stored else None
-        finally:
-            self._checkin(connection)
-
     async def _run(self, connection: psycopg.AsyncConnection, draft: Draft) -> AppendOutcome | None:
         statement = self._appends.one_statement(draft)
         if statement is None:
             return None
-        moved = False
         try:
-            moved = await self._sent(connection, _changed(connection, statement.sql, statement.params), 1)
-        finally:
-            self._appends.ran(statement, moved)
-        return AppendOutcome.STORED if moved else None
-
-    async def _sent(self, connection: psycopg.AsyncConnection, changed: Awaitable[int], rows: int) -> bool:
-        """Await an append's statement on `connection` (`changed`: the rows it inserts): whether it
-        inserted its `rows` rows (`False`: the head had moved, an id was taken, or the connection
-        failed, and is then dropped)."""
-        try:
-            return await changed == rows
+            cursor = await connection.execute(statement.sql, statement.params)
         except psycopg.IntegrityError:  # a duplicate id, or a position taken: the connection is fine
-            return False
+            self._appends.ran(statement, moved=False)
+            return None
         except BaseException as error:  # lost, timed out, cancelled: what state it is in is unknown
+            self._appends.ran(statement, moved=False)
             self._discard(connection)
             if isinstance(error, Exception):
-                return False
+                return None
             raise
+        moved = cursor.rowcount == 1
+        self._appends.ran(statement, moved)
+        return AppendOutcome.STORED if moved else None
 
     async def _checkout(self) -> psycopg.AsyncConnection | None:
         """An idle connection of this loop, a new one while there are fewer than `size`, else the
@@ -251,12 +215,6 @@ class AsyncAppend:
         with self._lock:
             self._closed = True
             self._forget()
-
-
-async def _changed(connection: psycopg.AsyncConnection, sql: str, params: Params) -> int:
-    """The rows a statement changed."""
-    cursor = await connection.execute(sql, params)
-    return cursor.rowcount
 
 
 def _settle(waiter: asyncio.Future[psycopg.AsyncConnection | None]) -> None:

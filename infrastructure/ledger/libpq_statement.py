@@ -23,12 +23,11 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
-from psycopg import generators, pq
-from psycopg.abc import Buffer
+from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.errors import error_from_result
 from sessionledger.infrastructure.ledger.driver import DriverStatement
@@ -60,7 +59,7 @@ class _Prepared:
 
     __slots__ = ("made", "names", "transformer")
 
-    def __init__(self, connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self.transformer = Transformer(connection)
         self.names: dict[tuple[int, ...], bytes] = {}
         self.made = 0  # names are never reused on a connection: one the server still has cannot clash
@@ -75,9 +74,9 @@ class LibpqStatement:
         sql, self._names = numbered(statement.sql)
         self._sql = sql.encode()
         self._formats = [PyFormat.AUTO] * len(self._names)
-        self._connections: weakref.WeakKeyDictionary[
-            psycopg.Connection[Any] | psycopg.AsyncConnection[Any], _Prepared
-        ] = weakref.WeakKeyDictionary()
+        self._connections: weakref.WeakKeyDictionary[psycopg.Connection[Any], _Prepared] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()  # the map is shared; each connection is used by one caller at a time
 
     def execute(self, connection: psycopg.Connection[Any], values: Mapping[str, Any]) -> int:
@@ -85,44 +84,6 @@ class LibpqStatement:
             with connection.cursor() as cursor:
                 cursor.execute(self._statement.sql, self._statement.params(values))
                 return cursor.rowcount
-        prepared, params, types = self._dumped(connection, values)
-        pgconn = connection.pgconn
-        for _ in range(2):
-            name = prepared.names.get(types) or self._prepare(connection, prepared, types)
-            # a NULL is a None value: libpq takes a null pointer, which psycopg's typing does not spell
-            result = pgconn.exec_prepared(name, params, prepared.transformer.formats)  # type: ignore[arg-type]
-            if self._done(prepared, types, result):
-                return result.command_tuples or 0
-        raise _error(connection, result)
-
-    async def execute_async(self, connection: psycopg.AsyncConnection[Any], values: Mapping[str, Any]) -> int:
-        """`execute` on an asyncio connection (`async_append.py`): the same prepared statement and
-        dumping, sent by libpq and awaited by psycopg's own nonblocking generator, where its
-        `cursor.execute` cost about a third more of the client's CPU per adapter append."""
-        if connection.prepare_threshold is None:
-            cursor = await connection.execute(self._statement.sql, self._statement.params(values))
-            return cursor.rowcount
-        prepared, params, types = self._dumped(connection, values)
-        pgconn = connection.pgconn
-        for _ in range(2):
-            name = prepared.names.get(types)
-            if name is None:
-                name = self._name(prepared)
-                pgconn.send_prepare(name, self._sql, types)
-                result = (await connection.wait(generators.execute(pgconn)))[-1]
-                if result.status != pq.ExecStatus.COMMAND_OK:
-                    raise _error(connection, result)
-                prepared.names[types] = name
-            pgconn.send_query_prepared(name, params, prepared.transformer.formats)
-            result = (await connection.wait(generators.execute(pgconn)))[-1]
-            if self._done(prepared, types, result):
-                return result.command_tuples or 0
-        raise _error(connection, result)
-
-    def _dumped(
-        self, connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], values: Mapping[str, Any]
-    ) -> tuple[_Prepared, Sequence[Buffer | None], tuple[int, ...]]:
-        """The connection's preparations, the statement's dumped parameters and their types."""
         prepared = self._connections.get(connection)
         if prepared is None:
             prepared = _Prepared(connection)
@@ -131,26 +92,24 @@ class LibpqStatement:
         bound = self._statement.bound(values)
         transformer = prepared.transformer
         params = transformer.dump_sequence([bound[name] for name in self._names], self._formats)
-        return prepared, params, tuple(transformer.types or ())
-
-    @staticmethod
-    def _done(prepared: _Prepared, types: tuple[int, ...], result: pq.abc.PGresult) -> bool:
-        """Whether the statement ran; else, when the server no longer had it, it is forgotten (to
-        be prepared again), and any other failure is raised by the caller."""
-        if result.status == pq.ExecStatus.COMMAND_OK:
-            return True
-        if result.error_field(pq.DiagnosticField.SQLSTATE) == _UNKNOWN_STATEMENT:
+        types = tuple(transformer.types or ())
+        pgconn = connection.pgconn
+        for _ in range(2):
+            name = prepared.names.get(types) or self._prepare(connection, prepared, types)
+            # a NULL is a None value: libpq takes a null pointer, which psycopg's typing does not spell
+            result = pgconn.exec_prepared(name, params, transformer.formats)  # type: ignore[arg-type]
+            if result.status == pq.ExecStatus.COMMAND_OK:
+                return result.command_tuples or 0
+            if result.error_field(pq.DiagnosticField.SQLSTATE) != _UNKNOWN_STATEMENT:
+                break
             prepared.names.pop(types, None)
-        return False
-
-    def _name(self, prepared: _Prepared) -> bytes:
-        prepared.made += 1
-        return f"sessionledger_{id(self):x}_{prepared.made}".encode()
+        raise _error(connection, result)
 
     def _prepare(
         self, connection: psycopg.Connection[Any], prepared: _Prepared, types: tuple[int, ...]
     ) -> bytes:
-        name = self._name(prepared)
+        prepared.made += 1
+        name = f"sessionledger_{id(self):x}_{prepared.made}".encode()
         result = connection.pgconn.prepare(name, self._sql, types)
         if result.status != pq.ExecStatus.COMMAND_OK:
             raise _error(connection, result)
@@ -158,9 +117,7 @@ class LibpqStatement:
         return name
 
 
-def _error(
-    connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], result: pq.abc.PGresult
-) -> psycopg.Error:
+def _error(connection: psycopg.Connection[Any], result: pq.abc.PGresult) -> psycopg.Error:
     """The error psycopg's own path raises for a failed result: an `OperationalError` when the
     connection is gone (libpq's result then carries no SQLSTATE), else the class of its SQLSTATE."""
     if connection.pgconn.status == pq.ConnStatus.BAD:
