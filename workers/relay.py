@@ -188,9 +188,12 @@ class DigestSchedule:
 
     The first digest of the process reads the whole ledger (`take_digest`); each after it is
     resumed from the one before (`digest_since`), so its cost follows the records written in
-    between and the sessions, not the ledger's size. When the ledger no longer extends the last
-    digest (a record it covers was rewritten or removed), no digest is written, which would vouch
-    for the rewrite: the findings are logged as an error at every turn until an operator acts."""
+    between, not the ledger's size nor its sessions. When the ledger no longer extends the last
+    digest in a session written to in between (a record it covers was rewritten or removed), no
+    digest is written, which would vouch for the rewrite: the findings are logged as an error at
+    every turn until an operator acts. A session nobody wrote to is carried over as the last
+    digest holds it, so a rewrite of it is never vouched for either (`verify --since --all-heads`
+    finds it: docs/proofs.md "Incremental verify")."""
 
     def __init__(
         self, ledger: Ledger, directory: Path, every: float, key: Ed25519PrivateKey | None = None

@@ -1,19 +1,26 @@
 """`verify --since`: with a trusted digest, check only what was appended after it, and its link.
 
 A digest that is trusted (kept out of the administrator's reach, its signature checked) already
-vouches for every record it covers. What is left to check is that the ledger still holds each
-session's head as the digest saw it (same position, same row hash) and that every record written
-since chains from that head, hash by hash, up to the head the session row names; a session
-created since is checked from its first record. The records are read by a range of the global
-position (the primary key), so that cost follows the records written since, not the ledger's size.
-Both are the audit port's reads (`domain.audit_port`), in one snapshot. On the SQL ledger the
-heads are the database's work: one primary-key lookup per session of the digest (the head's
-global position, which the digest records; by session and position where the row there is not
-the head, so a digest of an older release, or a head whose row was moved, is checked as before),
-in one statement that returns only the heads that moved (`ledger.audit_reads.moved_heads`). It
-is sent on the reading connection once the new records are read (they are sorted here, not by
-the database), so the database answers it, in the same snapshot, while they are hashed; a
-session left as the digest saw it costs no Python at all.
+vouches for every record it covers. What is left to check is what was written since: for each
+session written to since, that the ledger still holds its head as the digest saw it (same
+position, same row hash) and that every record written since chains from that head, hash by hash,
+up to the head the session row names; a session created since is checked from its first record.
+The records are read by a range of the global position (the primary key), so the whole check
+costs what was written since: neither the ledger's size nor its number of sessions. Both are the
+audit port's reads (`domain.audit_port`), in one snapshot. On the SQL ledger the heads are the
+database's work: one primary-key lookup per session written to since (the head's global position,
+which the digest records; by session and position where the row there is not the head, so a
+digest of an older release, or a head whose row was moved, is checked as before), in one statement
+that returns only the heads that moved (`ledger.audit_reads.moved_heads`). It is sent on the
+reading connection once the new records are read (they are sorted here, not by the database), so
+the database answers it, in the same snapshot, while they are hashed.
+
+A session nobody wrote to since is carried into the next digest as the trusted digest holds it,
+not as the ledger holds it: so a digest resumed from the last never vouches for a rewrite of it,
+and `verify --digest` (or `--since` with `all_heads`) against any later digest still finds one.
+`all_heads` also looks up the head of every session the digest holds, which finds such a rewrite
+now, at a lookup per session: a sweep to schedule (docs/proofs.md "Incremental verify"), too
+dear at every scheduled digest once a ledger holds millions of sessions.
 
 The Merkle root of today's records is then the digest's tree, resumed from the peaks the digest
 keeps, with only the new records hashed: so the digest's tree is a prefix of today's by
@@ -24,6 +31,7 @@ the full `verify`'s job, whose cost follows the sessions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -39,11 +47,14 @@ from sessionledger.infrastructure.audit.verify import Finding, Verification
 @dataclass(frozen=True, slots=True)
 class SinceCheck:
     """What `verify --since` found: a verification per session written to since (or broken), how
-    many sessions were left as the digest saw them, and the digest of the ledger as it is now."""
+    many sessions of the digest were not written to since (with `all_heads`: left as the digest
+    saw them, their heads looked up), and the digest of the ledger as it is now."""
 
     results: tuple[Verification, ...]
     unchanged: int
     next_digest: Digest
+    all_heads: bool = False
+    """Whether the heads of the sessions nobody wrote to since were looked up too."""
 
     @property
     def ok(self) -> bool:
@@ -66,16 +77,21 @@ class _Appended:
     last: dict[str, int]
 
 
-def verify_since(ledger: AuditLedger, digest: Digest, *, now: datetime | None = None) -> SinceCheck:
+def verify_since(
+    ledger: AuditLedger, digest: Digest, *, now: datetime | None = None, all_heads: bool = False
+) -> SinceCheck:
     """Check the records written since `digest` and their link to it (`InvalidDigest` when the
-    digest keeps no Merkle peaks to resume its trees from).
+    digest keeps no Merkle peaks for a session it must resume the tree of).
 
-    Only the sessions written to since, or whose head the ledger no longer holds as the digest
-    saw it, are looked at here: the others are the digest's, unchanged."""
-    for session_id, head in digest.sessions.items():
-        if head.peaks is None or len(head.peaks) != head.position.bit_count():
-            _resumed(digest, session_id, head)
-    appended = _read(ledger, digest)
+    Only the sessions written to since are looked at; the others are the digest's, carried into
+    the next one as it holds them. `all_heads`: also check that the ledger still holds the head
+    of every session the digest holds (a lookup per session), so that a session nobody wrote to
+    since, but whose records were rewritten, is found now rather than by the next full check."""
+    if all_heads:
+        for session_id, head in digest.sessions.items():
+            if head.peaks is None or len(head.peaks) != head.position.bit_count():
+                _resumed(digest, session_id, head)
+    appended = _read(ledger, digest, all_heads)
     results: list[Verification] = []
     sessions: dict[str, SessionHead] = dict(digest.sessions)
     unchanged = len(digest.sessions)
@@ -91,7 +107,7 @@ def verify_since(ledger: AuditLedger, digest: Digest, *, now: datetime | None = 
             unchanged -= anchor is not None
     top = max((r.global_position or 0 for rs in appended.records.values() for r in rs), default=0)
     next_digest = Digest(now or datetime.now(UTC), max(top, digest.global_position), sessions)
-    return SinceCheck(tuple(results), unchanged, next_digest)
+    return SinceCheck(tuple(results), unchanged, next_digest, all_heads)
 
 
 class BrokenLink(Exception):
@@ -107,13 +123,16 @@ class BrokenLink(Exception):
         self.check = check
 
 
-def digest_since(ledger: AuditLedger, previous: Digest, *, now: datetime | None = None) -> Digest:
+def digest_since(
+    ledger: AuditLedger, previous: Digest, *, now: datetime | None = None, all_heads: bool = False
+) -> Digest:
     """The digest of the ledger as it stands, resumed from `previous` rather than read whole
     (`take_digest` reads and hashes every record): the next digest of `verify --since`, equal to
-    `take_digest`'s, at the cost of the records written since and a head lookup per session of
-    `previous`. `BrokenLink` when the check finds anything, `InvalidDigest` when `previous` keeps
-    no Merkle peaks."""
-    check = verify_since(ledger, previous, now=now)
+    `take_digest`'s on a ledger nobody rewrote, at the cost of the records written since (and with
+    `all_heads` a head lookup per session of `previous`). A session nobody wrote to since keeps
+    `previous`'s head, not the ledger's: a rewrite of it is never vouched for. `BrokenLink` when
+    the check finds anything, `InvalidDigest` when `previous` keeps no Merkle peaks."""
+    check = verify_since(ledger, previous, now=now, all_heads=all_heads)
     if not check.ok:
         raise BrokenLink(previous, check)
     return check.next_digest
@@ -198,21 +217,16 @@ def _gone(session_id: str, anchor: SessionHead, last: int | None, digest: Digest
     )
 
 
-def _read(ledger: AuditLedger, digest: Digest) -> _Appended:
-    """The records since the digest, and the digest's heads that moved, in one snapshot: the heads
-    are asked for once the records are read, and answered (on PostgreSQL by the database, a
-    primary-key lookup each) while the records are hashed here."""
+def _read(ledger: AuditLedger, digest: Digest, all_heads: bool) -> _Appended:
+    """The records since the digest, and the digest's heads that moved (of the sessions written to
+    since, or with `all_heads` of all), in one snapshot: the heads are asked for once the records
+    are read, and answered (on PostgreSQL by the database, a primary-key lookup each) while the
+    records are hashed here."""
     records: dict[str, list[LedgerRecord]] = {}
     digests: dict[str, list[str | None]] = {}
-    anchors = digest.sessions.values()
-    trusted = Trusted(
-        list(digest.sessions),
-        [anchor.position for anchor in anchors],
-        [anchor.head for anchor in anchors],
-        [anchor.global_position for anchor in anchors],
-    )
     with ledger.audit_snapshot() as snapshot:
         written, appended = snapshot.appended(digest.global_position)
+        trusted = _trusted(digest, None if all_heads else written)
         with snapshot.heads_sent(trusted, written) as heads_now:
             for session_id, (new, hashed) in appended:
                 records[session_id] = new
@@ -223,6 +237,19 @@ def _read(ledger: AuditLedger, digest: Digest) -> _Appended:
     heads = {sid: ChainHead(*m.head) for sid, m in moved.items() if m.head is not None}
     heads.update((sid, ChainHead(*head)) for sid, head in touched.items())
     return _Appended(records, digests, {sid: m.row_hash for sid, m in moved.items()}, heads, last)
+
+
+def _trusted(digest: Digest, written: Sequence[str] | None) -> Trusted:
+    """The digest's heads to look up: those of the sessions in `written`, or all (`None`)."""
+    held = digest.sessions
+    sids = list(held) if written is None else [sid for sid in written if sid in held]
+    anchors = [held[sid] for sid in sids]
+    return Trusted(
+        sids,
+        [anchor.position for anchor in anchors],
+        [anchor.head for anchor in anchors],
+        [anchor.global_position for anchor in anchors],
+    )
 
 
 def verify_session_since(ledger: AuditLedger, digest: Digest, session_id: str) -> Verification:

@@ -119,14 +119,21 @@ def test_verify_since_a_digest_and_chain_the_next(url: str, tmp_path: Path) -> N
         service.append_message(session.id, UserMessage("since the digest"))
     checked = run("verify", "--since", str(first), "--next-digest", str(second), "--database-url", url)
     assert checked.returncode == 0, checked.stderr
-    assert "0 sessions unchanged" in checked.stderr and "1 checked" in checked.stderr
+    assert "0 sessions not written to since" in checked.stderr and "1 checked" in checked.stderr
     again = run("verify", "--since", str(second), "--database-url", url)
-    assert again.returncode == 0 and "1 sessions unchanged" in again.stderr, again.stderr
+    assert again.returncode == 0 and "1 sessions not written to since" in again.stderr, again.stderr
+    swept = run("verify", "--since", str(second), "--all-heads", "--database-url", url)
+    assert swept.returncode == 0 and "1 sessions unchanged since" in swept.stderr, swept.stderr
     with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
         db.execute("UPDATE ledger SET payload = '{}' WHERE position = 7")
     failed = run("verify", "--since", str(first), "--database-url", url)
     assert failed.returncode == 1
     assert "edited at position 7" in failed.stderr
+
+
+def test_all_heads_goes_with_since(url: str) -> None:
+    refused = run("verify", "--all-heads", "--database-url", url)
+    assert refused.returncode != 0 and "--all-heads goes with --since" in refused.stderr
 
 
 def test_verify_with_jobs(url: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
-from sessionledger.infrastructure.audit.anchored import Anchor
+from sessionledger.infrastructure.audit.anchored import Anchor, verify_against
 from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, parse_digest, take_digest
 from sessionledger.infrastructure.audit.since import (
     BrokenLink,
@@ -31,9 +31,9 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
     yield from open_ledger(request, shared=False)
 
 
-def found(ledger: Ledger, digest: Digest) -> list[tuple[str, int | None]]:
+def found(ledger: Ledger, digest: Digest, *, all_heads: bool = False) -> list[tuple[str, int | None]]:
     """The session's findings, which the audit page's one-session form finds alike."""
-    checked = verify_since(ledger.service.ledger, digest)
+    checked = verify_since(ledger.service.ledger, digest, all_heads=all_heads)
     [result] = [r for r in checked.results if r.session_id == ledger.session_id]
     alone = verify_session_since(ledger.service.ledger, digest, ledger.session_id)
     same = (alone.findings, alone.records, alone.head_hash, alone.version)
@@ -68,17 +68,37 @@ def test_a_rewrite_behind_the_digest_breaks_the_link(ledger: Ledger) -> None:
 
 
 @pytest.mark.parametrize("session_row", ["rewritten too", "left as it was"])
-def test_a_rewrite_in_a_session_nobody_wrote_to_since_is_caught(ledger: Ledger, session_row: str) -> None:
-    """Why `verify --since` looks up every head the digest holds, not only those of the sessions
-    written to since: a session untouched since the digest has nothing else that could show it
-    was rewritten, whether the session row was made to name the new head or not."""
+def test_a_rewrite_in_a_session_nobody_wrote_to_since_is_caught_by_all_heads(
+    ledger: Ledger, session_row: str
+) -> None:
+    """Why `all_heads` looks up every head the digest holds: a session untouched since the digest
+    has nothing else that could show it was rewritten, whether the session row was made to name
+    the new head or not."""
     digest = take_digest(ledger.service.ledger)
     head = digest.sessions[ledger.session_id]
     rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
     if session_row == "left as it was":
         ledger.sql("UPDATE sessions SET head_hash = :h WHERE id = :sid", h=head.head)
-    assert found(ledger, digest) == [(Anchor.REWRITTEN, head.position)]
-    assert verify_since(ledger.service.ledger, digest).unchanged == len(digest.sessions) - 1
+    assert found(ledger, digest, all_heads=True) == [(Anchor.REWRITTEN, head.position)]
+    swept = verify_since(ledger.service.ledger, digest, all_heads=True)
+    assert swept.all_heads and swept.unchanged == len(digest.sessions) - 1
+
+
+def test_a_session_nobody_wrote_to_since_is_carried_as_the_digest_holds_it(ledger: Ledger) -> None:
+    """Without `all_heads` such a rewrite is not looked for, and not vouched for either: the next
+    digest carries the trusted head, so a check against it finds the rewrite."""
+    digest = take_digest(ledger.service.ledger)
+    head = digest.sessions[ledger.session_id]
+    rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    checked = verify_since(ledger.service.ledger, digest)
+    assert checked.ok and checked.results == () and not checked.all_heads
+    assert checked.unchanged == len(digest.sessions)
+    assert checked.next_digest.sessions[ledger.session_id] == head
+    assert take_digest(ledger.service.ledger).sessions[ledger.session_id] != head
+    [against] = [
+        r for r in verify_against(ledger.service, [checked.next_digest]) if r.session_id == ledger.session_id
+    ]
+    assert Anchor.REWRITTEN in [f.kind for f in against.findings]
 
 
 def test_an_edit_since_the_digest_is_named(ledger: Ledger) -> None:
@@ -99,10 +119,10 @@ def test_records_deleted_since_the_digest(ledger: Ledger) -> None:
     digest = take_digest(ledger.service.ledger)
     last = ledger.last()
     ledger.sql("DELETE FROM ledger WHERE session_id = :sid AND position > :p", p=last - 3)
-    assert found(ledger, digest) == [(Anchor.TRUNCATED, last - 2)]
+    assert found(ledger, digest, all_heads=True) == [(Anchor.TRUNCATED, last - 2)]
     for table, column in (("ledger", "session_id"), ("window_slots", "session_id"), ("sessions", "id")):
         ledger.sql(f"DELETE FROM {table} WHERE {column} = :sid")
-    assert found(ledger, digest) == [(Anchor.REMOVED, 1)]
+    assert found(ledger, digest, all_heads=True) == [(Anchor.REMOVED, 1)]
 
 
 def test_new_rows_the_session_head_does_not_reach(ledger: Ledger) -> None:
@@ -119,6 +139,10 @@ def test_a_digest_without_peaks_cannot_anchor_since(ledger: Ledger) -> None:
         digest, sessions={sid: replace(head, peaks=None) for sid, head in digest.sessions.items()}
     )
     assert parse_digest(older.to_json()) == older  # an older release's digest still reads
+    with pytest.raises(InvalidDigest, match="no Merkle peaks"):
+        verify_since(ledger.service.ledger, older, all_heads=True)
+    assert verify_since(ledger.service.ledger, older).ok  # no tree to resume: nobody wrote since
+    ledger.service.append_message(ledger.session_id, UserMessage("since"))
     with pytest.raises(InvalidDigest, match="no Merkle peaks"):
         verify_since(ledger.service.ledger, older)
 
@@ -167,9 +191,9 @@ def test_a_wrong_global_position_costs_a_lookup_not_a_finding(ledger: Ledger) ->
     first = ledger.records()[0].global_position  # the session's own record, at another position
     for wrong in (first, digest.global_position + 1_000):  # another row; no row at all
         misplaced = replace(digest, sessions={ledger.session_id: replace(head, global_position=wrong)})
-        assert verify_since(ledger.service.ledger, misplaced).ok
+        assert verify_since(ledger.service.ledger, misplaced, all_heads=True).ok
     ledger.sql("DELETE FROM ledger WHERE session_id = :sid AND position > :p", p=head.position - 2)
-    assert found(ledger, misplaced) == [(Anchor.TRUNCATED, head.position - 1)]
+    assert found(ledger, misplaced, all_heads=True) == [(Anchor.TRUNCATED, head.position - 1)]
 
 
 def test_a_head_moved_to_another_session_is_gone_from_its_own(ledger: Ledger) -> None:
@@ -181,7 +205,7 @@ def test_a_head_moved_to_another_session_is_gone_from_its_own(ledger: Ledger) ->
         other=other,
         p=head.position,
     )
-    assert found(ledger, digest) == [(Anchor.TRUNCATED, head.position)]
+    assert found(ledger, digest, all_heads=True) == [(Anchor.TRUNCATED, head.position)]
 
 
 def test_a_digest_resumed_from_the_last_is_the_whole_ledger_s(ledger: Ledger) -> None:
@@ -193,11 +217,14 @@ def test_a_digest_resumed_from_the_last_is_the_whole_ledger_s(ledger: Ledger) ->
     assert resumed == take_digest(ledger.service.ledger, now=first.taken_at)
 
 
-def test_no_digest_is_resumed_from_one_the_ledger_no_longer_extends(ledger: Ledger) -> None:
+@pytest.mark.parametrize("found_by", ["a write since", "all heads"])
+def test_no_digest_is_resumed_from_one_the_ledger_no_longer_extends(ledger: Ledger, found_by: str) -> None:
     first = take_digest(ledger.service.ledger)
     rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    if found_by == "a write since":
+        ledger.service.append_message(ledger.session_id, UserMessage("since"))
     with pytest.raises(BrokenLink, match="no longer extends") as broken:
-        digest_since(ledger.service.ledger, first)
+        digest_since(ledger.service.ledger, first, all_heads=found_by == "all heads")
     assert [r.session_id for r in broken.value.check.results] == [ledger.session_id]
 
 
@@ -221,6 +248,7 @@ def test_scheduled_digests_resume_from_the_last_and_stop_at_a_rewrite(
     assert len(whole) == 1  # the second was resumed from the first
     assert parse_digest(second.read_text()).sessions == take_digest(ledger.service.ledger).sessions
     rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    ledger.service.append_message(ledger.session_id, UserMessage("after the rewrite"))
     with caplog.at_level(logging.ERROR, logger=relay.log.name):
         schedule.due()
     assert sorted(digests.iterdir()) == [first, second]

@@ -175,6 +175,14 @@ def verify(
         Path | None,
         typer.Option("--next-digest", help="With --since: write the digest of the ledger as verified now."),
     ] = None,
+    all_heads: Annotated[
+        bool,
+        typer.Option(
+            "--all-heads",
+            help="With --since: also look up the head of every session the digest holds "
+            "(finds a rewrite of a session nobody wrote to since; a lookup per session).",
+        ),
+    ] = False,
     jobs: Annotated[
         int,
         typer.Option(
@@ -198,12 +206,14 @@ def verify(
         fail("give either --digest or --since")
     if next_digest is not None and since is None:
         fail("--next-digest goes with --since")
+    if all_heads and since is None:
+        fail("--all-heads goes with --since")
     digests = read_digests(digest or [], public_key)
     from sessionledger.infrastructure.audit.anchored import verify_against
 
     with service_for(database_url, broker_url) as service:
         if since is not None:
-            results = _since(service.ledger, read_digests([since], public_key)[0], next_digest)
+            results = _since(service.ledger, read_digests([since], public_key)[0], next_digest, all_heads)
         elif digests:
             results = list(verify_against(service, digests))
         elif session_id is not None:
@@ -240,13 +250,13 @@ def _one(service: SessionService, session_id: str, user: str | None, jobs: int) 
     return results
 
 
-def _since(ledger: Ledger, trusted: Digest, next_digest: Path | None) -> list[Verification]:
+def _since(ledger: Ledger, trusted: Digest, next_digest: Path | None, all_heads: bool) -> list[Verification]:
     """`verify --since`: the sessions written to since the digest (or broken), the rest counted."""
     from sessionledger.infrastructure.audit.digest import InvalidDigest, write_digest
     from sessionledger.infrastructure.audit.since import verify_since
 
     try:
-        checked = verify_since(ledger, trusted)
+        checked = verify_since(ledger, trusted, all_heads=all_heads)
     except InvalidDigest as error:
         fail(str(error), status=1)
     if next_digest is not None and checked.ok:
@@ -254,8 +264,10 @@ def _since(ledger: Ledger, trusted: Digest, next_digest: Path | None) -> list[Ve
             write_digest(checked.next_digest, next_digest)
         except OSError as error:
             fail(f"cannot write {next_digest}: {error.strerror}")
+    rest = "unchanged since" if all_heads else "not written to since"
+    looked = "" if all_heads else " (--all-heads looks up their heads)"
     print(
-        f"{checked.unchanged} sessions unchanged since digest {trusted.name}; "
+        f"{checked.unchanged} sessions {rest} digest {trusted.name}{looked}; "
         f"{len(checked.results)} checked from it",
         file=sys.stderr,
     )

@@ -226,14 +226,15 @@ class AuditViews:
         }
 
     def ledger(self, grant: Grant) -> dict[str, Any]:
-        """The whole ledger against the latest digest (`verify --since` it): an admin's page."""
+        """The whole ledger against the latest digest (`verify --since --all-heads` it: every head
+        the digest holds looked up, a lookup per session): an admin's page."""
         if not grant.admin:
             raise Unknown("ledger")
         digest, problem = self._latest_digest()
         if digest is None:
             return {"digest": None, "problem": problem, "ok": None, "unchanged": 0, "checked": []}
         try:
-            found = verify_since(self.service.ledger, digest)
+            found = verify_since(self.service.ledger, digest, all_heads=True)
         except InvalidDigest as error:
             return {
                 "digest": _digest_row(digest),
