@@ -26,7 +26,14 @@ from celery import Celery
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionledger.domain.ports import Ledger, RelayPositions
 from sessionledger.domain.records import Kind
-from sessionledger.infrastructure.audit.digest import Digest, load_private_key, take_digest, write_digest
+from sessionledger.infrastructure.audit.digest import (
+    Digest,
+    InvalidDigest,
+    latest_digest,
+    load_private_key,
+    take_digest,
+    write_digest,
+)
 from sessionledger.infrastructure.audit.since import BrokenLink, digest_since
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.queue_names import EVALUATE_TASK, SWEEP_TASK
@@ -186,14 +193,19 @@ class DigestSchedule:
     `--digest-dir`), the first at once: one file per digest, named by the time it was taken, so
     that a digest is never overwritten and the directory can be shipped elsewhere as it grows.
 
-    The first digest of the process reads the whole ledger (`take_digest`); each after it is
-    resumed from the one before (`digest_since`), so its cost follows the records written in
-    between, not the ledger's size nor its sessions. When the ledger no longer extends the last
-    digest in a session written to in between (a record it covers was rewritten or removed), no
-    digest is written, which would vouch for the rewrite: the findings are logged as an error at
-    every turn until an operator acts. A session nobody wrote to is carried over as the last
-    digest holds it, so a rewrite of it is never vouched for either (`verify --since --all-heads`
-    finds it: docs/proofs.md "Incremental verify")."""
+    Each digest is resumed from the one before (`digest_since`), so its cost follows the records
+    written in between, not the ledger's size nor its sessions; the first of a process from the
+    newest digest in the directory, a relay before this one's (its signature checked with the
+    key's public half), so the chain of trust runs on across restarts instead of starting over from
+    whatever the ledger holds at start. Only a directory with no digest (or one whose newest digest
+    has no Merkle peaks to resume from: an older release's) costs a whole digest (`take_digest`).
+    When the ledger no longer extends the last digest in a session written to in between (a record
+    it covers was rewritten or removed), or the newest digest in the directory is not one of ours
+    (unreadable, edited, or its signature does not verify), no digest is written, which would vouch
+    for the rewrite: the reason is logged as an error at every turn until an operator acts. A
+    session nobody wrote to is carried over as the last digest holds it, so a rewrite of it is
+    never vouched for either (`verify --since --all-heads` finds it: docs/proofs.md "Incremental
+    verify")."""
 
     def __init__(
         self, ledger: Ledger, directory: Path, every: float, key: Ed25519PrivateKey | None = None
@@ -209,21 +221,39 @@ class DigestSchedule:
         """Write a digest if it is time to."""
         if time.monotonic() < self._next:
             return
+        self._next = time.monotonic() + self._every
         try:
-            last = self._last
-            digest = take_digest(self._ledger) if last is None else digest_since(self._ledger, last)
-        except BrokenLink as broken:
-            self._next = time.monotonic() + self._every
-            findings = [str(f.kind) for r in broken.check.results for f in r.findings]
-            log_event(log, "digest withheld", logging.ERROR, reason=str(broken), findings=findings)
+            last = self._last if self._last is not None else self._newest_written()
+            digest = self._resumed(last)
+        except (BrokenLink, InvalidDigest) as refused:
+            findings = (
+                [str(f.kind) for r in refused.check.results for f in r.findings]
+                if isinstance(refused, BrokenLink)
+                else []
+            )
+            log_event(log, "digest withheld", logging.ERROR, reason=str(refused), findings=findings)
             return
         self._last = digest
         if self._key is not None:
             digest = digest.signed(self._key)
         name = digest.taken_at.strftime("digest-%Y%m%dT%H%M%S.%fZ.json")
         write_digest(digest, self._directory / name)
-        self._next = time.monotonic() + self._every
         log_event(log, "digest written", file=str(self._directory / name), sessions=len(digest.sessions))
+
+    def _newest_written(self) -> Digest | None:
+        """The newest digest in the directory (`None`: there is none), its signature checked when
+        this relay signs; `InvalidDigest` when that file is not a digest of ours."""
+        return latest_digest(self._directory, None if self._key is None else self._key.public_key())
+
+    def _resumed(self, last: Digest | None) -> Digest:
+        """The ledger's digest now, resumed from `last` when it can be (`BrokenLink` when the ledger
+        no longer extends it)."""
+        if last is not None:
+            try:
+                return digest_since(self._ledger, last)
+            except InvalidDigest as older:  # no Merkle peaks to resume from: an older release's
+                log_event(log, "digest taken whole", logging.WARNING, reason=str(older))
+        return take_digest(self._ledger)
 
 
 def relay_forever(

@@ -9,10 +9,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.audit.anchored import Anchor, verify_against
-from sessionledger.infrastructure.audit.digest import Digest, InvalidDigest, parse_digest, take_digest
+from sessionledger.infrastructure.audit.digest import (
+    Digest,
+    InvalidDigest,
+    parse_digest,
+    read_digest,
+    take_digest,
+)
 from sessionledger.infrastructure.audit.since import (
     BrokenLink,
     digest_since,
@@ -253,3 +260,35 @@ def test_scheduled_digests_resume_from_the_last_and_stop_at_a_rewrite(
         schedule.due()
     assert sorted(digests.iterdir()) == [first, second]
     assert [r.getMessage() for r in caplog.records] == ["digest withheld"]
+
+
+def test_a_relay_resumes_from_the_newest_digest_its_directory_holds(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restarted relay goes on from the last digest written, not from a whole digest of whatever
+    the ledger holds then; a newest file that is not a digest of ours stops it, loudly."""
+    digests = tmp_path / "digests"
+    digests.mkdir()
+    key = Ed25519PrivateKey.generate()
+    relay.DigestSchedule(ledger.service.ledger, digests, every=0, key=key).due()
+    ledger.service.append_message(ledger.session_id, UserMessage("while the relay was down"))
+    whole: list[Digest] = []
+    monkeypatch.setattr(relay, "take_digest", lambda *a, **k: whole.append(take_digest(*a, **k)) or whole[-1])
+    relay.DigestSchedule(ledger.service.ledger, digests, every=0, key=key).due()
+    first, second = sorted(digests.iterdir())
+    assert whole == []  # resumed from the first
+    resumed = read_digest(second, key.public_key())
+    assert resumed.sessions == take_digest(ledger.service.ledger).sessions
+
+    rewrite(ledger, 1, lambda payload: payload.update(user_id="mallory"))
+    ledger.service.append_message(ledger.session_id, UserMessage("after the rewrite"))
+    forged = digests / "digest-forged.json"
+    with caplog.at_level(logging.ERROR, logger=relay.log.name):
+        relay.DigestSchedule(ledger.service.ledger, digests, every=0, key=key).due()  # no longer extended
+        forged.write_text(second.read_text().replace('"position"', '"Position"'))
+        relay.DigestSchedule(ledger.service.ledger, digests, every=0, key=key).due()  # not a digest
+        forged.unlink()
+        other = Ed25519PrivateKey.generate()
+        relay.DigestSchedule(ledger.service.ledger, digests, every=0, key=other).due()  # not ours
+    assert [r.getMessage() for r in caplog.records] == ["digest withheld"] * 3
+    assert whole == [] and sorted(digests.iterdir()) == [first, second]
