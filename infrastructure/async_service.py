@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -55,6 +56,7 @@ from sessionledger.infrastructure.service import (
 )
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.infrastructure.thread_pool import ThreadPool
+from sessionledger.infrastructure.tracing import APPEND, record_span
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -175,6 +177,7 @@ class AsyncSessionService:
         append is stored on the pool, by the same steps."""
         fast = self._fast_append
         made = None
+        started = time.time_ns()
         if user_id is None and fast is not None and not self._closed:
             steps = self._opened().append_steps
             made = await fast.append(lambda: draft_of(steps))
@@ -184,7 +187,13 @@ class AsyncSessionService:
         if outcome is None:
             outcome = await self.run(lambda service: service.append_steps.store(draft))
         else:
-            steps.announce(appended_event(draft).session_id, outcome)
+            session_id = appended_event(draft).session_id
+            steps.announce(session_id, outcome)
+            attributes = {
+                "sessionledger.session_id": session_id,
+                "sessionledger.outcome": outcome.name.lower(),
+            }
+            record_span(APPEND, started, attributes)  # the pool's path is traced by `store`
         return result(draft, outcome)
 
     async def run(self, call: Callable[[SessionService], R]) -> R:

@@ -31,6 +31,7 @@ __all__ = [
     "carrier_of",
     "current_carrier",
     "links_to",
+    "record_span",
     "task_context",
     "traced",
     "traced_context",
@@ -62,6 +63,16 @@ def traced(name: str, work: Callable[[Span], T], kind: SpanKind = SpanKind.INTER
         return work(span)
     with trace.use_span(span, end_on_exit=True):
         return work(span)
+
+
+def record_span(name: str, start_time_ns: int, attributes: Mapping[str, str]) -> None:
+    """A span named `name` for work already done, from `start_time_ns` (`time.time_ns()`) to now,
+    a child of the current span: how a path that awaits its work on the event loop, with nothing
+    inside it to trace, reports it without holding a span current across the await."""
+    span = tracer.start_span(name, start_time=start_time_ns)
+    if span.is_recording():
+        span.set_attributes(attributes)
+    span.end()
 
 
 def carrier_of(span: Span) -> dict[str, str] | None:

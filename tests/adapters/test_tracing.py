@@ -294,3 +294,39 @@ def test_an_ingest_links_once_to_each_distinct_publish_span():
         SpanContext(0x0AF7651916CD43DD8448EB211C80319C, span_id, True, TraceFlags(1))
         for span_id in (0xB7AD6B7169203331, 0x00F067AA0BA902B7)
     ]
+
+
+def test_an_append_the_event_loop_makes_is_a_span_too(pg_url):
+    """The async service appends on the event loop's own connection where it can: that path
+    traces the append as the thread pool's does (`sessionledger.append`, session and outcome)."""
+    script = (
+        OWN_PROVIDER
+        + f"""
+import asyncio, json
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_async_service
+
+
+async def main():
+    async with open_async_service({pg_url!r}) as service:
+        session = await service.create_session("alice")
+        await service.append_message(session.id, UserMessage("warm: the head is read on the pool"))
+        exporter.clear()
+        await service.append_message(session.id, UserMessage("on the loop"))
+        return session.id
+
+
+session_id = asyncio.run(main())
+spans = [s for s in exporter.get_finished_spans() if s.name == "sessionledger.append"]
+print(json.dumps({{"session_id": session_id, "appends": [
+    {{"attributes": dict(s.attributes), "took": s.end_time - s.start_time}} for s in spans
+]}}))
+"""
+    )
+    found = json.loads(run_python(script).stdout)
+    (append,) = found["appends"]
+    assert append["attributes"] == {
+        "sessionledger.session_id": found["session_id"],
+        "sessionledger.outcome": "stored",
+    }
+    assert append["took"] > 0
