@@ -173,12 +173,14 @@ def candidates(conn: sa.Connection, session_id: str, f: EventFilter) -> list[int
     mark = sa.select(sa.func.coalesce(sa.func.max(ledger_text.c.position), 0)).where(
         ledger_text.c.session_id == session_id
     )
-    behind = conn.execute(
-        sa.select(sessions.c.head_position - mark.scalar_subquery(), mark.scalar_subquery()).where(
-            sessions.c.id == session_id
-        )
+    marked = conn.execute(
+        sa.select(sessions.c.head_position, mark.scalar_subquery()).where(sessions.c.id == session_id)
     ).first()
-    if behind is None or behind[0] > MAX_CANDIDATES:
+    if marked is None:
+        return None
+    head, indexed_to = marked
+    behind = head - indexed_to
+    if behind > MAX_CANDIDATES:
         return None
     matches = [ledger_text.c.text.like(like_term(word), escape="\\") for word in words]
     indexed = (
@@ -187,9 +189,9 @@ def candidates(conn: sa.Connection, session_id: str, f: EventFilter) -> list[int
         .limit(MAX_CANDIDATES + 1)
     )
     positions = list(conn.execute(indexed).scalars())
-    if len(positions) + behind[0] > MAX_CANDIDATES:
+    if len(positions) + behind > MAX_CANDIDATES:
         return None
-    return positions + list(range(behind[1] + 1, behind[1] + behind[0] + 1))
+    return positions + list(range(indexed_to + 1, head + 1))
 
 
 ERASURE_LOCKS = 0x5E55
