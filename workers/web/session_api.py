@@ -11,7 +11,7 @@ a token made with `--write`. Events are the ledger's own JSON (`domain.codec.eve
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import uuid4
@@ -171,20 +171,23 @@ def _http_error(_: Request, error: Exception) -> Response:
 
 
 def _invalid_request(_: Request, error: Exception) -> Response:
-    """One message for the first thing wrong: where it is, and what."""
     assert isinstance(error, RequestValidationError)
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-    return JSONResponse({"error": f"{where}: {first.get('msg', 'invalid')}"}, 400)
+    return JSONResponse({"error": _first_problem(error.errors())}, 400)
 
 
 def _parsed(model: type[BaseModel], body: dict[str, Any]) -> Any:
     try:
         return model.model_validate(body)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        raise HTTPException(400, f"{where}: {first['msg']}") from None
+        raise HTTPException(400, _first_problem(error.errors())) from None
+
+
+def _first_problem(errors: Sequence[Any]) -> str:
+    """One message for the first thing wrong in a request, FastAPI's or a body read here: where it
+    is (`body` for the body as a whole), and what."""
+    first = errors[0]
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
+    return f"{where}: {first.get('msg', 'invalid')}"
 
 
 def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
