@@ -16,8 +16,9 @@ record as its head, so a digest taken over them is consistent. In each database,
 appends to a session of its own, one event per call; `get_messages` reads, and `verify` checks, a
 1,000-event session stored through the batch ingest path; `verify --since` checks the 1,000 events
 ingested into ten sessions after a digest of the whole ledger, and the digest resumed from it
-takes the same 1,000 events in (`digest_since`). Cases alternate round by round;
-figures are medians.
+takes the same 1,000 events in (`digest_since`); `verify --since --all-heads` also looks up every
+head the digest holds, whose cost follows the sessions (reported per session, no flat target).
+Cases alternate round by round; figures are medians.
 """
 
 from __future__ import annotations
@@ -100,6 +101,15 @@ class Ledger:
         found = verify_since(self.service.ledger, self._digest)
         assert found.ok and len(found.results) == SINCE_SESSIONS, found.results
 
+    def verify_all_heads(self) -> None:
+        found = verify_since(self.service.ledger, self._digest, all_heads=True)
+        assert found.ok and found.all_heads, found.results
+
+    @property
+    def digest_sessions(self) -> int:
+        """The sessions the digest holds: the heads `verify --since --all-heads` looks up."""
+        return len(self._digest.sessions)
+
     def next_digest(self) -> None:
         resumed = digest_since(self.service.ledger, self._digest)
         assert resumed.global_position >= self._digest.global_position + SINCE_EVENTS
@@ -163,6 +173,8 @@ def run() -> list[Row]:
 
         sinces = interleaved(READ_ROUNDS, each(Ledger.verify_since))  # before other writes since the digest
         digests = interleaved(READ_ROUNDS, each(Ledger.next_digest))
+        sweeps = interleaved(READ_ROUNDS, each(Ledger.verify_all_heads))
+        held = {_name(case): ledger.digest_sessions for case, ledger in ledgers.items()}
         for ledger in ledgers.values():
             ledger.append_round()  # warm-up: connections, prepared statements, cached heads
         appends = interleaved(APPEND_ROUNDS, each(Ledger.append_round))
@@ -191,11 +203,25 @@ def run() -> list[Row]:
             (f"a digest resumed from the last, {SINCE_EVENTS:,} new events", digests),
         ):
             rows.append(_time_row(f"{what}, on a {ledger}", medians[large], medians[empty]))
+        rows.append(_sweep_row(ledger, sweeps[large], sweeps[empty], held[large] - held[empty]))
     return rows
 
 
 def _name(case: tuple[str, str]) -> str:
     return "-".join(case)
+
+
+def _sweep_row(ledger: str, large: float, empty: float, more_sessions: int) -> Row:
+    """`verify --since --all-heads`, which looks up every head the digest holds: its cost follows
+    the sessions, so what is reported is the cost of each session more (no flat target)."""
+    each = (large - empty) / more_sessions * 1e6
+    return Row(
+        f"verify --since --all-heads, {SINCE_EVENTS:,} new events, on a {ledger}",
+        report.duration(large),
+        f"on an empty ledger {report.duration(empty)}",
+        large / empty,
+        f"follows the sessions: {each:.1f} us for each of {more_sessions:,} more",
+    )
 
 
 def _time_row(benchmark: str, large: float, empty: float) -> Row:
