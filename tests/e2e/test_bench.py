@@ -120,7 +120,7 @@ def test_a_module_by_name_runs_and_drops_its_databases(started, tmp_path) -> Non
     started.append(process := bench("bench_scale", env_extra=told))
     out, err = process.communicate(timeout=300)
     assert process.returncode in (0, 1), err  # 1: a target missed on a noisy machine, still a run
-    assert out.count("on an empty ledger") == 10 and out.count("3,000-event") == 10  # its ten rows
+    assert out.count("on an empty ledger") == 12 and out.count("3,000-event") == 12  # its twelve rows
     written = (tmp_path / "bench_scale.md").read_text()
     assert "append_message to a small session, on a 3,000-event partitioned ledger" in written
     assert bench_databases() == before
