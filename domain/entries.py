@@ -16,7 +16,7 @@ The rule below (`live_entries`) is the one every backend applies to the rows it 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -35,11 +35,19 @@ def _check_name(value: Any, name: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Entry:
     """An adapter's keyed record: `type` and `key` say what it is (both stay readable after the
-    session's deletion erases `value`, as an event's type does), `value` is a JSON object."""
+    session's deletion erases `value`, as an event's type does), `value` is a JSON object.
+
+    `plain`: the adapter built `value` itself of plain JSON holding no float (str keys, strings
+    without NUL, `int`s within 64 bits, `bool`, `None`, lists and dicts; no subclasses), so its
+    append neither checks it again (`codec.ensure_json`) nor searches it for floats to write its
+    canonical text: on a LangGraph put those cost about a tenth of the saver's own work. A value
+    that is not as its adapter says is stored all the same, and may then not read back exactly.
+    """
 
     type: str
     key: str
     value: Mapping[str, Any]
+    plain: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_name(self.type, "type")

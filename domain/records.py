@@ -11,12 +11,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from sessionledger.domain.codec import event_from_payload, event_to_payload, format_timestamp
 from sessionledger.domain.entries import Entry, Forget, entry_payload
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.fast_constructor import fast_constructor
-from sessionledger.domain.hashing import canonical, row_hash, sha256_hex
+from sessionledger.domain.hashing import canonical, canonical_without_floats, row_hash, sha256_hex
 from sessionledger.domain.sessions import Session, strip_temp
 from sessionledger.domain.turns import utf8_length
 
@@ -293,10 +292,7 @@ def _strings_only_text(event: SessionEvent, payload: dict[str, Any]) -> str | No
         or message.tool_responses
     ):
         return None
-    try:
-        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
-    except orjson.JSONEncodeError:
-        return None
+    return canonical_without_floats(payload)
 
 
 def compaction_draft(
@@ -364,8 +360,10 @@ def entry_draft(session_id: str, entry: Entry, at: datetime) -> Draft:
     """An adapter's entry: its type and key also go in the `event_type` and `branch` columns
     (which `verify` checks against the payload), so that a backend selects a session's entries
     by type and key prefix without reading their payloads."""
+    payload = entry_payload(entry)
+    text = canonical_without_floats(payload) if entry.plain else None
     return _draft(
-        Kind.ENTRY, at, entry_payload(entry), event_type=entry.type, branch=entry.key, session_id=session_id
+        Kind.ENTRY, at, payload, text, event_type=entry.type, branch=entry.key, session_id=session_id
     )
 
 

@@ -512,7 +512,8 @@ class SessionService:
         now = _now()
         for item in entries:
             if isinstance(item, Entry):
-                ensure_json(item.value, f"the value of entry {item.key!r}")
+                if not item.plain:  # a plain value's adapter built it of plain JSON (`Entry.plain`)
+                    ensure_json(item.value, f"the value of entry {item.key!r}")
                 draft = entry_draft(session_id, item, now)
             elif isinstance(item, Forget):
                 draft = forgotten_draft(session_id, item, now)

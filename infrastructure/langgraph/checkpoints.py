@@ -75,6 +75,13 @@ def _untyped(serde: SerializerProtocol, pair: Sequence[str]) -> Any:
     return serde.loads_typed((pair[0], base64.b64decode(pair[1])))
 
 
+def _plain_texts(*values: Any) -> bool:
+    """Whether each of the values a saver puts in an entry beside what it made itself (base64,
+    integers, `_json_scalar`s) is `None` or a `str` without NUL: the entry's value is then plain
+    JSON (`Entry.plain`), which its append does not check again."""
+    return all(value is None or (type(value) is str and "\x00" not in value) for value in values)
+
+
 @dataclass
 class KnownMessages:
     """What a saver knows of one thread's messages: the message object it last keyed under each
@@ -110,7 +117,7 @@ def message_entries(
             known.keyed[message.id] = (message, key)
             if key not in known.stored and all(entry.key != key for entry in entries):
                 value = {"value": [kind, base64.b64encode(data).decode("ascii")]}
-                entries.append(Entry(MESSAGE, key, value))
+                entries.append(Entry(MESSAGE, key, value, _plain_texts(kind)))
         keys.append(key)
     return keys, entries
 
@@ -173,7 +180,11 @@ def checkpoint_entry(
     }
     if scalars:
         value["values"] = scalars
-    return Entry(CHECKPOINT, checkpoint_key(ns, checkpoint["id"]), value)
+    kinds = (value["checkpoint"][0], value["metadata"][0])
+    plain = _plain_texts(ns, checkpoint["id"], parent_id, value["run_id"], *kinds, *scalars) and not any(
+        type(scalar) is float for scalar in scalars.values()
+    )
+    return Entry(CHECKPOINT, checkpoint_key(ns, checkpoint["id"]), value, plain)
 
 
 def refers_to_messages(stored: StoredEntry) -> bool:
@@ -211,17 +222,13 @@ def write_entries(
     entries = []
     for position, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, position)
+        typed = _typed(serde, value)
         entries.append(
             Entry(
                 WRITE,
                 f"{writes_prefix(ns, checkpoint_id)}{task_id}{SEP}{idx}",
-                {
-                    "task_id": task_id,
-                    "task_path": task_path,
-                    "idx": idx,
-                    "channel": channel,
-                    "value": _typed(serde, value),
-                },
+                {"task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel, "value": typed},
+                _plain_texts(task_id, task_path, channel, typed[0]),
             )
         )
     return entries

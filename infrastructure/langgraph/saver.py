@@ -270,8 +270,11 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             configurable.get("checkpoint_id"),
             keys,
         )
-        channel = values.get(MESSAGES) if MESSAGES in new_versions else None
-        events = list(new_message_events(thread_id, channel, known.events))
+        events = (
+            list(new_message_events(thread_id, values[MESSAGES], known.events))
+            if MESSAGES in new_versions and MESSAGES in values
+            else []
+        )
         self._append(service, thread_id, user, [*messages, entry], events)
         known.stored.update(message.key for message in messages)
         known.events.update(event.id for event in events)

@@ -60,6 +60,16 @@ if TYPE_CHECKING:
 NO_STATS = WindowStats()
 """The stats an on-head append plans from: what the plan leaves is then their growth."""
 
+
+def _growth(stats: WindowStats) -> dict[str, int]:
+    """The `add_<stat>` values of `statements.append_rows` that grow a session's stats by `stats`."""
+    columns = stats_columns(stats)
+    return {added: columns[name] for name, added in statements.ADDED}
+
+
+NO_GROWTH = _growth(NO_STATS)
+"""The stats' growth by an append of entries alone (no event): none, the common adapter append."""
+
 RowsOnHead = Callable[[Any, Mapping[str, Any]], int]
 """Writes a session's rows from its cached head on a driver connection in autocommit, returning
 the rows inserted (`Appends._rows_on_head`)."""
@@ -201,14 +211,13 @@ class Appends:
                 statements.row_parameters(len(rows)),
             )
         write, parameters = prepared
-        stats = stats_columns(moved.stats)
         values: dict[str, Any] = {
             "sid": sid,
             "cached": head.position,
             "new_version": moved.head.version,
             "new_position": moved.head.position,
             "new_hash": moved.head.hash,
-            **{added: stats[name] for name, added in statements.ADDED},
+            **(NO_GROWTH if moved.stats is NO_STATS else _growth(moved.stats)),
         }
         values.update({parameter: rows[n][column] for n, column, parameter in parameters})
         try:

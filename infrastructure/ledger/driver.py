@@ -274,7 +274,7 @@ class Autocommit:
         self._switch = engine.dialect.name != "sqlite"
         self._lock = threading.Lock()
         self._kept: PoolProxiedConnection | None = None
-        self._kept_by = 0  # the process that checked it out
+        self._kept_by = -1  # the process that checked it out (`_forks` when it did)
         self._last_used = 0.0
 
     def __call__(self) -> AbstractContextManager[Any]:
@@ -291,12 +291,12 @@ class Autocommit:
 
     def _take(self) -> Any:
         """The kept connection, checked out again when it cannot be reused; called under the lock."""
-        if self._kept is not None and self._kept_by != os.getpid():
+        if self._kept is not None and self._kept_by != _forks[0]:
             self._kept = None  # the parent's: neither used nor closed here
         elif self._kept is not None and time.monotonic() - self._last_used > PING_AFTER_IDLE_SECONDS:
             self._give_back()
         if self._kept is None:
-            self._kept, self._kept_by = self._switched(), os.getpid()
+            self._kept, self._kept_by = self._switched(), _forks[0]
         return driver_of(self._kept)
 
     def _give_back(self) -> None:
@@ -326,6 +326,12 @@ class Autocommit:
         except Exception:  # a broken connection: never hand it out again
             pooled.invalidate()
         pooled.close()
+
+
+_forks = [0]
+"""How many forks led to this process: `Autocommit` tells its own kept connection from its parent's
+by this, not by `os.getpid()`, a system call on every append (glibc no longer caches the pid)."""
+os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 
 
 def _set_autocommit(driver: Any, on: bool) -> None:

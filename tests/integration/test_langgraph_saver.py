@@ -16,11 +16,13 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, MessagesState, StateGraph
 from sessionledger.domain import MessageType
+from sessionledger.domain.codec import ensure_json
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import SessionService, open_async_service, open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.timeline import timeline
 from sessionledger.infrastructure.langgraph import LedgerSaver
+from sessionledger.infrastructure.langgraph.checkpoints import checkpoint_entry
 
 
 @pytest.fixture
@@ -160,6 +162,20 @@ def test_scalar_channel_values_are_json_and_every_value_reads_back_exactly(servi
             assert got == values and {n: type(v) for n, v in got.items()} == {
                 n: type(v) for n, v in values.items()
             }
+
+
+def test_a_checkpoint_entry_is_plain_json_unless_a_value_needs_a_look() -> None:
+    """The saver vouches for the JSON it builds (`Entry.plain`: not checked again on append) only
+    where that holds: no float to spell, no outside string with a NUL."""
+    serde = JsonPlusSerializer()
+    values = {name: v for name, v in SCALARS.items() if type(v) is not float}
+    versions = {name: 1 for name in SCALARS}
+    plain = checkpoint_entry(serde, "", generate_checkpoint(channel_values=values), {"run_id": "r"}, "p")
+    assert plain.plain
+    ensure_json(plain.value, "a plain entry")
+    floats = generate_checkpoint(channel_values=SCALARS, channel_versions=versions)
+    assert not checkpoint_entry(serde, "", floats, {}, "p").plain
+    assert not checkpoint_entry(serde, "", generate_checkpoint(), {}, "p\x00").plain
 
 
 def test_another_users_thread_is_absent_and_refuses_writes(saver: LedgerSaver) -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sessionledger.domain import AssistantMessage, Session, SessionEvent, UserMessage
 from sessionledger.domain.chain import chain_problems
+from sessionledger.domain.entries import Entry, entry_payload
 from sessionledger.domain.hashing import GENESIS_HASH, canonical
 from sessionledger.domain.records import (
     Draft,
@@ -16,6 +17,7 @@ from sessionledger.domain.records import (
     LedgerRecord,
     compaction_draft,
     created_draft,
+    entry_draft,
     erasure_draft,
     event_draft,
     rewind_draft,
@@ -99,6 +101,15 @@ def test_content_hash_is_sha256_of_the_canonical_payload() -> None:
     assert draft.payload["message"]["text"] == "hi" and draft.payload["timestamp"].startswith(
         "2025-03-01T12:00"
     )
+
+
+def test_a_plain_entry_has_the_text_and_hash_of_any_other() -> None:
+    """`Entry.plain` skips checks, not the rule: the same canonical text, so the same content hash."""
+    value = {"z": [1, "\u00e9", None, True, {"b": "x", "a": -(2**63)}], "a": "\u2028"}
+    plain, checked = (entry_draft(SID, Entry("t", "k", value, plain), T0) for plain in (True, False))
+    assert plain.text == checked.text == canonical(entry_payload(Entry("t", "k", value)))
+    assert plain.content_hash == checked.content_hash
+    assert Entry("t", "k", value, plain=True) == Entry("t", "k", value)
 
 
 def test_chain_links_each_record_to_the_last() -> None:
