@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.mysql_text import statement_text
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -156,9 +157,10 @@ class Packet:
         return params
 
     def execute(self, driver: Any, values: Mapping[str, Any]) -> list[int]:
-        """Each statement's row count, in order."""
+        """Each statement's row count, in order. The values are written into the text by
+        `mysql_text.statement_text` (PyMySQL's own text, made in a fraction of its time)."""
         with driver.cursor() as cursor:
-            cursor.execute(self.sql, self.params(values))
+            cursor.execute(statement_text(self.sql, self.params(values), driver))
             counts = []  # the first result is START TRANSACTION's, the last COMMIT's
             while cursor.nextset():
                 counts.append(cursor.rowcount)

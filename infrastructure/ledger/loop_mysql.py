@@ -21,6 +21,7 @@ import aiomysql
 import sqlalchemy as sa
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
 from sessionledger.infrastructure.ledger.mysql import session_settings
+from sessionledger.infrastructure.ledger.mysql_text import statement_text
 
 _TAKEN = frozenset(inspect.signature(aiomysql.connect).parameters)
 """The connect arguments aiomysql takes."""
@@ -70,7 +71,7 @@ class MySQLLoop:
         self, held: LoopConnection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
     ) -> list[int]:
         cursor = held.cursor
-        await cursor.execute(sql, params)
+        await cursor.execute(statement_text(sql, params, held.connection))  # as `driver.Packet` sends it
         counts = [cursor.rowcount]
         while await cursor.nextset():
             counts.append(cursor.rowcount)
