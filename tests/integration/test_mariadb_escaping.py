@@ -14,7 +14,16 @@ from sessionledger.domain import UserMessage
 from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
 
 NO_BACKSLASH_ESCAPES = "SET sql_mode = 'NO_BACKSLASH_ESCAPES'"
-TEXTS = ["it's", 'say "hi"', "a \\ backslash", "\\'", "''\\\\\"", "tab\tnew\nline\r\x1a", "é ✓ 🙂"]
+TEXTS = [
+    "it's",
+    "100% %s %(x)s %%",
+    'say "hi"',
+    "a \\ backslash",
+    "\\'",
+    "''\\\\\"",
+    "tab\tnew\nline\r\x1a",
+    "é ✓ 🙂",
+]
 
 
 @pytest.fixture(params=["backslash escapes", "no backslash escapes"])
