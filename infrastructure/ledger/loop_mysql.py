@@ -1,7 +1,7 @@
 """MariaDB's and MySQL's `LoopDriver` (`async_append.py`): the event loop's own connections through
-aiomysql, which is PyMySQL's protocol code under asyncio, so the packet's values are escaped and
-its results read exactly as on the synchronous path; imported only when an async service appends
-to such a ledger.
+aiomysql, which is PyMySQL's protocol code under asyncio, so the packet's text is written
+(`mysql_text.statement_text`) and its results read exactly as on the synchronous path; imported
+only when an async service appends to such a ledger.
 
 The connections take the pool's own connect arguments (SQLAlchemy's, from the engine's URL: the
 `utf8mb4` charset, the multi-statement flag, and its FOUND_ROWS flag, which `ROW_COUNT()` in the
