@@ -150,6 +150,8 @@ class Packet:
         self.sql = "; ".join(["START TRANSACTION", *(s.sql for s in compiled), "COMMIT"])
         self.last_result = len(compiled)
         """The index of the last statement's result among the packet's (START TRANSACTION's first)."""
+        self.results = len(compiled) + 2
+        """How many results the packet sends: one per statement, START TRANSACTION's and COMMIT's too."""
         self._count = len(compiled)
         self._names = tuple(dict.fromkeys(name for s in compiled for name in s.names))
         self._literals = {name: value for s in compiled for name, value in s._literals.items()}
