@@ -175,6 +175,24 @@ class Draft:
             session_id,
         )
 
+    def expecting(self, version: int) -> Draft:
+        """This draft as a conditional append at `version` (`expected_version`), built as `_trusted`
+        builds one: an adapter's every append is conditional."""
+        return _build_draft(
+            self.kind,
+            self.occurred_at,
+            self.payload,
+            self.text,
+            self.content_hash,
+            self.event,
+            self.event_id,
+            self.event_type,
+            self.branch,
+            self.synthetic,
+            version,
+            self.session_id,
+        )
+
     @property
     def size(self) -> int:
         """The payload's size in utf-8 bytes (what the payload limit is checked against)."""

@@ -169,7 +169,7 @@ class AppendSteps:
         """What `append_event(event, expected_version=...)` stores (`append_draft`'s checks:
         `ValueError` saying why not); with `expected_version`, only while the session is at it."""
         draft = append_draft(event, self._max_payload_bytes)
-        return draft if expected_version is None else replace(draft, expected_version=expected_version)
+        return draft if expected_version is None else draft.expecting(expected_version)
 
     def draft_message(
         self,

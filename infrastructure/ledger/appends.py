@@ -81,13 +81,15 @@ MAX_HEAD_RACES = 1000
 @dataclass(frozen=True)
 class OneStatement:
     """An append's one autocommitted statement (MariaDB/MySQL: one packet), ready to run: its SQL,
-    the driver's parameters, the ledger record it writes, and which of its results (in order) counts
-    the row inserted: 1 when the head moved and the row went in, 0 when the head had moved on."""
+    the driver's parameters, the ledger record it writes, which of its results (in order) counts
+    the row inserted: 1 when the head moved and the row went in, 0 when the head had moved on, and
+    how many results it sends (a packet's: `Packet.results`)."""
 
     sql: str
     params: Mapping[str, Any] | tuple[Any, ...]
     record: LedgerRecord
     counted: int = 0
+    results: int = 1
 
 
 def head_moves(event: SessionEvent) -> dict[str, Any]:
@@ -312,7 +314,7 @@ class Appends:
         if one is not None:
             return OneStatement(one.sql, one.params(values), record)
         if packet is not None:
-            return OneStatement(packet.sql, packet.params(values), record, packet.last_result)
+            return OneStatement(packet.sql, packet.params(values), record, packet.last_result, packet.results)
         return None
 
     def ran(self, statement: OneStatement, moved: bool) -> None:

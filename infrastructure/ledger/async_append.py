@@ -45,7 +45,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.records import Draft
-from sessionledger.infrastructure.ledger.appends import Appends
+from sessionledger.infrastructure.ledger.appends import Appends, OneStatement
 from sessionledger.infrastructure.settling import settled
 
 APPLICATION_NAME = "sessionledger async append"
@@ -71,10 +71,8 @@ class LoopDriver(Protocol):
         loop; `None` when none can be opened."""
         ...
 
-    async def send(
-        self, connection: Connection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
-    ) -> list[int]:
-        """Run `sql` (`OneStatement`'s): the row count of each of its results, in order."""
+    async def send(self, connection: Connection, statement: OneStatement) -> list[int]:
+        """Run the statement: the row count of each of its results, in order."""
         ...
 
     async def after_refusal(self, connection: Connection) -> None:
@@ -164,7 +162,7 @@ class AsyncAppend:
             return None
         try:
             try:
-                counts = await self._driver.send(connection, statement.sql, statement.params)
+                counts = await self._driver.send(connection, statement)
             except self._driver.refused:  # a duplicate id, or a position taken
                 await self._driver.after_refusal(connection)
                 counts = []

@@ -1,7 +1,7 @@
 """MariaDB's and MySQL's `LoopDriver` (`async_append.py`): the event loop's own connections through
-aiomysql, which is PyMySQL's protocol code under asyncio, so the packet's values are escaped and
-its results read exactly as on the synchronous path; imported only when an async service appends
-to such a ledger.
+aiomysql, which is PyMySQL's protocol code under asyncio, so the packet's text is written
+(`mysql_text.statement_text`) and its results read by the same protocol code as on the
+synchronous path; imported only when an async service appends to such a ledger.
 
 The connections take the pool's own connect arguments (SQLAlchemy's, from the engine's URL: the
 `utf8mb4` charset, the multi-statement flag, and its FOUND_ROWS flag, which `ROW_COUNT()` in the
@@ -19,8 +19,10 @@ from typing import Any
 
 import aiomysql
 import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.appends import OneStatement
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
 from sessionledger.infrastructure.ledger.mysql import session_settings
+from sessionledger.infrastructure.ledger.mysql_text import statement_text
 
 _TAKEN = frozenset(inspect.signature(aiomysql.connect).parameters)
 """The connect arguments aiomysql takes."""
@@ -66,14 +68,13 @@ class MySQLLoop:
             return None
         return LoopConnection(connection, asyncio.get_running_loop(), cursor)
 
-    async def send(
-        self, held: LoopConnection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
-    ) -> list[int]:
-        cursor = held.cursor
-        await cursor.execute(sql, params)
-        counts = [cursor.rowcount]
-        while await cursor.nextset():
-            counts.append(cursor.rowcount)
+    async def send(self, held: LoopConnection, statement: OneStatement) -> list[int]:
+        """The packet's text as `driver.Packet` writes it, its results (as many as it sends) read
+        on the connection itself: a cursor's bookkeeping of each is two more coroutines a result."""
+        connection = held.connection
+        counts = [await connection.query(statement_text(statement.sql, statement.params, connection))]
+        for _ in range(statement.results - 1):
+            counts.append(await connection.next_result())
         return counts
 
     async def fetch(

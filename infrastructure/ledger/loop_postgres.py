@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from sessionledger.infrastructure.ledger.appends import OneStatement
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
 from sessionledger.infrastructure.ledger.engine import milliseconds
 
@@ -33,10 +34,8 @@ class PostgresLoop:
             return None
         return connection
 
-    async def send(
-        self, connection: psycopg.AsyncConnection, sql: str, params: Mapping[str, Any] | tuple[Any, ...]
-    ) -> list[int]:
-        cursor = await connection.execute(sql, params)
+    async def send(self, connection: psycopg.AsyncConnection, statement: OneStatement) -> list[int]:
+        cursor = await connection.execute(statement.sql, statement.params)
         return [cursor.rowcount]
 
     async def after_refusal(self, connection: psycopg.AsyncConnection) -> None:

@@ -302,15 +302,18 @@ def append_row(head_moved: sa.Update) -> sa.Insert:
 MOVE_HEAD = move_head()
 APPEND_ROW = append_row(MOVE_HEAD)
 
+_AS_MOVED = {"session_id": "sid", "position": "new_position", "row_hash": "new_hash"}
+"""The row values `MOVE_HEAD` binds already, under its names: sent (and escaped) once per packet."""
+
 INSERT_IF_MOVED = ledger.insert().from_select(
     list(ROW_COLUMNS),
-    sa.select(*(sa.bindparam(name, type_=ledger.c[name].type) for name in ROW_COLUMNS)).where(
-        sa.func.row_count() == ONE
-    ),
+    sa.select(
+        *(sa.bindparam(_AS_MOVED.get(name, name), type_=ledger.c[name].type) for name in ROW_COLUMNS)
+    ).where(sa.func.row_count() == ONE),
 )
 """`INSERT INTO ledger SELECT ... FROM DUAL WHERE ROW_COUNT() = 1`: after `MOVE_HEAD` in the same
 packet, the row is inserted exactly when the head moved (MariaDB/MySQL, which have no DML in WITH:
-`driver.Packet`)."""
+`driver.Packet`). The row's session id, position and hash are the head move's own parameters."""
 
 
 # One session's rows from its cached head in one round trip (adapters' appends): one statement on

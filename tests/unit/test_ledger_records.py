@@ -112,6 +112,14 @@ def test_a_plain_entry_has_the_text_and_hash_of_any_other() -> None:
     assert Entry("t", "k", value, plain=True) == Entry("t", "k", value)
 
 
+def test_a_conditional_draft_is_the_draft_with_its_expected_version() -> None:
+    draft = event_draft(user("hi"))
+    expecting = draft.expecting(7)
+    assert expecting == replace(draft, expected_version=7) and type(expecting) is Draft
+    with pytest.raises(FrozenInstanceError):
+        expecting.expected_version = 8  # type: ignore[misc]  # the point: frozen like any other
+
+
 def test_chain_links_each_record_to_the_last() -> None:
     chain = Chain()
     chain.append(user("a"), user("b"))
