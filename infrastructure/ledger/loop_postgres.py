@@ -10,12 +10,14 @@ import psycopg
 import sqlalchemy as sa
 from sessionledger.infrastructure.ledger.appends import OneStatement
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
+from sessionledger.infrastructure.ledger.driver import GENERIC_PLANS
 from sessionledger.infrastructure.ledger.engine import milliseconds
 
 
 class PostgresLoop:
     """Connections in autocommit, named `APPLICATION_NAME` in `pg_stat_activity` (unless the URL
-    names the application), with the ledger's `statement_timeout`."""
+    names the application), with the ledger's `statement_timeout`, and generic plans for their
+    prepared statements (`driver.GENERIC_PLANS`: they run only the append and its token read)."""
 
     refused: tuple[type[Exception], ...] = (psycopg.IntegrityError,)
     """In autocommit the refused statement was its own transaction: nothing to undo."""
@@ -29,7 +31,7 @@ class PostgresLoop:
             connection = await psycopg.AsyncConnection.connect(
                 self._conninfo, autocommit=True, application_name=APPLICATION_NAME
             )
-            await connection.execute(f"SET statement_timeout = {self._timeout_ms}")
+            await connection.execute(f"SET statement_timeout = {self._timeout_ms}; {GENERIC_PLANS}")
         except psycopg.Error:
             return None
         return connection
