@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from sessionledger.infrastructure import SessionService, Settings, open_service
+from sessionledger.infrastructure import AsyncSessionService, SessionService, Settings, open_service
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.vectors.keyed import beside_ledger
 
@@ -19,6 +20,21 @@ def service(database_url: str) -> Iterator[SessionService]:
     """The session service on memory, SQLite and PostgreSQL in turn."""
     with open_service(database_url) as opened:
         yield opened
+
+
+@pytest.fixture
+def pool_hops(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The calls async services hand to their thread pool (`AsyncSessionService.run`), in order:
+    empty while the appends go out from the event loop itself."""
+    hops: list[object] = []
+    run = AsyncSessionService.run
+
+    async def counted(self: AsyncSessionService, call: Any) -> Any:
+        hops.append(call)
+        return await run(self, call)
+
+    monkeypatch.setattr(AsyncSessionService, "run", counted)
+    return hops
 
 
 @pytest.fixture

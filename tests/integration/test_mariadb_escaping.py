@@ -6,12 +6,11 @@ loop's store every quote and backslash as given."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 from urllib.parse import quote
 
 import pytest
 from sessionledger.domain import UserMessage
-from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
+from sessionledger.infrastructure import open_async_service, open_service
 
 NO_BACKSLASH_ESCAPES = "SET sql_mode = 'NO_BACKSLASH_ESCAPES'"
 TEXTS = [
@@ -41,15 +40,8 @@ def test_the_pools_append_stores_the_text_as_given(url: str) -> None:
         assert [m.text for m in service.get_messages(session)] == TEXTS
 
 
-def test_the_event_loops_append_stores_the_text_as_given(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    hops: list[object] = []
-    run = AsyncSessionService.run
-
-    async def counted(self: AsyncSessionService, call: Any) -> Any:
-        hops.append(call)
-        return await run(self, call)
-
-    monkeypatch.setattr(AsyncSessionService, "run", counted)
+def test_the_event_loops_append_stores_the_text_as_given(url: str, pool_hops: list[object]) -> None:
+    hops = pool_hops
 
     async def scenario() -> None:
         async with open_async_service(url) as service:

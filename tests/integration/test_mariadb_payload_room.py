@@ -4,12 +4,11 @@ otherwise an event within the limit would fail inside the server instead of as a
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sessionledger.domain import UserMessage
-from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
+from sessionledger.infrastructure import open_async_service, open_service
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 from sessionledger.infrastructure.ledger.mysql import ROW_ROOM
 
@@ -47,21 +46,14 @@ def test_a_limit_that_fits_stores_payloads_at_escapings_worst(mariadb_url: str) 
 
 
 def test_the_event_loops_append_carries_the_largest_payload_the_limit_allows_and_refuses_more(
-    mariadb_url: str, monkeypatch: pytest.MonkeyPatch
+    mariadb_url: str, pool_hops: list[object]
 ) -> None:
     """The append sent from the event loop (`loop_mysql.py`) is the synchronous path's packet:
     at the largest limit `check_payload_room` lets a ledger open with, a payload at escaping's worst
     is stored from the loop (no thread), and one over the limit is a one-line `ValueError` before
     anything is sent."""
     limit = (_packet(mariadb_url) - ROW_ROOM) // 2
-    hops: list[object] = []
-    run = AsyncSessionService.run
-
-    async def counted(self: AsyncSessionService, call: Any) -> Any:
-        hops.append(call)
-        return await run(self, call)
-
-    monkeypatch.setattr(AsyncSessionService, "run", counted)
+    hops = pool_hops
 
     async def scenario() -> None:
         async with open_async_service(mariadb_url, max_payload_bytes=limit) as service:
