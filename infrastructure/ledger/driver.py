@@ -66,15 +66,12 @@ class DriverStatement:
         compiled = cast(SQLCompiler, statement.compile(dialect=dialect, column_keys=keys))
         result_columns = compiled._result_columns or []
         self.sql = compiled.string
-        self.names = tuple(compiled.binds)
-        """The statement's parameter names."""
         self._order = compiled.positiontup if compiled.positional else None
+        every = compiled.construct_params(_check=False)
+        self.names = tuple(every)
+        """The statement's parameter names, as its SQL spells them."""
         # the statement's own values (`column == "literal"`), bound like the caller's
-        self._literals = {
-            name: value
-            for name, value in compiled.construct_params(_check=False).items()
-            if not compiled.binds[name].required
-        }
+        self._literals = {name: value for name, value in every.items() if not compiled.binds[name].required}
         self._processors: dict[str, Callable[[Any], Any]] = {}
         for name, bind in compiled.binds.items():
             processor = bind.type._cached_bind_processor(dialect)
@@ -97,8 +94,11 @@ class DriverStatement:
         return [(name, self._processors.get(name)) for name in names]
 
     def bound(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The values by parameter name, each converted by its type's bind processor."""
-        bound = {**self._literals, **values} if self._literals else dict(values)
+        """The values of the statement's parameters by name, each converted by its type's bind
+        processor: only the names it binds (a caller's other values are not sent, nor escaped into
+        a MariaDB packet's text)."""
+        given = {**self._literals, **values} if self._literals else values
+        bound = {name: given[name] for name in self.names}
         for key, processor in self._processors.items():  # a few columns' types convert (times, flags)
             if key in bound:
                 bound[key] = processor(bound[key])
@@ -146,24 +146,19 @@ class Packet:
     pool's reset rolls it back."""
 
     def __init__(self, statements: Sequence[sa.ClauseElement], dialect: sa.Dialect) -> None:
-        compiled = [DriverStatement(statement, dialect) for statement in statements]
-        self.sql = "; ".join(["START TRANSACTION", *(s.sql for s in compiled), "COMMIT"])
-        self.last_result = len(compiled)
+        self._statements = [DriverStatement(statement, dialect) for statement in statements]
+        self.sql = "; ".join(["START TRANSACTION", *(s.sql for s in self._statements), "COMMIT"])
+        self.last_result = len(self._statements)
         """The index of the last statement's result among the packet's (START TRANSACTION's first)."""
-        self.results = len(compiled) + 2
+        self.results = self.last_result + 2
         """How many results the packet sends: one per statement, START TRANSACTION's and COMMIT's too."""
-        self._count = len(compiled)
-        self._names = tuple(dict.fromkeys(name for s in compiled for name in s.names))
-        self._literals = {name: value for s in compiled for name, value in s._literals.items()}
-        self._processors = {name: p for s in compiled for name, p in s._processors.items()}
 
     def params(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The driver's parameters of every statement, by name, each converted by its type: only
-        the names the packet binds, each once (its text is written with every value escaped)."""
-        given = {**self._literals, **values} if self._literals else values
-        params = {name: given[name] for name in self._names}
-        for name, processor in self._processors.items():
-            params[name] = processor(params[name])
+        """The driver's parameters of every statement, by name: each name once, however many
+        statements bind it (its text is written with every value escaped)."""
+        params: dict[str, Any] = {}
+        for statement in self._statements:
+            params.update(statement.bound(values))
         return params
 
     def execute(self, driver: Any, values: Mapping[str, Any]) -> list[int]:
@@ -174,7 +169,7 @@ class Packet:
             counts = []  # the first result is START TRANSACTION's, the last COMMIT's
             while cursor.nextset():
                 counts.append(cursor.rowcount)
-        return counts[: self._count]
+        return counts[: self.last_result]
 
 
 _BINARY_COPY_TYPES = {
