@@ -313,9 +313,8 @@ class Appends:
             values["token_id"] = live_token
         if one is not None:
             return OneStatement(one.sql, one.params(values), record)
-        if packet is not None:
-            return OneStatement(packet.sql, packet.params(values), record, packet.last_result, packet.results)
-        return None
+        assert packet is not None  # one of the two forms, checked above
+        return OneStatement(packet.sql, packet.params(values), record, packet.last_result, packet.results)
 
     def ran(self, statement: OneStatement, moved: bool) -> None:
         """What a `one_statement` that ran did to the head: moved it (kept), or found it moved
