@@ -26,17 +26,16 @@ from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.adk import LedgerSessionService
 
 from bench import payloads, raw, raw_mariadb, report
-from bench.bench_adapters_adk import adk_events
+from bench.bench_adapters_adk import adk_events, append_rounds
 from bench.database import fresh_mariadb
 from bench.report import Row
-from bench.timing import interleaved
+from bench.timing import alternating, interleaved
 
 APPEND_ROUNDS, APPENDS_PER_ROUND = 16, 50
 READ_ROUNDS = 30
 WINDOW_EVENTS = 1_000
 INGEST_ROUNDS = 6
-ADK_ROUNDS, ADK_APPENDS_PER_ROUND = 10, 20
-APP = "bench"
+ADK_ROUNDS, ADK_APPENDS_PER_ROUND = 20, 20
 
 T = TypeVar("T")
 
@@ -152,21 +151,13 @@ def _adk_appends() -> Row:
 
 def _adk_rate(loop: asyncio.AbstractEventLoop, services: dict[str, BaseSessionService]) -> Row:
     total = (ADK_ROUNDS + 1) * ADK_APPENDS_PER_ROUND
-
-    def case(service: BaseSessionService) -> Callable[[], Any]:
-        session = loop.run_until_complete(service.create_session(app_name=APP, user_id="appender"))
-        events = adk_events(total)
-
-        async def one_round() -> None:
-            for _ in range(ADK_APPENDS_PER_ROUND):
-                await service.append_event(session, next(events))
-
-        return lambda: loop.run_until_complete(one_round())
-
-    cases = {name: case(service) for name, service in services.items()}
+    cases = {
+        name: append_rounds(loop, service, adk_events(total), ADK_APPENDS_PER_ROUND)
+        for name, service in services.items()
+    }
     for call in cases.values():
         call()
-    medians = interleaved(ADK_ROUNDS, cases)
+    medians = alternating(ADK_ROUNDS, cases)
     rates = {name: ADK_APPENDS_PER_ROUND / seconds for name, seconds in medians.items()}
     ratio = rates["ledger"] / rates["adk"]
     return Row(
