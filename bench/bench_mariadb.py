@@ -11,8 +11,8 @@ google-adk's `DatabaseSessionService` beside the ADK adapter on the same server.
 - ADK `append_event`, sequential, through `LedgerSessionService` against `DatabaseSessionService`,
   each in a fresh database. The peer runs on asyncmy (`mysql+asyncmy://`), the driver of the
   ledger's own loop appends (`loop_mysql.py`), and the faster of SQLAlchemy's two asyncio drivers
-  for it: its append took 3.25-3.33 ms against 3.49-3.73 ms on aiomysql (PyMySQL's Python code
-  under asyncio), alternating rounds in one process.
+  for it: its append took 2.8-3.3 ms against 3.2-3.7 ms on aiomysql (PyMySQL's Python code under
+  asyncio), in five runs alternating rounds of both in one process.
 Cases alternate round by round; figures are medians.
 """
 
