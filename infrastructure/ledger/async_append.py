@@ -1,6 +1,6 @@
 """`AsyncAppend`: the common one-event append run on the event loop's own connections instead of a
 thread: one round trip, no thread hop. PostgreSQL's through psycopg's async driver
-(`loop_postgres.py`), MariaDB's and MySQL's through aiomysql (`loop_mysql.py`); this module holds
+(`loop_postgres.py`), MariaDB's and MySQL's through asyncmy (`loop_mysql.py`); this module holds
 everything else, once: which loop has the connections, how coroutines wait for one, what a cancel
 does, and when the append goes back to the synchronous path.
 
@@ -56,7 +56,7 @@ Made = tuple[Draft, AppendOutcome | None]
 """An append made here: its draft, and `STORED`, or `None` for the synchronous path to append it."""
 
 Connection = Any
-"""A loop connection, as its `LoopDriver` opens it (psycopg's, aiomysql's): only the driver uses it."""
+"""A loop connection, as its `LoopDriver` opens it (psycopg's, asyncmy's): only the driver uses it."""
 
 
 class LoopDriver(Protocol):
@@ -91,7 +91,7 @@ class LoopDriver(Protocol):
 
 
 def loop_driver(engine: sa.Engine, statement_timeout: float) -> LoopDriver | None:
-    """The engine's database's `LoopDriver` (its module imported only now: psycopg's or aiomysql's),
+    """The engine's database's `LoopDriver` (its module imported only now: psycopg's or asyncmy's),
     or `None` where appends are not sent from the loop (SQLite, an uncommon connection setting)."""
     if engine.dialect.name == "postgresql":
         from sessionledger.infrastructure.ledger.loop_postgres import PostgresLoop

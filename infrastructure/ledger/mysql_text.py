@@ -2,7 +2,7 @@
 writes it, made by the ledger itself for the append's packet (`driver.Packet` on the pool's
 connections, `loop_mysql.py` on the event loop's).
 
-PyMySQL (and aiomysql, PyMySQL under asyncio) binds parameters on the client: each value becomes a
+PyMySQL (and asyncmy, its protocol compiled for asyncio) binds parameters on the client: each value becomes a
 literal in the statement's text. Its string literal is one `str.translate` over a table whose
 entries for the escaped characters are two characters long, which CPython runs a character at a
 time from the first quote of a JSON payload on: about 14 ns per character, 30 us of a 2 KB
@@ -70,7 +70,7 @@ connection writes it, as every type not named)."""
 def statement_text(sql: str, params: Params, connection: Any) -> str:
     """`sql` with `params` written in, as PyMySQL's `cursor.execute(sql, params)` sends it; sent
     with `cursor.execute(text)` (no parameters: nothing is formatted again). `connection`: the
-    PyMySQL or aiomysql connection it is sent on (its `escape`, and its server status, which says
+    PyMySQL or asyncmy connection it is sent on (its `escape`, and its server status, which says
     whether backslashes escape)."""
     escape = connection.escape
     if connection.server_status & NO_BACKSLASH_ESCAPES:

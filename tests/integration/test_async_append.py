@@ -327,11 +327,29 @@ def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
     asyncio.run(scenario())
 
 
-def test_a_mariadb_url_argument_aiomysql_does_not_take_keeps_the_appends_on_the_threads(
+def test_a_mariadb_url_argument_asyncmy_does_not_take_keeps_the_appends_on_the_threads(
     mariadb_url: str, counted_hops: list[str]
 ) -> None:
-    """`read_timeout` is PyMySQL's, not aiomysql's: rather than open loop connections without it,
+    """`write_timeout` is PyMySQL's, not asyncmy's: rather than open loop connections without it,
     the async service appends on its threads, as before."""
+    url = f"{mariadb_url}?write_timeout=30"
+
+    async def scenario() -> str:
+        async with open_async_service(url) as service:
+            session = await service.create_session("alice", app_name="app")
+            await service.append_message(session.id, UserMessage("a"))
+            counted_hops.clear()
+            await service.append_message(session.id, UserMessage("b"))
+            assert counted_hops, "the append was sent from the loop without the URL's write_timeout"
+            return session.id
+
+    assert texts(url, asyncio.run(scenario())) == ["a", "b"]
+
+
+def test_a_mariadb_read_timeout_is_the_loop_connections_too(
+    mariadb_url: str, counted_hops: list[str]
+) -> None:
+    """`read_timeout` is PyMySQL's and asyncmy's: the loop's connections take it, and append."""
     url = f"{mariadb_url}?read_timeout=30"
 
     async def scenario() -> str:
@@ -340,7 +358,7 @@ def test_a_mariadb_url_argument_aiomysql_does_not_take_keeps_the_appends_on_the_
             await service.append_message(session.id, UserMessage("a"))
             counted_hops.clear()
             await service.append_message(session.id, UserMessage("b"))
-            assert counted_hops, "the append was sent from the loop without the URL's read_timeout"
+            assert not counted_hops
             return session.id
 
     assert texts(url, asyncio.run(scenario())) == ["a", "b"]

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
-import aiomysql
+import asyncmy
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -243,8 +243,8 @@ class RowLock:
         lock = "SELECT 1 FROM sessions WHERE id = %s FOR UPDATE"
         if url.startswith("mysql"):
             address = sa.make_url(url)
-            connection = await aiomysql.connect(
-                host=address.host, port=address.port, user=address.username, db=address.database
+            connection = await asyncmy.connect(
+                host=address.host, port=address.port, user=address.username, database=address.database
             )
             try:
                 async with connection.cursor() as cursor:
@@ -269,8 +269,6 @@ class RowLock:
     async def waited_for(self) -> bool:
         """Whether a statement of the async service's own connections waits for the lock."""
         cursor = self._connection.cursor()
-        if isinstance(self._connection, aiomysql.Connection):
-            cursor = await cursor
         await cursor.execute(self._waits)
         row = await cursor.fetchone()
         return row is not None and row[0] > 0
