@@ -34,7 +34,7 @@ from bench.database import fresh_mariadb
 from bench.report import Row
 from bench.timing import alternating, interleaved
 
-APPEND_ROUNDS, APPENDS_PER_ROUND = 16, 50
+APPEND_ROUNDS, APPENDS_PER_ROUND = 30, 50
 READ_ROUNDS = 30
 WINDOW_EVENTS = 1_000
 INGEST_ROUNDS = 6
