@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
@@ -53,9 +53,6 @@ from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
 from sessionledger.infrastructure.ledger.schema import ledger
 from sessionledger.infrastructure.ledger.state import StateScopes
-
-if TYPE_CHECKING:
-    from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
 NO_STATS = WindowStats()
 """The stats an on-head append plans from: what the plan leaves is then their growth."""
@@ -155,12 +152,13 @@ def _appended_on_head(draft: Draft) -> bool:
     return draft.expected_version is None and (event is None or not (event.state_delta or event.is_synthetic))
 
 
-def _libpq(statement: DriverStatement) -> LibpqStatement:
+def _libpq(statement: DriverStatement) -> RowsOnHead:
     """`statement` sent through libpq itself (`libpq_statement.py`): psycopg's, so imported only
     when a PostgreSQL ledger is opened, once, by its `Appends`."""
     from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
-    return LibpqStatement(statement)
+    libpq = LibpqStatement(statement.sql)
+    return lambda connection, values: libpq.execute(connection, statement.bound(values))
 
 
 def _statement(
@@ -310,7 +308,7 @@ class Appends:
             parameters = statements.row_parameters(count)
             if self._postgres:
                 one = DriverStatement(statements.append_rows(count), dialect)
-                forms = _RowsForms(one, None, _libpq(one).execute, parameters)
+                forms = _RowsForms(one, None, _libpq(one), parameters)
             else:
                 packet = Packet([statements.MOVE_BY, statements.insert_rows_if_moved(count)], dialect)
                 forms = _RowsForms(None, packet, _last_count(packet), parameters)
@@ -351,7 +349,7 @@ class Appends:
                         )
                 elif self._append_libpq is not None:
                     with self._autocommit() as connection:
-                        moved = self._append_libpq.execute(connection, values) == 1
+                        moved = self._append_libpq(connection, values) == 1
                 elif self._append_packet is not None:
                     with self._autocommit() as connection:
                         moved = self._append_packet.execute(connection, values)[-1] == 1
