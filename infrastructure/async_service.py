@@ -119,6 +119,7 @@ class AsyncSessionService:
         self._opening = threading.Lock()
         self._service: SessionService | None = None
         self._fast_append: AsyncAppend | None = None
+        self._fast_append_of: Callable[[float, int], AsyncAppend | None] | None = None  # `_loop_append`
         self._owns_service = True
         self._closed = False
 
@@ -131,10 +132,22 @@ class AsyncSessionService:
         face = cls(service.settings)
         face._service = service
         face._owns_service = False
-        loop_append = getattr(service.ledger, "async_append", None)  # a SQL ledger's (`ledger/sql.py`)
-        if loop_append is not None:
-            face._fast_append = loop_append(service.settings.statement_timeout, service.settings.pool_size)
+        face._fast_append_of = getattr(
+            service.ledger, "async_append", None
+        )  # a SQL ledger's (`ledger/sql.py`)
         return face
+
+    def _loop_append(self) -> AsyncAppend | None:
+        """The appends from the loop; for a service given to `around`, made at their first use:
+        a replicated ledger, told then that writes pass elsewhere, has every replica read ask the
+        primary how far it wrote, which a caller of `around` that never appends from a loop (a
+        LangGraph checkpointer used synchronously) should not pay for."""
+        if self._fast_append is None and self._fast_append_of is not None:
+            with self._opening:
+                made_of, self._fast_append_of = self._fast_append_of, None
+                if made_of is not None and not self._closed:
+                    self._fast_append = made_of(self._settings.statement_timeout, self._settings.pool_size)
+        return self._fast_append
 
     def synchronous(self) -> SessionService:
         """The synchronous service this one runs its calls on, opened now if it is not yet (it
@@ -182,7 +195,7 @@ class AsyncSessionService:
         the draft built there (`draft_of(steps)`) once a connection is free, and its answer
         `result(draft, outcome)`; else `whole(service)` on the pool. A draft the loop could not
         append is stored on the pool, by the same steps."""
-        fast = self._fast_append
+        fast = self._loop_append()
         made = None
         started = time.time_ns()
         if user_id is None and fast is not None and not self._closed:
@@ -227,8 +240,10 @@ class AsyncSessionService:
         await asyncio.to_thread(self._shutdown)
 
     def _shutdown(self) -> None:
-        if self._fast_append is not None:
-            self._fast_append.close()
+        with self._opening:  # none is made after this (`_loop_append`)
+            fast = self._fast_append
+        if fast is not None:
+            fast.close()
         self._pool.shutdown()
         with self._opening:
             if self._service is not None and self._owns_service:
@@ -299,7 +314,7 @@ class AsyncSessionService:
     ) -> list[AppendOutcome]:
         """`SessionService.append_entries`; an adapter's common append (one session's entries and
         new messages from its cached head) is sent from the loop, as `append_event`'s."""
-        fast = self._fast_append
+        fast = self._loop_append()
         if user_id is None and fast is not None and not self._closed:
             steps = self._opened().append_steps
             drafts, held = steps.draft_entries(session_id, entries, events)
