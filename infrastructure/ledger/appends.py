@@ -88,13 +88,14 @@ MAX_HEAD_RACES = 1000
 """How often a one-event append re-reads a head that moved before it gives up."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OneStatement:
     """An append's one autocommitted statement (MariaDB/MySQL: one packet), ready to run: its SQL,
     the driver's parameters, its session and the head it leaves there, the `rows` it inserts,
     which of its results (in order) counts the rows inserted: `rows` when the head moved and the
     rows went in, 0 when the head had moved on, and how many results it sends (a packet's:
-    `Packet.results`)."""
+    `Packet.results`). Not frozen, as nothing changes it: a frozen dataclass cost five times as
+    much to make, on every append from the loop."""
 
     sql: str
     params: Mapping[str, Any] | tuple[Any, ...]
@@ -105,14 +106,15 @@ class OneStatement:
     results: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OnHead:
     """An adapter's append planned from its session's cached head (`Appends.on_head`): the values
-    of its one round trip, the rows it inserts, the head it leaves, and the drafts' outcomes once
-    those rows are in."""
+    of its one round trip, how it writes its rows, how many, the head it leaves, and the drafts'
+    outcomes once those rows are in (not frozen: `OneStatement`)."""
 
     session_id: str
     values: dict[str, Any]
+    forms: _RowsForms
     rows: int
     head: LedgerHead
     outcomes: list[AppendOutcome]
@@ -241,10 +243,9 @@ class Appends:
         planned = self.on_head(drafts)
         if planned is None:
             return None
-        write = self._rows_on_head(planned.rows).write
         try:
             with self._autocommit() as connection:
-                stored = write(connection, planned.values) == planned.rows
+                stored = planned.forms.write(connection, planned.values) == planned.rows
         except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
             stored = False
         self._landed(planned.session_id, planned.head if stored else None)
@@ -279,10 +280,9 @@ class Appends:
             "new_hash": moved.head.hash,
             **(NO_GROWTH if moved.stats is NO_STATS else _growth(moved.stats)),
         }
-        values.update(
-            {parameter: rows[n][column] for n, column, parameter in self._rows_on_head(len(rows)).parameters}
-        )
-        return OnHead(sid, values, len(rows), moved.head, plan.outcomes)
+        forms = self._rows_on_head(len(rows))
+        values.update({parameter: rows[n][column] for n, column, parameter in forms.parameters})
+        return OnHead(sid, values, forms, len(rows), moved.head, plan.outcomes)
 
     def on_head_statement(self, drafts: Sequence[Draft]) -> tuple[OneStatement, list[AppendOutcome]] | None:
         """An adapter's append (`on_head`) as its one statement, for a caller that runs it on a
@@ -291,7 +291,7 @@ class Appends:
         planned = self.on_head(drafts)
         if planned is None:
             return None
-        forms = self._rows_on_head(planned.rows)
+        forms = planned.forms
         statement = _statement(
             forms.one, forms.packet, planned.values, planned.session_id, planned.head, planned.rows
         )
