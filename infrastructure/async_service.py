@@ -16,9 +16,11 @@ idle, on a loaded 2-core machine), 8 threads 915/s and 21 ms, 15 threads 1,014/s
 460 ms). The stall is the target that matters to an agent's event loop, so the pool stays small;
 `pool_size=` trades one for the other.
 
-One call is sent from the loop itself: the common one-event append on PostgreSQL
-(`append_event`, `append_message`; `ledger/async_append.py`), made by the synchronous path's own
-code and sent on the service's own asyncio connections (`pool_size` of them), because the hop
+The common appends are sent from the loop itself: the one-event append on PostgreSQL and
+MariaDB/MySQL (`append_event`, `append_message`) and an adapter's append of its entries and new
+messages from the session's cached head (`append_entries`; `ledger/async_append.py`), made by the
+synchronous path's own code and sent on the service's own asyncio connections (`pool_size` of
+them), because the hop
 around it cost 100-175 us on a quiet machine and over 500 us on a loaded one, and because many
 coroutines appending at once through the threads kept the loop waiting for the GIL. A coroutine
 waits for a free loop connection, and builds its event only then, so many appending at once build
@@ -39,10 +41,11 @@ import asyncio
 import functools
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from sessionledger.domain.append_outcomes import AppendOutcome
+from sessionledger.domain.entries import Entry, Forget
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.messages import Message
 from sessionledger.domain.records import Draft
@@ -116,6 +119,7 @@ class AsyncSessionService:
         self._opening = threading.Lock()
         self._service: SessionService | None = None
         self._fast_append: AsyncAppend | None = None
+        self._fast_append_of: Callable[[float, int], AsyncAppend | None] | None = None  # `_loop_append`
         self._owns_service = True
         self._closed = False
 
@@ -123,11 +127,27 @@ class AsyncSessionService:
     def around(cls, service: SessionService) -> AsyncSessionService:
         """The asynchronous face of an open synchronous `service` (its settings), on a pool of its
         own: for an adapter given one service that has coroutines too (LangGraph's checkpointer).
-        Closing it stops its pool and leaves `service` open: whoever opened it closes it."""
+        Closing it stops its pool and its loop connections and leaves `service` open: whoever
+        opened it closes it."""
         face = cls(service.settings)
         face._service = service
         face._owns_service = False
+        face._fast_append_of = getattr(
+            service.ledger, "async_append", None
+        )  # a SQL ledger's (`ledger/sql.py`)
         return face
+
+    def _loop_append(self) -> AsyncAppend | None:
+        """The appends from the loop; for a service given to `around`, made at their first use:
+        a replicated ledger, told then that writes pass elsewhere, has every replica read ask the
+        primary how far it wrote, which a caller of `around` that never appends from a loop (a
+        LangGraph checkpointer used synchronously) should not pay for."""
+        if self._fast_append is None and self._fast_append_of is not None:
+            with self._opening:
+                made_of, self._fast_append_of = self._fast_append_of, None
+                if made_of is not None and not self._closed:
+                    self._fast_append = made_of(self._settings.statement_timeout, self._settings.pool_size)
+        return self._fast_append
 
     def synchronous(self) -> SessionService:
         """The synchronous service this one runs its calls on, opened now if it is not yet (it
@@ -175,7 +195,7 @@ class AsyncSessionService:
         the draft built there (`draft_of(steps)`) once a connection is free, and its answer
         `result(draft, outcome)`; else `whole(service)` on the pool. A draft the loop could not
         append is stored on the pool, by the same steps."""
-        fast = self._fast_append
+        fast = self._loop_append()
         made = None
         started = time.time_ns()
         if user_id is None and fast is not None and not self._closed:
@@ -220,8 +240,10 @@ class AsyncSessionService:
         await asyncio.to_thread(self._shutdown)
 
     def _shutdown(self) -> None:
-        if self._fast_append is not None:
-            self._fast_append.close()
+        with self._opening:  # none is made after this (`_loop_append`)
+            fast = self._fast_append
+        if fast is not None:
+            fast.close()
         self._pool.shutdown()
         with self._opening:
             if self._service is not None and self._owns_service:
@@ -281,7 +303,31 @@ class AsyncSessionService:
         )
 
     ingest = _async_twin(SessionService.ingest)
-    append_entries = _async_twin(SessionService.append_entries)
+
+    async def append_entries(
+        self,
+        session_id: str,
+        entries: Iterable[Entry | Forget],
+        *,
+        events: Iterable[SessionEvent] = (),
+        user_id: str | None = None,
+    ) -> list[AppendOutcome]:
+        """`SessionService.append_entries`; an adapter's common append (one session's entries and
+        new messages from its cached head) is sent from the loop, as `append_event`'s."""
+        fast = self._loop_append()
+        if user_id is None and fast is not None and not self._closed:
+            steps = self._opened().append_steps
+            drafts, held = steps.draft_entries(session_id, entries, events)
+            outcomes = await fast.append_on_head(drafts) if drafts else []
+            if outcomes is not None:
+                return outcomes[:held]
+            return await self.run(
+                lambda service: service.append_steps.store_entries(session_id, drafts, held)
+            )
+        return await self.run(
+            lambda service: service.append_entries(session_id, entries, events=events, user_id=user_id)
+        )
+
     entries = _async_twin(SessionService.entries)
     entry_log = _async_twin(SessionService.entry_log)
     get_events = _async_twin(SessionService.get_events)

@@ -147,7 +147,8 @@ class AppendWatcher(Protocol):
 
 class AppendSteps:
     """A one-event append in its two steps, the ones `SessionService.append_event` and
-    `append_message` are made of: the checked draft (no I/O) and its storing.
+    `append_message` are made of: the checked draft (no I/O) and its storing; and the checked
+    drafts of an adapter's append (`append_entries`).
 
     For a caller that runs the steps apart: the async service drafts on the event loop and sends
     the draft from there when it can, and has it stored on its threads when it cannot
@@ -185,6 +186,42 @@ class AppendSteps:
         session_id = _require_id(session_id, "session_id")
         event = SessionEvent._new(session_id, message, branch, metadata, state_delta)
         return append_draft(event, self._max_payload_bytes)
+
+    def draft_entries(
+        self, session_id: str, entries: Iterable[Entry | Forget], events: Iterable[SessionEvent] = ()
+    ) -> tuple[list[Draft], int]:
+        """What `SessionService.append_entries(session_id, entries, events=events)` stores, the
+        events' drafts first, and how many of them are events (its checks: `ValueError` saying
+        why not; no I/O)."""
+        session_id = _require_id(session_id, "session_id")
+        drafts = []
+        for event in events:
+            if not isinstance(event, SessionEvent) or event.session_id != session_id:
+                raise ValueError(f"events must be SessionEvents of session {session_id!r}")
+            drafts.append(append_draft(event, self._max_payload_bytes))
+        held = len(drafts)
+        now = _now()
+        for item in entries:
+            if isinstance(item, Entry):
+                if not item.plain:  # a plain value's adapter built it of plain JSON (`Entry.plain`)
+                    ensure_json(item.value, f"the value of entry {item.key!r}")
+                draft = entry_draft(session_id, item, now)
+            elif isinstance(item, Forget):
+                draft = forgotten_draft(session_id, item, now)
+            else:
+                raise ValueError(f"entries must be Entry or Forget values, not {type(item).__name__}")
+            drafts.append(within_limit(draft, f"an entry of {session_id!r}", self._max_payload_bytes))
+        return drafts, held
+
+    def store_entries(self, session_id: str, drafts: Sequence[Draft], held: int) -> list[AppendOutcome]:
+        """Append `draft_entries`' drafts (`held` of them events) in one transaction: the events'
+        outcomes; `SessionNotFound` (nothing stored) when the session is unknown or deleted."""
+        if not drafts:
+            return []
+        outcomes = self._ledger.append(drafts)
+        if AppendOutcome.NO_SESSION in outcomes:
+            raise SessionNotFound(f"session {session_id!r} not found")
+        return outcomes[:held]
 
     def store(self, draft: Draft, user_id: str | None = None) -> AppendOutcome:
         """Append the draft, on behalf of `user_id` if given (`ValueError` unless the session is
@@ -502,32 +539,9 @@ class SessionService:
         item is checked first (`ValueError`, nothing stored); `SessionNotFound` (nothing stored)
         when the session is unknown or deleted; with `user_id`, `ValueError` for another user's.
         """
-        session_id = _require_id(session_id, "session_id")
-        drafts = []
-        for event in events:
-            if not isinstance(event, SessionEvent) or event.session_id != session_id:
-                raise ValueError(f"events must be SessionEvents of session {session_id!r}")
-            drafts.append(self._draft(event))
-        held = len(drafts)
-        now = _now()
-        for item in entries:
-            if isinstance(item, Entry):
-                if not item.plain:  # a plain value's adapter built it of plain JSON (`Entry.plain`)
-                    ensure_json(item.value, f"the value of entry {item.key!r}")
-                draft = entry_draft(session_id, item, now)
-            elif isinstance(item, Forget):
-                draft = forgotten_draft(session_id, item, now)
-            else:
-                raise ValueError(f"entries must be Entry or Forget values, not {type(item).__name__}")
-            limit = self._settings.max_payload_bytes
-            drafts.append(within_limit(draft, f"an entry of {session_id!r}", limit))
+        drafts, held = self._steps.draft_entries(session_id, entries, events)
         self._require_owner(session_id, user_id)
-        if not drafts:
-            return []
-        outcomes = self._ledger.append(drafts)
-        if AppendOutcome.NO_SESSION in outcomes:
-            raise SessionNotFound(f"session {session_id!r} not found")
-        return outcomes[:held]
+        return self._steps.store_entries(session_id, drafts, held)
 
     def entries(
         self,

@@ -15,15 +15,19 @@ thread reads as absent, and writing to it is a `ValueError`.
 
 Both faces run one implementation over a `SessionService`: the synchronous methods call it on
 the caller's thread, the coroutines hand the same call to the `AsyncSessionService`'s pool in
-one hop, so no coroutine blocks the event loop.
+one hop, so no coroutine blocks the event loop. A put (and a task's writes) to a thread known to
+be the user's is built on the loop, as langgraph's own async savers build theirs, and sent by the
+async service's `append_entries`, from the loop itself where the ledger has loop connections
+(PostgreSQL, MariaDB/MySQL): no thread hop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -39,6 +43,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sessionledger.domain.entries import Entry, Forget, StoredEntry
 from sessionledger.domain.errors import SessionExists, SessionNotFound
+from sessionledger.domain.events import SessionEvent
 from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.bootstrap import open_service
 from sessionledger.infrastructure.langgraph.checkpoints import (
@@ -70,8 +75,8 @@ DEFAULT_USER = "langgraph"
 """The owner of a thread when neither the config nor the saver names one."""
 
 STRIPES = 64
-"""Appends to one thread wait for each other in the saver (`LedgerSaver._append`), on one of this
-many locks (by the thread id's hash)."""
+"""Appends to one thread wait for each other in the saver (`LedgerSaver._append`, and
+`_aappend` on an event loop), on one of this many locks (by the thread id's hash)."""
 
 KEPT_THREADS = 4096
 """How many threads' owners and messages a saver remembers (`KnownMessages`; beyond, it forgets
@@ -125,6 +130,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         self._messages: dict[str, KnownMessages] = {}
         self._lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(STRIPES)]
+        self._loop_stripes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Lock]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- the two faces ----------------------------------------------------------------------
 
@@ -232,6 +240,38 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 self._writable(service, thread_id, user)
                 service.append_entries(thread_id, entries, events=events)
 
+    async def _aappend(
+        self,
+        thread_id: str,
+        user: str,
+        entries: Sequence[Entry | Forget],
+        events: Sequence[SessionEvent] = (),
+    ) -> None:
+        """`_append` for the coroutines: to a thread known to be the user's, the async service's
+        `append_entries`, sent from the event loop when it can be (the hop to a thread cost a put
+        a fifth of its time or more); else `_append` on its pool, which checks the owner (and
+        creates the thread's session), as it does for any thread not known to be the user's."""
+        async with self._loop_stripe(thread_id):
+            if self._owners.get(thread_id) == user:
+                try:
+                    await self._async.append_entries(thread_id, entries, events=events)
+                    return
+                except SessionNotFound:  # gone since it was known: `_append` finds out why
+                    self._owners.pop(thread_id, None)
+            await self._run(lambda service: self._append(service, thread_id, user, entries, events))
+
+    def _loop_stripe(self, thread_id: str) -> asyncio.Lock:
+        """The thread's stripe among the running loop's (`_stripes` for the coroutines: langgraph
+        writes a step's checkpoint and its tasks' writes from several tasks at once, which, each
+        planned from the same cached head, found it moved and took the synchronous path). One set
+        per loop, as an asyncio lock serves one loop."""
+        loop = asyncio.get_running_loop()
+        stripes = self._loop_stripes.get(loop)
+        if stripes is None:
+            with self._lock:
+                stripes = self._loop_stripes.setdefault(loop, [asyncio.Lock() for _ in range(STRIPES)])
+        return stripes[hash(thread_id) % STRIPES]
+
     def _threads(self, service: SessionService, config: RunnableConfig | None, user: str) -> list[str]:
         """The threads a listing or a deletion by run covers: the config's, or all the user's."""
         if config is not None:
@@ -244,18 +284,18 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     # --- put, put_writes --------------------------------------------------------------------
 
-    def _put(
+    def _checkpoint_put(
         self,
-        service: SessionService,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    ) -> _CheckpointPut:
+        """What a put appends: the checkpoint's entry after its new message entries, and its new
+        message events (no I/O)."""
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
-        user = self._user(config)
         known = self._known_messages(thread_id)
         values = checkpoint["channel_values"]
         split = None
@@ -275,12 +315,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             if MESSAGES in new_versions and MESSAGES in values
             else []
         )
-        self._append(service, thread_id, user, [*messages, entry], events)
-        known.stored.update(message.key for message in messages)
-        known.events.update(event.id for event in events)
-        return {
-            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
-        }
+        return _CheckpointPut(
+            thread_id, ns, checkpoint["id"], self._user(config), known, messages, entry, events
+        )
 
     def _known_messages(self, thread_id: str) -> KnownMessages:
         with self._lock:
@@ -299,20 +336,14 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             return None
         return MessageValues(self.serde, service.entries(thread_id, MESSAGE))
 
-    def _put_writes(
-        self,
-        service: SessionService,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> None:
+    def _write_entries(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> tuple[str, list[Entry]]:
+        """The config's thread, and the entries of a task's writes to its checkpoint (no I/O)."""
         configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         entries = write_entries(self.serde, ns, configurable["checkpoint_id"], writes, task_id, task_path)
-        if entries:
-            self._append(service, thread_id, self._user(config), entries)
+        return str(configurable["thread_id"]), entries
 
     def put(
         self,
@@ -322,7 +353,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store the checkpoint (and its new messages as events) in one ledger transaction."""
-        return self._put(self.service, config, checkpoint, metadata, new_versions)
+        put = self._checkpoint_put(config, checkpoint, metadata, new_versions)
+        self._append(self.service, put.thread_id, put.user, put.entries, put.events)
+        return put.stored()
 
     async def aput(
         self,
@@ -331,18 +364,24 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await self._run(lambda service: self._put(service, config, checkpoint, metadata, new_versions))
+        put = self._checkpoint_put(config, checkpoint, metadata, new_versions)
+        await self._aappend(put.thread_id, put.user, put.entries, put.events)
+        return put.stored()
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         """Store a task's writes for the config's checkpoint (one transaction)."""
-        self._put_writes(self.service, config, writes, task_id, task_path)
+        thread_id, entries = self._write_entries(config, writes, task_id, task_path)
+        if entries:
+            self._append(self.service, thread_id, self._user(config), entries)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        await self._run(lambda service: self._put_writes(service, config, writes, task_id, task_path))
+        thread_id, entries = self._write_entries(config, writes, task_id, task_path)
+        if entries:
+            await self._aappend(thread_id, self._user(config), entries)
 
     # --- get_tuple, list --------------------------------------------------------------------
 
@@ -552,6 +591,38 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         await self._run(
             lambda service: self._copy_thread(service, str(source_thread_id), str(target_thread_id))
         )
+
+
+@dataclass(slots=True)
+class _CheckpointPut:
+    """A put's thread, namespace, checkpoint id and user, what it appends, and the thread's
+    remembered messages, which `stored()` updates once it is appended (not frozen: a frozen
+    dataclass cost five times as much to make, on every put)."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    user: str
+    known: KnownMessages
+    messages: list[Entry]
+    entry: Entry
+    events: list[SessionEvent]
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [*self.messages, self.entry]
+
+    def stored(self) -> RunnableConfig:
+        """Remember the messages and events stored; the config of the checkpoint."""
+        self.known.stored.update(message.key for message in self.messages)
+        self.known.events.update(event.id for event in self.events)
+        return {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": self.ns,
+                "checkpoint_id": self.checkpoint_id,
+            }
+        }
 
 
 def _latest_per_namespace(checkpoints: Sequence[StoredEntry]) -> set[str]:

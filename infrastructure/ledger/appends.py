@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome, Tally
@@ -54,9 +54,6 @@ from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_
 from sessionledger.infrastructure.ledger.schema import ledger
 from sessionledger.infrastructure.ledger.state import StateScopes
 
-if TYPE_CHECKING:
-    from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
-
 NO_STATS = WindowStats()
 """The stats an on-head append plans from: what the plan leaves is then their growth."""
 
@@ -74,22 +71,53 @@ RowsOnHead = Callable[[Any, Mapping[str, Any]], int]
 """Writes a session's rows from its cached head on a driver connection in autocommit, returning
 the rows inserted (`Appends._rows_on_head`)."""
 
+
+@dataclass(frozen=True)
+class _RowsForms:
+    """How `Appends._append_on_head` writes a number of rows in one round trip: its statement
+    (PostgreSQL) or packet (MariaDB/MySQL), the synchronous path's writer of it, and its row
+    parameters (`statements.row_parameters`)."""
+
+    one: DriverStatement | None
+    packet: Packet | None
+    write: RowsOnHead
+    parameters: tuple[tuple[int, str, str], ...]
+
+
 MAX_HEAD_RACES = 1000
 """How often a one-event append re-reads a head that moved before it gives up."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OneStatement:
     """An append's one autocommitted statement (MariaDB/MySQL: one packet), ready to run: its SQL,
-    the driver's parameters, the ledger record it writes, which of its results (in order) counts
-    the row inserted: 1 when the head moved and the row went in, 0 when the head had moved on, and
-    how many results it sends (a packet's: `Packet.results`)."""
+    the driver's parameters, its session and the head it leaves there, the `rows` it inserts,
+    which of its results (in order) counts the rows inserted: `rows` when the head moved and the
+    rows went in, 0 when the head had moved on, and how many results it sends (a packet's:
+    `Packet.results`). Not frozen, as nothing changes it: a frozen dataclass cost five times as
+    much to make, on every append from the loop."""
 
     sql: str
     params: Mapping[str, Any] | tuple[Any, ...]
-    record: LedgerRecord
+    session_id: str
+    head: LedgerHead
+    rows: int = 1
     counted: int = 0
     results: int = 1
+
+
+@dataclass(slots=True)
+class OnHead:
+    """An adapter's append planned from its session's cached head (`Appends.on_head`): the values
+    of its one round trip, how it writes its rows, how many, the head it leaves, and the drafts'
+    outcomes once those rows are in (not frozen: `OneStatement`)."""
+
+    session_id: str
+    values: dict[str, Any]
+    forms: _RowsForms
+    rows: int
+    head: LedgerHead
+    outcomes: list[AppendOutcome]
 
 
 def head_moves(event: SessionEvent) -> dict[str, Any]:
@@ -126,12 +154,35 @@ def _appended_on_head(draft: Draft) -> bool:
     return draft.expected_version is None and (event is None or not (event.state_delta or event.is_synthetic))
 
 
-def _libpq(statement: DriverStatement) -> LibpqStatement:
+def _libpq(statement: DriverStatement) -> RowsOnHead:
     """`statement` sent through libpq itself (`libpq_statement.py`): psycopg's, so imported only
     when a PostgreSQL ledger is opened, once, by its `Appends`."""
     from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
-    return LibpqStatement(statement)
+    libpq = LibpqStatement(statement.sql)
+    return lambda connection, values: libpq.execute(connection, statement.bound(values))
+
+
+def _statement(
+    one: DriverStatement | None,
+    packet: Packet | None,
+    values: Mapping[str, Any],
+    session_id: str,
+    head: LedgerHead,
+    rows: int,
+) -> OneStatement | None:
+    """The append `one` (PostgreSQL) or `packet` (MariaDB/MySQL) makes with `values`, ready to run."""
+    if one is not None:
+        return OneStatement(one.sql, one.params(values), session_id, head, rows)
+    if packet is not None:
+        params = packet.params(values)
+        return OneStatement(packet.sql, params, session_id, head, rows, packet.last_result, packet.results)
+    return None
+
+
+def _last_count(packet: Packet) -> RowsOnHead:
+    """A packet's writer: the row count of its last statement."""
+    return lambda connection, values: packet.execute(connection, values)[-1]
 
 
 def _one_statement_forms(
@@ -167,8 +218,7 @@ class Appends:
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
         # the same append made for a remembered access token, which must still be live (`one_statement`)
         self._token_append = _one_statement_forms(statements.move_head(statements.TOKEN_LIVE), engine.dialect)
-        # by row count: how `_rows_on_head` writes them and their row parameters (`statements.row_parameters`)
-        self._append_rows: dict[int, tuple[RowsOnHead, tuple[tuple[int, str, str], ...]]] = {}
+        self._append_rows: dict[int, _RowsForms] = {}  # by row count: `_rows_on_head`
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
@@ -178,8 +228,7 @@ class Appends:
             return [self._append_one(drafts[0])]
         if not drafts:
             return []
-        on_head = self._postgres or self._append_packet is not None
-        if tally is None and on_head and any(d.kind in ADAPTER_KINDS for d in drafts):
+        if tally is None:
             outcomes = self._append_on_head(drafts)
             if outcomes is not None:
                 return outcomes
@@ -188,13 +237,30 @@ class Appends:
     def _append_on_head(self, drafts: Sequence[Draft]) -> list[AppendOutcome] | None:
         """An adapter's append (its entries and new messages, one session) in one autocommitted
         round trip from the session's cached head, as a one-event append is (`_rows_on_head`: the
-        batch path's four round trips cost an adapter's put three times the peers' one). Planned
-        by `plan_batch` from the cached head and empty stats, whose result is then the stats'
-        growth: additive for events with no state delta, none synthetic. `None` (nothing written)
-        for any append it cannot make that way, which the batch path then makes: several
-        sessions, more than `ON_HEAD_ROWS` rows, no cached head, a conditional append, a state
-        delta, a synthetic event, a duplicate, or a head that moved."""
-        if len(drafts) > statements.ON_HEAD_ROWS:
+        batch path's four round trips cost an adapter's put three times the peers' one); `None`
+        (nothing written) for any append `on_head` cannot plan, or that meets a duplicate or a
+        head that moved, which the batch path then makes."""
+        planned = self.on_head(drafts)
+        if planned is None:
+            return None
+        try:
+            with self._autocommit() as connection:
+                stored = planned.forms.write(connection, planned.values) == planned.rows
+        except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
+            stored = False
+        self._landed(planned.session_id, planned.head if stored else None)
+        return planned.outcomes if stored else None
+
+    def on_head(self, drafts: Sequence[Draft]) -> OnHead | None:
+        """An adapter's append planned from the session's cached head, by `plan_batch` from that
+        head and empty stats, whose result is then the stats' growth: additive for events with no
+        state delta, none synthetic. For `_append_on_head`, and for `on_head_statement`'s caller,
+        which runs it on a connection of its own. `None` when it cannot be planned so: SQLite, no
+        adapter's entry, several sessions, more than `ON_HEAD_ROWS` rows, no cached head, a
+        conditional append, a state delta, a synthetic event, or an event id the plan refuses."""
+        if self._append_row is None and self._append_packet is None:  # SQLite: no one round trip
+            return None
+        if len(drafts) > statements.ON_HEAD_ROWS or not any(d.kind in ADAPTER_KINDS for d in drafts):
             return None
         session_ids = batch_session_ids(drafts)
         head = self._heads.get(session_ids[0]) if len(session_ids) == 1 else None
@@ -206,13 +272,6 @@ class Appends:
             return None
         moved = plan.sessions[sid]
         rows = [ledger_row(record, draft.text) for record, draft in plan.appended]
-        prepared = self._append_rows.get(len(rows))
-        if prepared is None:
-            prepared = self._append_rows[len(rows)] = (
-                self._rows_on_head(len(rows)),
-                statements.row_parameters(len(rows)),
-            )
-        write, parameters = prepared
         values: dict[str, Any] = {
             "sid": sid,
             "cached": head.position,
@@ -221,27 +280,40 @@ class Appends:
             "new_hash": moved.head.hash,
             **(NO_GROWTH if moved.stats is NO_STATS else _growth(moved.stats)),
         }
-        values.update({parameter: rows[n][column] for n, column, parameter in parameters})
-        try:
-            with self._autocommit() as connection:
-                stored = write(connection, values) == len(rows)
-        except self._integrity_errors:  # a message id the session holds: the batch path sorts it out
-            stored = False
-        if not stored:
-            self._heads.forget(sid)
-            return None
-        self._heads.keep(sid, moved.head)
-        return plan.outcomes
+        forms = self._rows_on_head(len(rows))
+        values.update({parameter: rows[n][column] for n, column, parameter in forms.parameters})
+        return OnHead(sid, values, forms, len(rows), moved.head, plan.outcomes)
 
-    def _rows_on_head(self, count: int) -> RowsOnHead:
-        """How `_append_on_head` writes `count` rows in one round trip: `statements.append_rows`
-        through libpq on PostgreSQL, `MOVE_BY` then `insert_rows_if_moved` as one packet on
-        MariaDB/MySQL; either returns the rows inserted (none when the head had moved)."""
-        if self._postgres:
-            made = DriverStatement(statements.append_rows(count), self._engine.dialect)
-            return _libpq(made).execute
-        packet = Packet([statements.MOVE_BY, statements.insert_rows_if_moved(count)], self._engine.dialect)
-        return lambda connection, values: packet.execute(connection, values)[-1]
+    def on_head_statement(self, drafts: Sequence[Draft]) -> tuple[OneStatement, list[AppendOutcome]] | None:
+        """An adapter's append (`on_head`) as its one statement, for a caller that runs it on a
+        connection of its own (`async_append.py`), and the drafts' outcomes once it has moved the
+        head; `None` when `on_head` cannot plan it, for `append` to make."""
+        planned = self.on_head(drafts)
+        if planned is None:
+            return None
+        forms = planned.forms
+        statement = _statement(
+            forms.one, forms.packet, planned.values, planned.session_id, planned.head, planned.rows
+        )
+        return None if statement is None else (statement, planned.outcomes)
+
+    def _rows_on_head(self, count: int) -> _RowsForms:
+        """How `count` rows go in from a cached head in one round trip, made once per row count:
+        `statements.append_rows` on PostgreSQL, written through libpq; `MOVE_BY` then
+        `insert_rows_if_moved` as one packet on MariaDB/MySQL. Either writer returns the rows
+        inserted (none when the head had moved)."""
+        forms = self._append_rows.get(count)
+        if forms is None:
+            dialect = self._engine.dialect
+            parameters = statements.row_parameters(count)
+            if self._postgres:
+                one = DriverStatement(statements.append_rows(count), dialect)
+                forms = _RowsForms(one, None, _libpq(one), parameters)
+            else:
+                packet = Packet([statements.MOVE_BY, statements.insert_rows_if_moved(count)], dialect)
+                forms = _RowsForms(None, packet, _last_count(packet), parameters)
+            self._append_rows[count] = forms
+        return forms
 
     def _append_one(self, draft: Draft) -> AppendOutcome:
         """Move the cached head and insert the row, atomically.
@@ -277,7 +349,7 @@ class Appends:
                         )
                 elif self._append_libpq is not None:
                     with self._autocommit() as connection:
-                        moved = self._append_libpq.execute(connection, values) == 1
+                        moved = self._append_libpq(connection, values) == 1
                 elif self._append_packet is not None:
                     with self._autocommit() as connection:
                         moved = self._append_packet.execute(connection, values)[-1] == 1
@@ -311,18 +383,21 @@ class Appends:
         record, values = statement_values(draft, head, head_moves(event))
         if live_token is not None:
             values["token_id"] = live_token
-        if one is not None:
-            return OneStatement(one.sql, one.params(values), record)
-        assert packet is not None  # one of the two forms, checked above
-        return OneStatement(packet.sql, packet.params(values), record, packet.last_result, packet.results)
+        return _statement(one, packet, values, event.session_id, LedgerHead.of(record), 1)
 
     def ran(self, statement: OneStatement, moved: bool) -> None:
-        """What a `one_statement` that ran did to the head: moved it (kept), or found it moved
-        (forgotten: the next append re-reads it)."""
-        if moved:
-            self._heads.keep(statement.record.session_id, LedgerHead.of(statement.record))
+        """What a `one_statement` or `on_head_statement` that ran did to the head: moved it (kept),
+        or not (forgotten: the next append re-reads it)."""
+        self._landed(statement.session_id, statement.head if moved else None)
+
+    def _landed(self, session_id: str, head: LedgerHead | None) -> None:
+        """The session's head after an append from its cached head: `head` where the append moved
+        it, else (`None`: the head had moved on, or it is unknown whether the append landed)
+        forgotten, so that the next append re-reads it."""
+        if head is None:
+            self._heads.forget(session_id)
         else:
-            self._heads.forget(statement.record.session_id)
+            self._heads.keep(session_id, head)
 
     def _move_and_insert(
         self, driver: Any, values: dict[str, Any], merge_state: Callable[[], None] | None = None

@@ -1,5 +1,6 @@
-"""`AsyncAppend`: the common one-event append run on the event loop's own connections instead of a
-thread: one round trip, no thread hop. PostgreSQL's through psycopg's async driver
+"""`AsyncAppend`: the common one-event append, and an adapter's common append (its entries and new
+messages), run on the event loop's own connections instead of a thread: one round trip, no thread
+hop. PostgreSQL's through psycopg's async driver
 (`loop_postgres.py`), MariaDB's and MySQL's through asyncmy (`loop_mysql.py`); this module holds
 everything else, once: which loop has the connections, how coroutines wait for one, what a cancel
 does, and when the append goes back to the synchronous path.
@@ -7,8 +8,9 @@ does, and when the append goes back to the synchronous path.
 An append on the async service's threads wakes two threads for each call; around a real append
 that hop cost 100-175 us (a quiet machine) to over 500 us (a loaded one), a fifth of an adapter's
 append or more. The append here is the very statement the synchronous path runs, made by the same
-code (`Appends.one_statement`: the head, the record, the row; on MariaDB/MySQL the same packet),
-only sent from the loop. Whatever is not that common case goes back to the caller (`None`), who
+code (`Appends.one_statement`: the head, the record, the row; `Appends.on_head_statement`: an
+adapter's rows planned from the cached head; on MariaDB/MySQL the same packet), only sent from the
+loop. Whatever is not that common case goes back to the caller (`None`), who
 makes the whole append on the synchronous path, with its retries, duplicate check and state
 merges: no ledger rule has a second copy here. That is also what happens while another event loop
 holds the connections, and after any error, when the connection is dropped (a statement refused by
@@ -39,7 +41,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -106,7 +108,8 @@ def loop_driver(engine: sa.Engine, statement_timeout: float) -> LoopDriver | Non
 
 class AsyncAppend:
     """Up to `size` asyncio connections to the ledger's database, opened on first use by one event
-    loop at a time, for the appends `Appends.one_statement` can make."""
+    loop at a time, for the appends `Appends.one_statement` and `Appends.on_head_statement` can
+    make."""
 
     def __init__(self, appends: Appends, driver: LoopDriver, size: int) -> None:
         self._appends = appends
@@ -130,7 +133,29 @@ class AsyncAppend:
             return None
         try:
             draft = draft_of()
-            return draft, await settled(self._run(connection, draft, live_token))  # sent, it runs to its end
+            statement = self._appends.one_statement(draft, live_token)
+            if statement is None:
+                return draft, None
+            stored = await settled(self._run(connection, statement))  # sent, it runs to its end
+            return draft, AppendOutcome.STORED if stored else None
+        finally:
+            self._checkin(connection)
+
+    async def append_on_head(self, drafts: Sequence[Draft]) -> list[AppendOutcome] | None:
+        """Wait for a connection of this loop and append an adapter's drafts (its entries and new
+        messages, one session), planned only then from the session's cached head (the latest this
+        process knows: `Appends.on_head_statement`): the drafts' outcomes; `None` when nothing was
+        stored here (no connection, an append it cannot plan, a head that moved, a duplicate
+        message id, an error): the caller appends them on the synchronous path, as `append`'s."""
+        connection = await self._checkout()
+        if connection is None:
+            return None
+        try:
+            planned = self._appends.on_head_statement(drafts)
+            if planned is None:
+                return None
+            statement, outcomes = planned
+            return outcomes if await settled(self._run(connection, statement)) else None
         finally:
             self._checkin(connection)
 
@@ -154,12 +179,9 @@ class AsyncAppend:
         finally:
             self._checkin(connection)
 
-    async def _run(
-        self, connection: Connection, draft: Draft, live_token: str | None
-    ) -> AppendOutcome | None:
-        statement = self._appends.one_statement(draft, live_token)
-        if statement is None:
-            return None
+    async def _run(self, connection: Connection, statement: OneStatement) -> bool:
+        """Send the statement: whether it moved the head and its rows went in (`False`: the head had
+        moved on, an id was taken, or the connection failed, and is then dropped)."""
         try:
             try:
                 counts = await self._driver.send(connection, statement)
@@ -170,11 +192,11 @@ class AsyncAppend:
             self._appends.ran(statement, moved=False)
             self._discard(connection)
             if isinstance(error, Exception):
-                return None
+                return False
             raise
-        moved = bool(counts) and counts[statement.counted] == 1
+        moved = bool(counts) and counts[statement.counted] == statement.rows
         self._appends.ran(statement, moved)
-        return AppendOutcome.STORED if moved else None
+        return moved
 
     async def _checkout(self) -> Connection | None:
         """An idle connection of this loop, a new one while there are fewer than `size`, else the

@@ -1,10 +1,11 @@
 """PostgreSQL's `LoopDriver` (`async_append.py`): the event loop's own connections through
-psycopg's async driver; imported only when an async service appends to a PostgreSQL ledger."""
+psycopg's async driver, the appends sent by libpq as the synchronous path sends them
+(`libpq_statement.py`); imported only when an async service appends to a PostgreSQL ledger."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import sqlalchemy as sa
@@ -12,6 +13,7 @@ from sessionledger.infrastructure.ledger.appends import OneStatement
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
 from sessionledger.infrastructure.ledger.driver import GENERIC_PLANS
 from sessionledger.infrastructure.ledger.engine import milliseconds
+from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement
 
 
 class PostgresLoop:
@@ -25,6 +27,7 @@ class PostgresLoop:
     def __init__(self, url: sa.URL, statement_timeout: float) -> None:
         self._conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._timeout_ms = milliseconds(statement_timeout)
+        self._statements: dict[str, LibpqStatement] = {}  # by SQL: the appends' few forms
 
     async def connect(self) -> psycopg.AsyncConnection | None:
         try:
@@ -37,8 +40,11 @@ class PostgresLoop:
         return connection
 
     async def send(self, connection: psycopg.AsyncConnection, statement: OneStatement) -> list[int]:
-        cursor = await connection.execute(statement.sql, statement.params)
-        return [cursor.rowcount]
+        sent = self._statements.get(statement.sql)
+        if sent is None:
+            sent = self._statements.setdefault(statement.sql, LibpqStatement(statement.sql))
+        params = cast(Mapping[str, Any], statement.params)  # by name: psycopg's (`DriverStatement.params`)
+        return [await sent.execute_async(connection, params)]
 
     async def after_refusal(self, connection: psycopg.AsyncConnection) -> None:
         return None

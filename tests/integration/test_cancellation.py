@@ -1,8 +1,9 @@
 """Cancellation settles: when `CancelledError` reaches the caller of a write, the write is stored
 (the next read sees it) or never will be. Writes through `AsyncSessionService`, the google-adk
-adapter and the openai-agents adapter are cancelled at random points (once, or twice in a row), on
-memory, SQLite, PostgreSQL and MariaDB; after each cancel the session is read at once, then again once the
-service's threads are idle and a little later, and the two reads must agree."""
+adapter, the openai-agents adapter and LangGraph's checkpointer are cancelled at random points
+(once, or twice in a row), on memory, SQLite, PostgreSQL and MariaDB; after each cancel the session
+is read at once, then again once the service's threads are idle and a little later, and the two
+reads must agree."""
 
 from __future__ import annotations
 
@@ -22,9 +23,13 @@ from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.session import Session
 from google.genai import types
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.adk import LedgerSessionService
+from sessionledger.infrastructure.audit import verify
+from sessionledger.infrastructure.langgraph import LedgerSaver
+from sessionledger.infrastructure.langgraph.checkpoints import CHECKPOINT, WRITE
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
 from sessionledger.infrastructure.openai_agents import LedgerSession
 
@@ -222,6 +227,45 @@ def test_openai_agents_add_items_settles_whole_or_not_at_all(database_url: str) 
     assert asyncio.run(scenario()) > ITERATIONS // 4
 
 
+# --- langgraph ---------------------------------------------------------------------------------
+
+
+def test_langgraph_puts_settle_whole_or_not_at_all(database_url: str) -> None:
+    """`aput` and `aput_writes` to a thread the saver knows (on PostgreSQL and MariaDB sent from
+    the event loop) are stored whole or not at all when the cancel reaches the caller, and the
+    saver's next put finds the thread's head where the last one left it."""
+    rng = random.Random(81)
+    tid = unique("thread")
+
+    async def scenario() -> int:
+        async with open_async_service(database_url) as service, LedgerSaver(service=service) as saver:
+            thread = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+            latest = [await saver.aput(thread, generate_checkpoint(), generate_metadata(step=0), {})]
+
+            async def read() -> tuple[int, int]:
+                stored = await service.entries(tid, [CHECKPOINT, WRITE])
+                return sum(e.type == CHECKPOINT for e in stored), sum(e.type == WRITE for e in stored)
+
+            async def put(n: int) -> None:
+                latest.append(
+                    await saver.aput(latest[-1], generate_checkpoint(), generate_metadata(step=n), {})
+                )
+
+            def write(n: int) -> Coroutine[Any, Any, Any]:
+                if rng.random() < 0.5:
+                    return put(n)
+                return saver.aput_writes(latest[-1], [("ch", n), ("other", str(n))], f"task-{n}")
+
+            async def after_cancel(before: tuple[int, int], seen: tuple[int, int]) -> None:
+                assert seen in (before, (before[0] + 1, before[1]), (before[0], before[1] + 2))
+
+            cancels = await check_settles(rng, service, read, write, after_cancel)
+            assert verify(saver.service, tid).ok
+            return cancels
+
+    assert asyncio.run(scenario()) > ITERATIONS // 4
+
+
 # --- the append sent from the event loop (PostgreSQL, MariaDB) -----------------------------------
 
 
@@ -312,5 +356,48 @@ def test_a_loop_append_cancelled_twice_while_its_statement_waits_settles(
             assert await service.get_messages(session_id) == seen, "the append landed after the cancel"
             assert [m.text for m in seen] in (["first"], ["first", "cancelled"])
             await service.append_message(session_id, UserMessage("after"))  # the connection is fine
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"])
+def test_a_loop_put_cancelled_twice_while_its_statement_waits_settles(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """As the one-event append above, an adapter's append from the loop (LangGraph's `aput` to a
+    thread it knows): the cancel waits for the statement, and the saver's next put, from the head
+    the statement left, is made from the loop too."""
+    url = sql_url(request, backend)
+    thread = {"configurable": {"thread_id": unique("thread"), "checkpoint_ns": ""}}
+
+    async def checkpoints(saver: LedgerSaver) -> list[int]:
+        return [c.metadata["step"] async for c in saver.alist(thread)]
+
+    async def scenario() -> None:
+        async with LedgerSaver(url) as saver:
+            first = await saver.aput(thread, generate_checkpoint(), generate_metadata(step=1), {})
+            first = await saver.aput(
+                first, generate_checkpoint(), generate_metadata(step=2), {}
+            )  # from the loop
+            async with RowLock.held(url, thread["configurable"]["thread_id"]) as blocker:
+                put = asyncio.ensure_future(
+                    saver.aput(first, generate_checkpoint(), generate_metadata(step=3), {})
+                )
+                async with asyncio.timeout(10):  # sent from the loop, it waits for the row
+                    while not await blocker.waited_for():
+                        await asyncio.sleep(POLL)
+                put.cancel()
+                await asyncio.sleep(0)
+                put.cancel()
+                await asyncio.wait((put,), timeout=0.2)
+                assert not put.done(), "the cancel reached the caller with the statement waiting"
+                await blocker.release()
+            with pytest.raises(asyncio.CancelledError):
+                await put
+            seen = await checkpoints(saver)
+            await asyncio.sleep(0.2)
+            assert await checkpoints(saver) == seen == [3, 2, 1]  # the statement ran to its end
+            await saver.aput(first, generate_checkpoint(), generate_metadata(step=4), {})
+            assert await checkpoints(saver) == [4, 3, 2, 1]
 
     asyncio.run(scenario())

@@ -24,6 +24,8 @@ from sessionledger.infrastructure.audit.timeline import timeline
 from sessionledger.infrastructure.langgraph import LedgerSaver
 from sessionledger.infrastructure.langgraph.checkpoints import checkpoint_entry
 
+from tests.conftest import sql_url
+
 
 @pytest.fixture
 def service(database_url: str) -> Iterator[SessionService]:
@@ -266,3 +268,61 @@ def test_a_given_service_and_a_url_are_not_both_taken(service: SessionService) -
         LedgerSaver("memory://", service=service)
     with pytest.raises(ValueError):
         LedgerSaver(service=service, user_id="")
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"])
+def test_an_async_put_to_a_known_thread_is_sent_from_the_event_loop(
+    request: pytest.FixtureRequest, backend: str, pool_hops: list[object]
+) -> None:
+    """Once a thread is known to be the user's, `aput` and `aput_writes` append from the loop, with
+    no hop to a thread; a put whose cached head another saver moved is stored by the synchronous
+    path; another user's thread is still neither written nor read, and a deleted one is refused;
+    a graph's messages are stored once and the chain verifies."""
+    url = sql_url(request, backend)
+    tid, deleted = thread(), thread()
+
+    async def run() -> None:
+        async with LedgerSaver(url) as saver:
+            created = saver.put(config(tid), generate_checkpoint(), generate_metadata(step=1), {})
+            first = await saver.aput(created, generate_checkpoint(), generate_metadata(step=2), {})
+            await saver.aput_writes(first, [("ch", "v")], "task")
+            assert pool_hops == []
+            with LedgerSaver(url) as other:  # another process's saver: the cached head is stale
+                moved = other.put(first, generate_checkpoint(), generate_metadata(step=3), {})
+            last = await saver.aput(moved, generate_checkpoint(), generate_metadata(step=4), {})
+            assert len(pool_hops) == 1  # the head had moved: stored by the synchronous path
+            found = await saver.aget_tuple(config(tid))
+            assert found is not None and found.config == last and found.metadata["step"] == 4
+            assert found.pending_writes == []  # the writes were to an earlier checkpoint
+            bob = {**last, "configurable": {**last["configurable"], "user_id": "bob"}}
+            with pytest.raises(ValueError, match="does not belong"):
+                await saver.aput(bob, generate_checkpoint(), generate_metadata(step=5), {})
+            with pytest.raises(ValueError, match="does not belong"):
+                await saver.aput_writes(bob, [("ch", "bob's")], "task")
+            assert await saver.aget_tuple(config(tid, user_id="bob")) is None
+            assert (await saver.aget_tuple(config(tid))).config == last  # type: ignore[union-attr]
+            await saver.aput(config(deleted), generate_checkpoint(), generate_metadata(), {})
+            saver.service.delete_session(deleted)
+            with pytest.raises(ValueError, match="deleted"):
+                await saver.aput(config(deleted), generate_checkpoint(), generate_metadata(), {})
+            graph = echo_graph(saver)
+            await graph.ainvoke({"messages": [HumanMessage("hello")]}, config(tid))
+            pool_hops.clear()
+            result = await graph.ainvoke({"messages": [HumanMessage("again")]}, config(tid))
+            assert [m.content for m in result["messages"]] == [
+                "hello",
+                "hello has 5 characters",
+                "reviewed",
+                "again",
+                "again has 5 characters",
+                "reviewed",
+            ]
+            # only the graph's read of its thread: its concurrent writes waited for each other, so
+            # none found the head moved (and took the synchronous path)
+            assert len(pool_hops) == 1
+            assert [e.message.text for e in saver.service.get_events(tid)] == [
+                m.content for m in result["messages"]
+            ]
+            assert verify(saver.service, tid).ok
+
+    asyncio.run(run())

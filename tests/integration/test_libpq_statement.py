@@ -1,10 +1,12 @@
-"""`LibpqStatement`: a statement run by libpq's own `PQexecPrepared` stores what psycopg's
-`cursor.execute` would, prepares again when the parameters' types change or the server forgot the
-statement, raises psycopg's own errors, and leaves the connection usable; and the one-event append
-that runs on it survives its connection being killed."""
+"""`LibpqStatement`: a statement run by libpq's own `PQexecPrepared` (or, on an asyncio connection,
+`PQsendQueryPrepared`) stores what psycopg's `cursor.execute` would, prepares again when the
+parameters' types change or the server forgot the statement, raises psycopg's own errors, and
+leaves the connection usable; and the one-event append that runs on it survives its connection
+being killed."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -38,7 +40,7 @@ def connection(pg_url: str) -> Iterator[psycopg.Connection]:
 
 @pytest.fixture
 def insert() -> LibpqStatement:
-    return LibpqStatement(DriverStatement(_TABLE.insert(), postgresql.psycopg.dialect()))
+    return LibpqStatement(DriverStatement(_TABLE.insert(), postgresql.psycopg.dialect()).sql)
 
 
 def _rows(connection: psycopg.Connection) -> list[tuple[object, ...]]:
@@ -106,3 +108,28 @@ def test_a_connection_told_not_to_prepare_runs_the_statement_unprepared(connecti
     assert insert.execute(connection, {"id": 1, "label": "a", "at": None, "flag": True}) == 1
     assert _rows(connection) == [(1, "a", None, True)]
     assert connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+
+
+def test_on_an_asyncio_connection_it_stores_the_same_prepares_again_and_raises_psycopgs_errors(
+    connection, insert, pg_url
+):
+    rows = [
+        {"id": 1, "label": "a", "at": datetime(2025, 1, 1, tzinfo=UTC), "flag": True},
+        {"id": 2**40, "label": None, "at": None, "flag": None},
+        {"id": 7, "label": "after DEALLOCATE ALL", "at": None, "flag": False},
+    ]
+
+    async def run() -> None:
+        async with await psycopg.AsyncConnection.connect(
+            pg_url.replace("+psycopg", ""), autocommit=True
+        ) as aio:
+            assert await insert.execute_async(aio, rows[0]) == 1
+            assert await insert.execute_async(aio, rows[1]) == 1  # other types: prepared again
+            with pytest.raises(psycopg.errors.UniqueViolation, match="libpq_rows_pkey"):
+                await insert.execute_async(aio, rows[0])
+            await aio.execute("DEALLOCATE ALL")
+            assert await insert.execute_async(aio, rows[2]) == 1
+            assert aio.info.transaction_status is psycopg.pq.TransactionStatus.IDLE
+
+    asyncio.run(run())
+    assert _rows(connection) == [tuple(rows[n].values()) for n in (0, 2, 1)]  # by id
