@@ -16,6 +16,7 @@ from sessionledger.domain.ports import (
     RelayPositions,
 )
 from sessionledger.infrastructure.ledger.access_tokens import MemoryAccessTokens, SqlAccessTokens
+from sessionledger.infrastructure.ledger.appends import create_procedures
 from sessionledger.infrastructure.ledger.counters import SqlCounterStore
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine, ledger_url
 from sessionledger.infrastructure.ledger.leases import MemoryLeaseStore, SqlLeaseStore
@@ -204,6 +205,8 @@ def open_engine(settings: Settings, *, create: bool = True) -> sa.Engine:
 
                 check_payload_room(engine, settings.max_payload_bytes)
             upgrade(engine)
+            if engine.dialect.name == "mysql":
+                create_procedures(engine)
         else:
             _require_ledger(engine, settings.database_url)
     except BaseException:

@@ -44,6 +44,7 @@ from sessionledger.infrastructure.ledger.driver import (
     BulkInsert,
     DriverStatement,
     Packet,
+    Procedure,
     driver_of,
     integrity_errors,
     write_transaction,
@@ -51,7 +52,7 @@ from sessionledger.infrastructure.ledger.driver import (
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
-from sessionledger.infrastructure.ledger.schema import ledger
+from sessionledger.infrastructure.ledger.schema import ledger, mysql_collation
 from sessionledger.infrastructure.ledger.state import StateScopes
 
 NO_STATS = WindowStats()
@@ -90,12 +91,14 @@ MAX_HEAD_RACES = 1000
 
 @dataclass(slots=True)
 class OneStatement:
-    """An append's one autocommitted statement (MariaDB/MySQL: one packet), ready to run: its SQL,
-    the driver's parameters, its session and the head it leaves there, the `rows` it inserts,
-    which of its results (in order) counts the rows inserted: `rows` when the head moved and the
-    rows went in, 0 when the head had moved on, and how many results it sends (a packet's:
-    `Packet.results`). Not frozen, as nothing changes it: a frozen dataclass cost five times as
-    much to make, on every append from the loop."""
+    """An append's one autocommitted statement (MariaDB/MySQL: one packet, or the call of a
+    procedure), ready to run: its SQL, the driver's parameters, its session and the head it leaves
+    there, the `rows` it inserts, which of its results (in order) counts the rows inserted: `rows`
+    when the head moved and the rows went in, 0 when the head had moved on, how many results it
+    sends (a packet's: `Packet.results`), and whether it is a `driver.Procedure`'s call, whose one
+    result counts nothing: the rows went in unless it signalled that the head did not move. Not
+    frozen, as nothing changes it: a frozen dataclass cost five times as much to make, on every
+    append from the loop."""
 
     sql: str
     params: Mapping[str, Any] | tuple[Any, ...]
@@ -104,6 +107,7 @@ class OneStatement:
     rows: int = 1
     counted: int = 0
     results: int = 1
+    procedure: bool = False
 
 
 @dataclass(slots=True)
@@ -165,15 +169,18 @@ def _libpq(statement: DriverStatement) -> RowsOnHead:
 
 def _statement(
     one: DriverStatement | None,
-    packet: Packet | None,
+    packet: Packet | Procedure | None,
     values: Mapping[str, Any],
     session_id: str,
     head: LedgerHead,
     rows: int,
 ) -> OneStatement | None:
-    """The append `one` (PostgreSQL) or `packet` (MariaDB/MySQL) makes with `values`, ready to run."""
+    """The append `one` (PostgreSQL) or `packet` (MariaDB/MySQL: a packet or a procedure's call)
+    makes with `values`, ready to run."""
     if one is not None:
         return OneStatement(one.sql, one.params(values), session_id, head, rows)
+    if isinstance(packet, Procedure):
+        return OneStatement(packet.sql, packet.params(values), session_id, head, rows, procedure=True)
     if packet is not None:
         params = packet.params(values)
         return OneStatement(packet.sql, params, session_id, head, rows, packet.last_result, packet.results)
@@ -186,16 +193,39 @@ def _last_count(packet: Packet) -> RowsOnHead:
 
 
 def _one_statement_forms(
-    head_moved: sa.Update, dialect: sa.Dialect
-) -> tuple[DriverStatement | None, Packet | None]:
+    head_moved: sa.Update, dialect: sa.Dialect, procedure: str
+) -> tuple[DriverStatement | None, Procedure | None]:
     """The one-event append over `head_moved` (a `statements.move_head`), in the one round trip its
     database allows: one statement on PostgreSQL (DML in a CTE, atomic on its own, so it runs in
-    autocommit), one packet on MariaDB/MySQL (`driver.Packet`); neither on SQLite."""
+    autocommit), the call of a procedure named after `procedure` on MariaDB/MySQL
+    (`driver.Procedure`: the head move, then the row); neither on SQLite."""
     if dialect.name == "postgresql":
         return DriverStatement(statements.append_row(head_moved), dialect), None
     if dialect.name == "mysql":
-        return None, Packet([head_moved, statements.INSERT_IF_MOVED], dialect)
+        moved_then_inserted = [
+            DriverStatement(head_moved, dialect),
+            DriverStatement(statements.INSERT_ROW, dialect, statements.ROW_COLUMNS),
+        ]
+        return None, Procedure(procedure, moved_then_inserted, dialect, mysql_collation(dialect))
     return None, None
+
+
+_ONE_EVENT = (
+    (statements.MOVE_HEAD, "sessionledger_append"),
+    (statements.move_head(statements.TOKEN_LIVE), "sessionledger_token_append"),
+)
+"""The one-event append's head moves, and the names of their procedures: the common one, and one
+made for a remembered access token, which must still be live (`Appends.one_statement`)."""
+
+
+def create_procedures(engine: sa.Engine) -> None:
+    """Create the one-event appends' procedures a MariaDB or MySQL database lacks
+    (`driver.Procedure`); the composition root calls it when it opens a ledger to write."""
+    with engine.begin() as connection:
+        for head_moved, name in _ONE_EVENT:
+            _, procedure = _one_statement_forms(head_moved, engine.dialect, name)
+            if procedure is not None:
+                procedure.create(connection)
 
 
 class Appends:
@@ -214,10 +244,10 @@ class Appends:
         self._insert_row = DriverStatement(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
         self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
         self._batch_heads = DriverStatement(statements.BATCH_HEADS, engine.dialect)
-        self._append_row, self._append_packet = _one_statement_forms(statements.MOVE_HEAD, engine.dialect)
+        common, token = (_one_statement_forms(moved, engine.dialect, name) for moved, name in _ONE_EVENT)
+        self._append_row, self._append_call = common
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
-        # the same append made for a remembered access token, which must still be live (`one_statement`)
-        self._token_append = _one_statement_forms(statements.move_head(statements.TOKEN_LIVE), engine.dialect)
+        self._token_append = token  # the same, for a remembered access token (`one_statement`)
         self._append_rows: dict[int, _RowsForms] = {}  # by row count: `_rows_on_head`
         self._integrity_errors = integrity_errors(engine.dialect)
 
@@ -258,7 +288,7 @@ class Appends:
         which runs it on a connection of its own. `None` when it cannot be planned so: SQLite, no
         adapter's entry, several sessions, more than `ON_HEAD_ROWS` rows, no cached head, a
         conditional append, a state delta, a synthetic event, or an event id the plan refuses."""
-        if self._append_row is None and self._append_packet is None:  # SQLite: no one round trip
+        if self._append_row is None and self._append_call is None:  # SQLite: no one round trip
             return None
         if len(drafts) > statements.ON_HEAD_ROWS or not any(d.kind in ADAPTER_KINDS for d in drafts):
             return None
@@ -350,9 +380,9 @@ class Appends:
                 elif self._append_libpq is not None:
                     with self._autocommit() as connection:
                         moved = self._append_libpq(connection, values) == 1
-                elif self._append_packet is not None:
+                elif self._append_call is not None:
                     with self._autocommit() as connection:
-                        moved = self._append_packet.execute(connection, values)[-1] == 1
+                        moved = self._append_call.execute(connection, values)
                 else:
                     with write_transaction(self._engine) as driver:
                         moved = self._move_and_insert(driver, values)
@@ -374,8 +404,8 @@ class Appends:
         With `live_token` (an access token's id), the statement also moves the head only while that
         token is not revoked (`statements.TOKEN_LIVE`): a revoked token's append stores nothing."""
         event = appended_event(draft)
-        one, packet = (self._append_row, self._append_packet) if live_token is None else self._token_append
-        if (one is None and packet is None) or any(split_state_delta(event.state_delta)):
+        one, call = (self._append_row, self._append_call) if live_token is None else self._token_append
+        if (one is None and call is None) or any(split_state_delta(event.state_delta)):
             return None
         head = self._heads.get(event.session_id)
         if head is None or version_check(draft, head.version) is not None:
@@ -383,7 +413,7 @@ class Appends:
         record, values = statement_values(draft, head, head_moves(event))
         if live_token is not None:
             values["token_id"] = live_token
-        return _statement(one, packet, values, event.session_id, LedgerHead.of(record), 1)
+        return _statement(one, call, values, event.session_id, LedgerHead.of(record), 1)
 
     def ran(self, statement: OneStatement, moved: bool) -> None:
         """What a `one_statement` or `on_head_statement` that ran did to the head: moved it (kept),

@@ -10,8 +10,9 @@ messages on MariaDB 10.11, alternating rounds); an ADK append took 690-740 us ag
 
 The connections take the pool's own connect arguments (SQLAlchemy's, from the engine's URL: the
 `utf8mb4` charset, the multi-statement flag, and its FOUND_ROWS flag, which `ROW_COUNT()` in the
-packet depends on) and run the pool's session settings (`mysql.session_settings`). A URL with an
-argument asyncmy does not take has no loop connections: its appends stay on the synchronous path."""
+packets and procedures depends on) and run the pool's session settings (`mysql.session_settings`).
+A URL with an argument asyncmy does not take has no loop connections: its appends stay on the
+synchronous path."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import asyncmy.cursors
 import sqlalchemy as sa
 from sessionledger.infrastructure.ledger.appends import OneStatement
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
+from sessionledger.infrastructure.ledger.driver import head_not_moved
 from sessionledger.infrastructure.ledger.mysql import session_settings
 from sessionledger.infrastructure.ledger.mysql_text import statement_text
 
@@ -73,10 +75,21 @@ class MySQLLoop:
         return LoopConnection(connection, asyncio.get_running_loop(), cursor)
 
     async def send(self, held: LoopConnection, statement: OneStatement) -> list[int]:
-        """The packet's text as `driver.Packet` writes it, its results (as many as it sends) read
-        on the connection itself: a cursor's bookkeeping of each is two more coroutines a result."""
+        """The statement's text as the synchronous path writes it, and its results (as many as it
+        sends) read on the connection itself: a cursor's bookkeeping of each is two more coroutines
+        a result. A procedure's call (`driver.Procedure`) counts its rows inserted unless it
+        signals that the head did not move."""
         connection = held.connection
-        counts = [await connection.query(statement_text(statement.sql, statement.params, connection))]
+        text = statement_text(statement.sql, statement.params, connection)
+        if statement.procedure:
+            try:
+                await connection.query(text)
+            except asyncmy.OperationalError as error:
+                if not head_not_moved(error):
+                    raise
+                return [0]
+            return [statement.rows]
+        counts = [await connection.query(text)]
         for _ in range(statement.results - 1):
             counts.append(await connection.next_result())
         return counts

@@ -132,12 +132,16 @@ def table_options(bind: sa.Connection) -> dict[str, Any]:
     and their `_bin` collations ignore trailing spaces); nothing elsewhere."""
     if bind.dialect.name != "mysql":
         return {}
-    mariadb = bool(getattr(bind.dialect, "is_mariadb", False))
     return {
         "mysql_engine": "InnoDB",
         "mysql_charset": "utf8mb4",
-        "mysql_collate": "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin",
+        "mysql_collate": mysql_collation(bind.dialect),
     }
+
+
+def mysql_collation(dialect: sa.Dialect) -> str:
+    """The ledger's `utf8mb4` collation on MariaDB or on MySQL (`table_options`)."""
+    return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
 
 
 metadata = sa.MetaData()

@@ -302,20 +302,6 @@ def append_row(head_moved: sa.Update) -> sa.Insert:
 MOVE_HEAD = move_head()
 APPEND_ROW = append_row(MOVE_HEAD)
 
-_AS_MOVED = {"session_id": "sid", "position": "new_position", "row_hash": "new_hash"}
-"""The row values `MOVE_HEAD` binds already, under its names: sent (and escaped) once per packet."""
-
-INSERT_IF_MOVED = ledger.insert().from_select(
-    list(ROW_COLUMNS),
-    sa.select(
-        *(sa.bindparam(_AS_MOVED.get(name, name), type_=ledger.c[name].type) for name in ROW_COLUMNS)
-    ).where(sa.func.row_count() == ONE),
-)
-"""`INSERT INTO ledger SELECT ... FROM DUAL WHERE ROW_COUNT() = 1`: after `MOVE_HEAD` in the same
-packet, the row is inserted exactly when the head moved (MariaDB/MySQL, which have no DML in WITH:
-`driver.Packet`). The row's session id, position and hash are the head move's own parameters."""
-
-
 # One session's rows from its cached head in one round trip (adapters' appends): one statement on
 # PostgreSQL (`append_rows`), one packet on MariaDB/MySQL (`MOVE_BY`, `insert_rows_if_moved`).
 ON_HEAD_ROWS = 32
@@ -385,9 +371,8 @@ def append_rows(count: int) -> sa.Insert:
 def insert_rows_if_moved(count: int) -> sa.Insert:
     """`INSERT INTO ledger SELECT ... FROM (SELECT ... UNION ALL SELECT ...) AS v WHERE
     ROW_COUNT() = 1`: after `MOVE_BY` in the same packet (`driver.Packet`), the `count` rows of
-    `append_rows` go in exactly when the head moved (MariaDB/MySQL, which have no DML in WITH:
-    `INSERT_IF_MOVED` for several rows; `ROW_COUNT()` is the previous statement's while the
-    INSERT runs, so it gates every row alike)."""
+    `append_rows` go in exactly when the head moved (MariaDB/MySQL, which have no DML in WITH;
+    `ROW_COUNT()` is the previous statement's while the INSERT runs, so it gates every row alike)."""
     bound: list[list[sa.Label[Any]]] = [[] for _ in range(count)]
     for n, name, parameter in row_parameters(count):
         bound[n].append(sa.bindparam(parameter, type_=ledger.c[name].type).label(name))

@@ -1,0 +1,102 @@
+"""MariaDB's one-event append is the call of a stored procedure of the ledger's own
+(`driver.Procedure`): made when a ledger is opened to write, called by the pool's appends and the
+event loop's, and signalling, not storing, when the head it was given had moved."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import sqlalchemy as sa
+from sessionledger.domain import SessionNotFound, UserMessage
+from sessionledger.infrastructure import audit, open_async_service, open_service
+from sessionledger.infrastructure.ledger import statements
+from sessionledger.infrastructure.ledger.driver import DriverStatement, Procedure
+from sqlalchemy.dialects.mysql import pymysql as mysql_pymysql
+
+
+def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.exec_driver_sql(sql)]
+    finally:
+        engine.dispose()
+
+
+def _routines(url: str) -> list[tuple[object, ...]]:
+    """The database's procedures: name and security type."""
+    return _rows(
+        url,
+        "SELECT ROUTINE_NAME, SECURITY_TYPE FROM information_schema.ROUTINES"
+        " WHERE ROUTINE_SCHEMA = DATABASE() ORDER BY ROUTINE_NAME",
+    )
+
+
+def _calls(url: str) -> int:
+    """The server's count of CALL statements so far (every connection's)."""
+    [(_, count)] = _rows(url, "SHOW GLOBAL STATUS LIKE 'Com_call_procedure'")
+    return int(str(count))
+
+
+def test_a_ledger_opened_to_write_has_its_append_procedures_once(mariadb_url: str) -> None:
+    with open_service(mariadb_url):
+        made = _routines(mariadb_url)
+    with open_service(mariadb_url):  # found, not made again
+        assert _routines(mariadb_url) == made
+    names = [str(name).rsplit("_", 1)[0] for name, _ in made]
+    assert names == ["sessionledger_append", "sessionledger_token_append"]
+    assert {security for _, security in made} == {"INVOKER"}
+
+
+def test_the_pools_and_the_loops_one_event_appends_call_the_procedure(mariadb_url: str) -> None:
+    with open_service(mariadb_url) as service:
+        session = service.create_session("alice").id
+        service.append_message(session, UserMessage("first"))  # reads the head, then calls
+        before = _calls(mariadb_url)
+        for n in range(5):
+            service.append_message(session, UserMessage(f"pool {n}"))
+        assert _calls(mariadb_url) - before >= 5
+
+    async def on_the_loop() -> None:
+        async with open_async_service(mariadb_url) as service:
+            await service.append_message(session, UserMessage("warm"))
+            before = _calls(mariadb_url)
+            for n in range(5):
+                await service.append_message(session, UserMessage(f"loop {n} 🙂"))
+            assert _calls(mariadb_url) - before >= 5
+            texts = [m.text for m in await service.get_messages(session)]
+            assert texts[-5:] == [f"loop {n} 🙂" for n in range(5)]
+
+    asyncio.run(on_the_loop())
+    with open_service(mariadb_url) as service:
+        assert audit.verify(service, session).ok
+
+
+def test_a_call_from_a_head_that_moved_stores_nothing_and_the_append_is_made_again(mariadb_url: str) -> None:
+    with open_service(mariadb_url) as first, open_service(mariadb_url) as second:
+        session = first.create_session("alice").id
+        first.append_message(session, UserMessage("a"))  # `first` caches the head
+        second.append_message(session, UserMessage("b"))  # and `second` moves it
+        first.append_message(session, UserMessage("c"))  # the call signals; re-read, called again
+        assert [m.text for m in second.get_messages(session)] == ["a", "b", "c"]
+        assert audit.verify(second, session).ok
+        second.delete_session(session)
+        with pytest.raises(SessionNotFound):
+            first.append_message(session, UserMessage("after the deletion"))
+
+
+def test_the_procedure_is_named_after_what_it_runs() -> None:
+    dialect = mysql_pymysql.dialect()
+    row = DriverStatement(statements.INSERT_ROW, dialect, statements.ROW_COLUMNS)
+
+    def made(head_moved: sa.Update) -> Procedure:
+        return Procedure("p", [DriverStatement(head_moved, dialect), row], dialect, "utf8mb4_nopad_bin")
+
+    common, token = made(statements.MOVE_HEAD), made(statements.move_head(statements.TOKEN_LIVE))
+    assert made(statements.MOVE_HEAD).name == common.name != token.name
+    assert "SQL SECURITY INVOKER" in common.created
+    assert "p_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin" in common.created.replace(
+        "TEXT(4294967295)", "LONGTEXT"
+    )
+    assert common.sql.startswith(f"CALL {common.name}(")
