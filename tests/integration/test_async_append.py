@@ -327,12 +327,19 @@ def test_sqlite_and_memory_take_the_pool_as_before(database_url: str) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize(
+    ("argument", "from_the_loop"),
+    [
+        ("write_timeout=30", False),  # PyMySQL's, not asyncmy's: the appends stay on the threads
+        ("read_timeout=30", True),  # PyMySQL's and asyncmy's: the loop's connections take it
+    ],
+)
 def test_a_mariadb_url_argument_asyncmy_does_not_take_keeps_the_appends_on_the_threads(
-    mariadb_url: str, counted_hops: list[str]
+    mariadb_url: str, counted_hops: list[str], argument: str, from_the_loop: bool
 ) -> None:
-    """`write_timeout` is PyMySQL's, not asyncmy's: rather than open loop connections without it,
-    the async service appends on its threads, as before."""
-    url = f"{mariadb_url}?write_timeout=30"
+    """Rather than open loop connections without an argument of the URL, the async service
+    appends on its threads, as before."""
+    url = f"{mariadb_url}?{argument}"
 
     async def scenario() -> str:
         async with open_async_service(url) as service:
@@ -340,25 +347,7 @@ def test_a_mariadb_url_argument_asyncmy_does_not_take_keeps_the_appends_on_the_t
             await service.append_message(session.id, UserMessage("a"))
             counted_hops.clear()
             await service.append_message(session.id, UserMessage("b"))
-            assert counted_hops, "the append was sent from the loop without the URL's write_timeout"
-            return session.id
-
-    assert texts(url, asyncio.run(scenario())) == ["a", "b"]
-
-
-def test_a_mariadb_read_timeout_is_the_loop_connections_too(
-    mariadb_url: str, counted_hops: list[str]
-) -> None:
-    """`read_timeout` is PyMySQL's and asyncmy's: the loop's connections take it, and append."""
-    url = f"{mariadb_url}?read_timeout=30"
-
-    async def scenario() -> str:
-        async with open_async_service(url) as service:
-            session = await service.create_session("alice", app_name="app")
-            await service.append_message(session.id, UserMessage("a"))
-            counted_hops.clear()
-            await service.append_message(session.id, UserMessage("b"))
-            assert not counted_hops
+            assert (not counted_hops) is from_the_loop, counted_hops
             return session.id
 
     assert texts(url, asyncio.run(scenario())) == ["a", "b"]

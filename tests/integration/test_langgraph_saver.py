@@ -65,19 +65,16 @@ def echo_graph(saver: LedgerSaver) -> Any:
     return graph.compile(checkpointer=saver)
 
 
+ECHOED = ["hello", "hello has 5 characters", "reviewed", "again", "again has 5 characters", "reviewed"]
+"""The messages of `echo_graph` after "hello" and "again"."""
+
+
 def test_a_graphs_conversation_is_the_sessions_messages(service: SessionService, saver: LedgerSaver) -> None:
     tid = thread()
     graph = echo_graph(saver)
     graph.invoke({"messages": [HumanMessage("hello")]}, config(tid))
     result = graph.invoke({"messages": [HumanMessage("again")]}, config(tid))
-    assert [m.content for m in result["messages"]] == [
-        "hello",
-        "hello has 5 characters",
-        "reviewed",
-        "again",
-        "again has 5 characters",
-        "reviewed",
-    ]
+    assert [m.content for m in result["messages"]] == ECHOED
     events = service.get_events(tid)
     assert [(e.type, e.message.text) for e in events] == [
         (MessageType.USER, "hello"),
@@ -309,14 +306,7 @@ def test_an_async_put_to_a_known_thread_is_sent_from_the_event_loop(
             await graph.ainvoke({"messages": [HumanMessage("hello")]}, config(tid))
             pool_hops.clear()
             result = await graph.ainvoke({"messages": [HumanMessage("again")]}, config(tid))
-            assert [m.content for m in result["messages"]] == [
-                "hello",
-                "hello has 5 characters",
-                "reviewed",
-                "again",
-                "again has 5 characters",
-                "reviewed",
-            ]
+            assert [m.content for m in result["messages"]] == ECHOED
             # only the graph's read of its thread: its concurrent writes waited for each other, so
             # none found the head moved (and took the synchronous path)
             assert len(pool_hops) == 1
