@@ -253,7 +253,7 @@ class Procedure:
         """Whether the head moved and every statement ran (a PyMySQL connection in autocommit)."""
         try:
             driver.query(statement_text(self.sql, self.params(values), driver))
-        except driver.OperationalError as error:
+        except Exception as error:  # the driver's class for it: its number and message tell it apart
             if not head_not_moved(error):
                 raise
             return False
@@ -271,8 +271,8 @@ class Procedure:
             return
         try:
             connection.exec_driver_sql(self.created.replace("%", "%%"))
-        except sa.exc.OperationalError as error:
-            if error.orig is None or error.orig.args[0] != _ALREADY_EXISTS:
+        except sa.exc.DBAPIError as error:
+            if error.orig is None or error.orig.args[:1] != (_ALREADY_EXISTS,):
                 raise
 
 

@@ -12,6 +12,7 @@ from sessionledger.domain import SessionNotFound, UserMessage
 from sessionledger.infrastructure import audit, open_async_service, open_service
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.driver import DriverStatement, Procedure
+from sessionledger.infrastructure.ledger.schema import mysql_collation
 from sqlalchemy.dialects.mysql import pymysql as mysql_pymysql
 
 
@@ -100,3 +101,36 @@ def test_the_procedure_is_named_after_what_it_runs() -> None:
         "TEXT(4294967295)", "LONGTEXT"
     )
     assert common.sql.startswith(f"CALL {common.name}(")
+
+
+def test_a_procedure_made_meanwhile_by_another_process_is_as_good(mariadb_url: str) -> None:
+    """Two processes opening a new ledger at once both find the procedure missing; the second's
+    CREATE then meets the first's procedure, which it takes."""
+    with open_service(mariadb_url):
+        pass  # the procedures exist now
+    engine = sa.create_engine(mariadb_url)
+    with engine.connect():  # the dialect learns the server: its reserved words, MariaDB's collation
+        dialect = engine.dialect
+    head_moved = DriverStatement(statements.MOVE_HEAD, dialect)
+    row = DriverStatement(statements.INSERT_ROW, dialect, statements.ROW_COLUMNS)
+    procedure = Procedure("sessionledger_append", [head_moved, row], dialect, mysql_collation(dialect))
+
+    class MissedIt:
+        """A connection whose look for the procedure came before the other process made it."""
+
+        def __init__(self, connection: sa.Connection) -> None:
+            self.connection = connection
+
+        def exec_driver_sql(self, sql: str, *args: object) -> object:
+            if sql.startswith("SELECT 1 FROM information_schema.ROUTINES"):
+                return self.connection.exec_driver_sql("SELECT 1 FROM DUAL WHERE FALSE")
+            return self.connection.exec_driver_sql(sql, *args)
+
+    try:
+        assert procedure.name in {name for name, _ in _routines(mariadb_url)}
+        with engine.begin() as connection:
+            procedure.create(MissedIt(connection))  # type: ignore[arg-type]  # a connection's stand-in
+        with engine.begin() as connection, pytest.raises(sa.exc.DBAPIError):
+            connection.exec_driver_sql(procedure.created.replace("%", "%%"))  # not swallowed unasked
+    finally:
+        engine.dispose()
