@@ -132,9 +132,8 @@ class AsyncSessionService:
         face = cls(service.settings)
         face._service = service
         face._owns_service = False
-        face._fast_append_of = getattr(
-            service.ledger, "async_append", None
-        )  # a SQL ledger's (`ledger/sql.py`)
+        # a SQL ledger's (`ledger/sql.py`); a memory ledger has none
+        face._fast_append_of = getattr(service.ledger, "async_append", None)
         return face
 
     def _loop_append(self) -> AsyncAppend | None:
