@@ -9,9 +9,9 @@ An append on the async service's threads wakes two threads for each call; around
 that hop cost 100-175 us (a quiet machine) to over 500 us (a loaded one), a fifth of an adapter's
 append or more. The append here is the very statement the synchronous path runs, made by the same
 code (`Appends.one_statement`: the head, the record, the row; `Appends.on_head_statement`: an
-adapter's rows planned from the cached head; on MariaDB/MySQL the same packet), only sent from the
-loop. Whatever is not that common case goes back to the caller (`None`), who
-makes the whole append on the synchronous path, with its retries, duplicate check and state
+adapter's rows planned from the cached head; on MariaDB/MySQL the same procedure call or
+packet), only sent from the loop. Whatever is not that common case goes back to the caller
+(`None`), who makes the whole append on the synchronous path, with its retries, duplicate check and state
 merges: no ledger rule has a second copy here. That is also what happens while another event loop
 holds the connections, and after any error, when the connection is dropped (a statement refused by
 a constraint only ends its transaction): a head that moved, a duplicate event id and a lost

@@ -1,6 +1,6 @@
 """MariaDB's and MySQL's `LoopDriver` (`async_append.py`): the event loop's own connections through
 asyncmy, PyMySQL's protocol compiled with Cython (its connect arguments, `escape` and results are
-PyMySQL's), so the packet's text is written as on the synchronous path (`mysql_text.statement_text`,
+PyMySQL's), so the append's text is written as on the synchronous path (`mysql_text.statement_text`,
 which tests/adapters/test_mysql_text.py holds to PyMySQL's with either connection); imported only
 when an async service appends to such a ledger.
 
