@@ -16,6 +16,7 @@ from alembic import command
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sessionledger.domain import AssistantMessage, EventFilter, SessionEvent, UserMessage
+from sessionledger.domain.entries import Entry
 from sessionledger.domain.filters import MatchMode
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.agents import RecallTools
@@ -223,6 +224,38 @@ def test_a_ledger_from_0004_gets_its_index(service: SessionService) -> None:
         assert text_index.candidates(conn, session_id, EventFilter(keyword="osprey")) == [2, 3, 4, 5]
     found = service.get_events(session_id, EventFilter.keyword_search("osprey"))
     assert len(found) == 4
+
+
+def test_only_event_rows_and_each_batchs_last_row_are_indexed(pg_url: str) -> None:
+    """PostgreSQL: an adapter's entries (a LangGraph thread's checkpoints and writes) are never
+    searched, so the indexer leaves them out, but for the last row of each batch, whatever its
+    kind, which marks how far the session is indexed; searches answer as before, through the
+    index and past its mark."""
+    with open_service(pg_url, text_index="off") as service:
+        engine: sa.Engine = service.ledger.engine  # type: ignore[attr-defined]
+        session_id = service.create_session("alice").id  # position 1: the session's creation
+        for n in range(6):  # each an entry at 2, 4, ... and an event at 3, 5, ...
+            service.append_entries(session_id, [Entry("checkpoint", f"c{n}", {"step": n})])
+            service.append_message(session_id, UserMessage(f"a curlew, {n}"))
+        service.append_entries(session_id, [Entry("checkpoint", "last", {"step": 6})])  # 14: the head
+        indexer = text_index.TextIndexer(engine, pacing=Pacing(lambda _: None, rest=0))
+        assert indexer.run_once() == 14
+        with engine.connect() as conn:
+            indexed = conn.execute(
+                sa.select(text_index.ledger_text.c.position, text_index.ledger_text.c.text)
+                .where(text_index.ledger_text.c.session_id == session_id)
+                .order_by(text_index.ledger_text.c.position)
+            ).all()
+        assert indexed == [(2 * n + 3, f"a curlew, {n}") for n in range(6)] + [(14, None)]
+        service.append_entries(session_id, [Entry("checkpoint", "after", {"step": 7})])
+        service.append_message(session_id, UserMessage("a curlew past the mark"))  # 16
+        with engine.connect() as conn:
+            assert text_index.candidates(conn, session_id, EventFilter(keyword="curlew")) == [
+                3, 5, 7, 9, 11, 13, 15, 16
+            ]  # fmt: skip
+        found = service.get_events(session_id, EventFilter.keyword_search("curlew"))
+        texts = [e.message.text for e in found]
+        assert texts == [*(f"a curlew, {n}" for n in range(6)), "a curlew past the mark"]
 
 
 def test_the_indexer_rests_while_writes_flow_and_not_when_the_ledger_is_idle(pg_url: str) -> None:
