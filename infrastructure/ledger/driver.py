@@ -200,6 +200,9 @@ _SIGNALED = 1644
 """The error number of a `SIGNAL SQLSTATE '45000'` (MariaDB's and MySQL's `ER_SIGNAL_EXCEPTION`)."""
 _ALREADY_EXISTS = 1304
 """`ER_SP_ALREADY_EXISTS`: a procedure of that name exists."""
+_ACCESS_DENIED = frozenset({1044, 1142, 1227, 1370})
+"""The errors of an account refused a privilege: on the database, a table, a global privilege, a
+routine (MariaDB's and MySQL's `ER_DBACCESS_DENIED_ERROR` and its kin)."""
 
 
 class Procedure:
@@ -261,7 +264,7 @@ class Procedure:
 
     def create(self, connection: sa.Connection) -> None:
         """Create the procedure unless the database has it (made meanwhile by another process is
-        as good)."""
+        as good); a `ValueError` saying what to grant when the account may not."""
         held = connection.exec_driver_sql(
             "SELECT 1 FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()"
             " AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME = %s",
@@ -272,7 +275,14 @@ class Procedure:
         try:
             connection.exec_driver_sql(self.created.replace("%", "%%"))
         except sa.exc.DBAPIError as error:
-            if error.orig is None or error.orig.args[:1] != (_ALREADY_EXISTS,):
+            number = None if error.orig is None else error.orig.args[0]
+            if number in _ACCESS_DENIED:  # a line saying what to grant, not the procedure's text
+                raise ValueError(
+                    f"the database account may not create the ledger's append procedure {self.name} "
+                    f"({error.orig}): grant it CREATE ROUTINE, or run `sessionledger migrate` once "
+                    "as an account that may (docs/mariadb.md)"
+                ) from None
+            if number != _ALREADY_EXISTS:
                 raise
 
 

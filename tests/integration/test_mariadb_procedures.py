@@ -5,7 +5,10 @@ event loop's, and signalling, not storing, when the head it was given had moved.
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Iterator
 
+import pymysql
 import pytest
 import sqlalchemy as sa
 from sessionledger.domain import SessionNotFound, UserMessage
@@ -14,6 +17,8 @@ from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.driver import DriverStatement, Procedure
 from sessionledger.infrastructure.ledger.schema import mysql_collation
 from sqlalchemy.dialects.mysql import pymysql as mysql_pymysql
+
+from tests.conftest import MARIADB_ADMIN
 
 
 def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
@@ -134,3 +139,48 @@ def test_a_procedure_made_meanwhile_by_another_process_is_as_good(mariadb_url: s
             connection.exec_driver_sql(procedure.created.replace("%", "%%"))  # not swallowed unasked
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def routine_less_url(mariadb_url: str) -> Iterator[str]:
+    """`mariadb_url` through an account of its own holding every privilege on the database that
+    the ledger uses but `CREATE ROUTINE` (dropped afterwards, an interrupted run's too)."""
+    user, address = MARIADB_ADMIN.rsplit("@", 1)
+    host, port = address.rsplit(":", 1)
+    database = mariadb_url.rsplit("/", 1)[1]
+    account, password = f"sl_test_{uuid.uuid4().hex[:12]}", uuid.uuid4().hex
+
+    def admin(sql: str) -> None:
+        with pymysql.connect(host=host, port=int(port), user=user, autocommit=True) as conn:
+            conn.cursor().execute(sql)
+
+    admin(f"CREATE USER '{account}'@'%' IDENTIFIED BY '{password}'")
+    try:
+        admin(
+            "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP, TRIGGER, REFERENCES,"
+            f" LOCK TABLES, CREATE TEMPORARY TABLES, EXECUTE ON `{database}`.* TO '{account}'@'%'"
+        )
+        yield f"mysql+pymysql://{account}:{password}@{address}/{database}"
+    finally:
+        admin(f"DROP USER IF EXISTS '{account}'@'%'")
+
+
+def test_an_account_that_may_not_create_the_procedures_is_told_what_to_grant(
+    routine_less_url: str, mariadb_url: str
+) -> None:
+    """One line naming the privilege (not the procedure's text); once an account that may has
+    opened the ledger (`sessionledger migrate`), the first account appends through the procedures."""
+    with pytest.raises(ValueError) as refused:
+        open_service(routine_less_url)
+    message = str(refused.value)
+    assert "\n" not in message and "CREATE ROUTINE" in message and "sessionledger migrate" in message
+    assert "BEGIN" not in message, "the procedure's definition is not the operator's to read"
+    assert _routines(mariadb_url) == []
+    open_service(mariadb_url).close()  # the operator's migrate, as an account that may
+    with open_service(routine_less_url) as service:
+        session = service.create_session("alice").id
+        before = _calls(mariadb_url)
+        for n in range(3):
+            service.append_message(session, UserMessage(f"a lapwing, {n}"))
+        assert _calls(mariadb_url) - before >= 2  # the first append reads the head, then calls
+        assert audit.verify(service, session).ok
