@@ -33,7 +33,7 @@ from bench.database import fresh_postgres
 from bench.report import Row
 from bench.timing import alternating, interleaved
 
-PUT_ROUNDS, PUTS_PER_ROUND = 7, 100
+PUT_ROUNDS, PUTS_PER_ROUND = 21, 50
 HISTORY, READ_ROUNDS, READS_PER_ROUND = 100, 30, 10
 TURNS, INVOKE_ROUNDS = 50, 15
 
