@@ -125,9 +125,8 @@ class OnHead:
 
 
 def head_moves(event: SessionEvent) -> dict[str, Any]:
-    """What an event adds to its session row's head and window stats."""
+    """What an event adds to its session row's window stats."""
     return {
-        "sid": event.session_id,
         "turn": int(starts_turn(event)),
         "size": event_bytes(event),
         "keep_count": 0 if event.is_synthetic else 1,
@@ -140,15 +139,8 @@ def statement_values(
     """The draft's record after `head`, and the values of the statement that moves the head from
     there and inserts the record (`head_moves` of its event): the one-event append's, also built
     by bench_ledger to time that statement alone."""
-    session_id = moves["sid"]
-    record = head.place(session_id, draft, head.version + 1, datetime.now(UTC))
-    return record, {
-        **moves,
-        "cached": head.position,
-        "new_position": record.position,
-        "new_hash": record.row_hash,
-        **ledger_row(record, draft.text),
-    }
+    record = head.place(appended_event(draft).session_id, draft, head.version + 1, datetime.now(UTC))
+    return record, {**moves, "cached": head.position, **ledger_row(record, draft.text)}
 
 
 def _appended_on_head(draft: Draft) -> bool:

@@ -259,14 +259,21 @@ FROM_CACHED_HEAD = (
 
 def move_head(*preconditions: sa.ColumnElement[bool]) -> sa.Update:
     """The session row's head moved by one event, only from the cached head of a live session and
-    where every one of `preconditions` holds."""
+    where every one of `preconditions` holds: to the event's row, whose own parameters it binds
+    (`session_id`, `position`, `row_hash`: `rows.ledger_row`'s), so that the append that inserts
+    the row sends each value once (a procedure's call on MariaDB took 22 values, 3 of them twice)."""
     return (
         sessions.update()
-        .where(*FROM_CACHED_HEAD, *preconditions)
+        .where(
+            sessions.c.id == sa.bindparam("session_id"),
+            sessions.c.head_position == sa.bindparam("cached"),
+            sessions.c.deleted_at.is_(None),
+            *preconditions,
+        )
         .values(
             version=sessions.c.version + ONE,
-            head_position=sa.bindparam("new_position", type_=sa.BigInteger),
-            head_hash=sa.bindparam("new_hash", type_=sa.Text),
+            head_position=sa.bindparam("position", type_=sa.BigInteger),
+            head_hash=sa.bindparam("row_hash", type_=sa.Text),
             window_events=sessions.c.window_events + ONE,
             window_turns=sessions.c.window_turns + sa.bindparam("turn", type_=sa.Integer),
             window_bytes=sessions.c.window_bytes + sa.bindparam("size", type_=sa.BigInteger),
