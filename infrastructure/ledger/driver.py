@@ -217,12 +217,11 @@ class Procedure:
     The first statement is the head move from the cached head: when it changes no row (the head
     moved, the session was deleted, a token was revoked) the procedure rolls back and signals
     `HEAD_NOT_MOVED`, which `execute` answers with `False`, so the others run only after a head
-    that moved. The procedure is named after a hash of its definition, made from the statements
-    the packet would send: created once per database when a ledger is opened to write
-    (`Appends.create_procedures`), and a release that changes the statements calls one of another
-    name. It runs with its caller's privileges (`SQL SECURITY INVOKER`), and its string
-    parameters are in the ledger's character set and `collation`, so they compare with its
-    columns as bound values do."""
+    that moved. The procedure is named after a hash of its definition, made from its statements:
+    created once per database when a ledger is opened to write (`appends.create_procedures`), and
+    a release that changes the statements calls one of another name. It runs with its caller's
+    privileges (`SQL SECURITY INVOKER`), and its string parameters are in the ledger's character
+    set and `collation`, so they compare with its columns as bound values do."""
 
     def __init__(self, name: str, statements: Sequence[DriverStatement], dialect: sa.Dialect, collation: str):
         self._statements = statements

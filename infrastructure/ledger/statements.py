@@ -249,12 +249,14 @@ TOKEN_LIVE = sa.exists().where(
 `infrastructure.loop_appends`): the token is not revoked, checked by the append itself, atomically."""
 
 
-FROM_CACHED_HEAD = (
-    sessions.c.id == sa.bindparam("sid"),
-    sessions.c.head_position == sa.bindparam("cached"),
-    sessions.c.deleted_at.is_(None),
-)
-"""Where an on-head append moves a session's head: a live session still at the cached head."""
+def from_cached_head(session_id: str) -> tuple[sa.ColumnElement[bool], ...]:
+    """Where an on-head append moves a session's head: the live session whose id is the parameter
+    `session_id`, still at the cached head (the parameter `cached`)."""
+    return (
+        sessions.c.id == sa.bindparam(session_id),
+        sessions.c.head_position == sa.bindparam("cached"),
+        sessions.c.deleted_at.is_(None),
+    )
 
 
 def move_head(*preconditions: sa.ColumnElement[bool]) -> sa.Update:
@@ -264,12 +266,7 @@ def move_head(*preconditions: sa.ColumnElement[bool]) -> sa.Update:
     the row sends each value once (a procedure's call on MariaDB took 22 values, 3 of them twice)."""
     return (
         sessions.update()
-        .where(
-            sessions.c.id == sa.bindparam("session_id"),
-            sessions.c.head_position == sa.bindparam("cached"),
-            sessions.c.deleted_at.is_(None),
-            *preconditions,
-        )
+        .where(*from_cached_head("session_id"), *preconditions)
         .values(
             version=sessions.c.version + ONE,
             head_position=sa.bindparam("position", type_=sa.BigInteger),
@@ -327,7 +324,7 @@ def row_parameters(count: int) -> tuple[tuple[int, str, str], ...]:
 
 MOVE_BY = (
     sessions.update()
-    .where(*FROM_CACHED_HEAD)
+    .where(*from_cached_head("sid"))
     .values(
         version=sa.bindparam("new_version", type_=sa.BigInteger),
         head_position=sa.bindparam("new_position", type_=sa.BigInteger),
