@@ -46,15 +46,26 @@ def database_errors() -> tuple[type[Exception], ...]:
     return (*database_unavailable(), *_UNUSABLE, *(d.Error for d in _drivers()))
 
 
-def broker_errors() -> tuple[type[BaseException], ...]:
-    """What a broker that refuses or does not answer raises; imported only once something failed
-    (the redis client alone costs every command a quarter of a second at start)."""
-    from amqp.exceptions import AMQPError
-    from kombu.exceptions import KombuError
-    from redis.exceptions import RedisError
+_BROKER_ERRORS = (
+    ("kombu.exceptions", "KombuError"),
+    ("amqp.exceptions", "AMQPError"),
+    ("redis.exceptions", "RedisError"),
+)
+"""The broker clients' error bases, by module (each counted once its module is imported)."""
 
+
+def broker_errors() -> tuple[type[BaseException], ...]:
+    """What a broker that refuses or does not answer raises: the socket's errors, and the broker
+    clients' (kombu's, py-amqp's, redis's) once imported, as the drivers' (`_drivers`). A client's
+    error cannot exist before its module is imported, and importing the redis client only to
+    classify a failure cost every failing command a fifth of a second."""
     sockets = (ConnectionRefusedError, ConnectionResetError, socket.gaierror, TimeoutError)
-    return (KombuError, AMQPError, RedisError, *sockets)
+    clients = (
+        getattr(module, name)
+        for module_name, name in _BROKER_ERRORS
+        if (module := sys.modules.get(module_name)) is not None
+    )
+    return (*clients, *sockets)
 
 
 def failed_system(error: BaseException) -> Literal["database", "broker"] | None:

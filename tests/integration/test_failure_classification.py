@@ -115,3 +115,22 @@ def test_classifying_imports_no_psycopg_and_a_sqlite_failure_is_still_the_databa
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_classifying_imports_no_broker_client_and_a_clients_error_is_still_the_brokers():
+    """As the drivers': an error of redis's (or kombu's, or py-amqp's) exists only once its client
+    is imported, so a command that failed on its database does not import them to say so."""
+    code = (
+        "import sqlite3, sys\n"
+        "from sessionledger.infrastructure.failures import failed_system\n"
+        "assert failed_system(sqlite3.OperationalError('database is locked')) == 'database'\n"
+        "assert failed_system(ValueError('a bug')) is None\n"
+        "clients = {'redis', 'kombu', 'amqp'} & {name.split('.')[0] for name in sys.modules}\n"
+        "assert not clients, f'classifying imported {clients}'\n"
+        "import redis, kombu.exceptions, amqp.exceptions\n"
+        "assert failed_system(redis.exceptions.AuthenticationError('refused')) == 'broker'\n"
+        "assert failed_system(kombu.exceptions.OperationalError('gone')) == 'broker'\n"
+        "assert failed_system(amqp.exceptions.AccessRefused('no')) == 'broker'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
