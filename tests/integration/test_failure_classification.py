@@ -101,33 +101,20 @@ def test_a_bug_is_neither_systems_failure_and_keeps_its_traceback(error):
     assert failed_system(error) is None and operator_message(error, None) is None
 
 
-def test_classifying_imports_no_psycopg_and_a_sqlite_failure_is_still_the_databases():
-    """An error of psycopg's can only exist once psycopg is imported: until then the classification
-    does without its classes (a command on a SQLite ledger never imports it)."""
+def test_classifying_imports_no_driver_nor_broker_client_and_their_errors_are_still_theirs():
+    """An error of psycopg's (or redis's, kombu's, py-amqp's) can only exist once its module is
+    imported: until then the classification does without its classes (a command on a SQLite
+    ledger never imports psycopg; one that failed on its database imports no broker client)."""
     code = (
         "import sqlite3, sys\n"
         "from sessionledger.infrastructure.failures import database_unavailable, failed_system\n"
         "assert failed_system(sqlite3.OperationalError('database is locked')) == 'database'\n"
-        "assert 'psycopg' not in sys.modules, 'classifying imported psycopg'\n"
-        "import psycopg\n"
+        "assert failed_system(ValueError('a bug')) is None\n"
+        "imported = {'psycopg', 'redis', 'kombu', 'amqp'} & {name.split('.')[0] for name in sys.modules}\n"
+        "assert not imported, f'classifying imported {imported}'\n"
+        "import psycopg, redis, kombu.exceptions, amqp.exceptions\n"
         "assert psycopg.OperationalError in database_unavailable()\n"
         "assert failed_system(psycopg.errors.UniqueViolation()) == 'database'\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-
-
-def test_classifying_imports_no_broker_client_and_a_clients_error_is_still_the_brokers():
-    """As the drivers': an error of redis's (or kombu's, or py-amqp's) exists only once its client
-    is imported, so a command that failed on its database does not import them to say so."""
-    code = (
-        "import sqlite3, sys\n"
-        "from sessionledger.infrastructure.failures import failed_system\n"
-        "assert failed_system(sqlite3.OperationalError('database is locked')) == 'database'\n"
-        "assert failed_system(ValueError('a bug')) is None\n"
-        "clients = {'redis', 'kombu', 'amqp'} & {name.split('.')[0] for name in sys.modules}\n"
-        "assert not clients, f'classifying imported {clients}'\n"
-        "import redis, kombu.exceptions, amqp.exceptions\n"
         "assert failed_system(redis.exceptions.AuthenticationError('refused')) == 'broker'\n"
         "assert failed_system(kombu.exceptions.OperationalError('gone')) == 'broker'\n"
         "assert failed_system(amqp.exceptions.AccessRefused('no')) == 'broker'\n"
