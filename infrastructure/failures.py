@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 import sys
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Literal
 
@@ -24,11 +25,17 @@ _UNUSABLE: tuple[type[Exception], ...] = (
 )
 
 
+def _imported(names: Iterable[str]) -> list[ModuleType]:
+    """The modules of `names` imported so far. None of a module's errors can exist before it is
+    imported, so a classification counts them only from then on, and imports none itself."""
+    return [module for name in names if (module := sys.modules.get(name)) is not None]
+
+
 def _drivers() -> list[ModuleType]:
     """The network drivers imported so far (PEP 249 modules: each has `OperationalError`,
-    `InterfaceError` and `Error`). None of a driver's errors can exist before it is imported, and
-    importing one would cost every command on a SQLite ledger a tenth of a second."""
-    return [module for name in ("psycopg", "pymysql") if (module := sys.modules.get(name)) is not None]
+    `InterfaceError` and `Error`; importing one would cost every command on a SQLite ledger a
+    tenth of a second)."""
+    return _imported(("psycopg", "pymysql"))
 
 
 def database_unavailable() -> tuple[type[Exception], ...]:
@@ -46,25 +53,20 @@ def database_errors() -> tuple[type[Exception], ...]:
     return (*database_unavailable(), *_UNUSABLE, *(d.Error for d in _drivers()))
 
 
-_BROKER_ERRORS = (
-    ("kombu.exceptions", "KombuError"),
-    ("amqp.exceptions", "AMQPError"),
-    ("redis.exceptions", "RedisError"),
-)
-"""The broker clients' error bases, by module (each counted once its module is imported)."""
+_BROKER_ERRORS = {
+    "kombu.exceptions": "KombuError",
+    "amqp.exceptions": "AMQPError",
+    "redis.exceptions": "RedisError",
+}
+"""The broker clients' error bases, by module."""
 
 
 def broker_errors() -> tuple[type[BaseException], ...]:
     """What a broker that refuses or does not answer raises: the socket's errors, and the broker
-    clients' (kombu's, py-amqp's, redis's) once imported, as the drivers' (`_drivers`). A client's
-    error cannot exist before its module is imported, and importing the redis client only to
-    classify a failure cost every failing command a fifth of a second."""
+    clients' (kombu's, py-amqp's, redis's) once imported (`_imported`: importing the redis client
+    only to classify a failure cost every failing command a fifth of a second)."""
     sockets = (ConnectionRefusedError, ConnectionResetError, socket.gaierror, TimeoutError)
-    clients = (
-        getattr(module, name)
-        for module_name, name in _BROKER_ERRORS
-        if (module := sys.modules.get(module_name)) is not None
-    )
+    clients = (getattr(module, _BROKER_ERRORS[module.__name__]) for module in _imported(_BROKER_ERRORS))
     return (*clients, *sockets)
 
 
