@@ -90,12 +90,15 @@ def sql_url(request: pytest.FixtureRequest, backend: str, *, shared: bool = Fals
     return request.getfixturevalue(run_wide if shared else fresh)
 
 
+def backend_url(request: pytest.FixtureRequest, backend: str, *, shared: bool = False) -> str:
+    """A ledger URL of `backend` for this test: `memory://` for "memory", else `sql_url`'s."""
+    return "memory://" if backend == "memory" else sql_url(request, backend, shared=shared)
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres", "mariadb"])
 def database_url(request) -> str:
     """Each contract test runs against the four backends."""
-    if request.param == "memory":
-        return "memory://"
-    return sql_url(request, request.param, shared=True)
+    return backend_url(request, request.param, shared=True)
 
 
 pytest_plugins = ["tests.fakes.fake_openai", "tests.fakes.embedded_pgvector"]

@@ -22,7 +22,7 @@ from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers.web import audit_app
 
-from tests.conftest import SQL_BACKENDS, sql_url
+from tests.conftest import SQL_BACKENDS, backend_url
 from tests.fakes.audit_ledger import BOB_TEXT, MARKUP, SECRET_URL, AuditLedger, fill
 
 JSON = {"Accept": "application/json"}
@@ -44,7 +44,7 @@ class Site:
 def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
     """The audit page over a fresh ledger of each backend: the pages list every session of a user
     and the whole ledger, so no other test's sessions may share its database."""
-    database_url = "memory://" if request.param == "memory" else sql_url(request, request.param)
+    database_url = backend_url(request, request.param)
     with open_storage(Settings(database_url=database_url)) as storage:
         ledger = fill(storage.service)
         headers = {}

@@ -15,7 +15,7 @@ from sessionledger.domain.audit_port import Moved, Trusted
 from sessionledger.domain.hashing import canonical, sha256_hex
 from sessionledger.infrastructure import SessionService, open_service
 
-from tests.conftest import SQL_BACKENDS, sql_url
+from tests.conftest import SQL_BACKENDS, backend_url
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -23,7 +23,7 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 @pytest.fixture(params=["memory", *SQL_BACKENDS])
 def service(request: pytest.FixtureRequest) -> Iterator[SessionService]:
     """The service on a fresh, empty ledger of each backend (the scans see every session)."""
-    url = "memory://" if request.param == "memory" else sql_url(request, request.param)
+    url = backend_url(request, request.param)
     with open_service(url) as opened:
         yield opened
 

@@ -53,7 +53,7 @@ from sessionledger.infrastructure import SessionService, audit, open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.replay import model_view_at, window_at
 
-from tests.conftest import SQL_BACKENDS, sql_url
+from tests.conftest import SQL_BACKENDS, backend_url
 from tests.fakes.compaction import Always
 
 EXAMPLES = {"postgres": 8, "sqlite": 8, "mariadb": 8, "memory": 40}
@@ -386,7 +386,7 @@ def test_replay_reproduces_every_version(
     backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys.modules[window_at.__module__], "CHUNK", 2)  # the walks cross many chunks
-    with open_service("memory://" if backend == "memory" else sql_url(request, backend)) as service:
+    with open_service(backend_url(request, backend)) as service:
         run_session_machine(service, EXAMPLES[backend])
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from sessionledger.domain import UserMessage
 
-from tests.conftest import SQL_BACKENDS, sql_url
+from tests.conftest import SQL_BACKENDS, backend_url
 from tests.integration import agent_faces
 
 face = agent_faces.face  # each test on both faces
@@ -23,7 +23,7 @@ ADDS = 25
 
 @pytest.mark.parametrize("backend", ["memory", *SQL_BACKENDS])
 def test_concurrent_adds_store_each_message_in_the_ledger_exactly_once(face, request, backend):
-    url = "memory://" if backend == "memory" else sql_url(request, backend, shared=True)
+    url = backend_url(request, backend, shared=True)
     conversation = f"conv-{uuid.uuid4().hex[:10]}"
     failures: list[BaseException] = []
     start = threading.Barrier(THREADS)

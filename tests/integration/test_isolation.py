@@ -22,7 +22,7 @@ from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.infrastructure import SessionService, audit, open_service
 from sessionledger.infrastructure.agents import RecallTools
 
-from tests.conftest import SQL_BACKENDS, sql_url
+from tests.conftest import SQL_BACKENDS, backend_url
 from tests.fakes.compaction import Always, SummarizeAllButTwo
 
 FIRST_EVENT = "first-question"
@@ -39,7 +39,7 @@ def service(database_url: str) -> Iterator[SessionService]:
 @pytest.fixture(params=["memory", *SQL_BACKENDS])
 def fresh_service(request: pytest.FixtureRequest) -> Iterator[SessionService]:
     """`service` on a fresh database, for a test that reads every session of the ledger."""
-    url = "memory://" if request.param == "memory" else sql_url(request, request.param)
+    url = backend_url(request, request.param)
     with open_service(url) as svc:
         yield svc
 
