@@ -94,12 +94,17 @@ def browser(tmp_path: Path) -> Iterator[object]:
         f"--user-data-dir={tmp_path / 'chromium-profile'}",
     ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    # chromium keeps its crash reports and dconf its settings under the user's config and cache
+    # directories whatever the profile: these point into the test's own, which goes with it
+    home = {name: str(tmp_path / "chromium-home" / name) for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env={**os.environ, **home}), options=options)
     try:
         yield driver
     finally:
         driver.quit()
-        shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
+        assert Path(home["XDG_CONFIG_HOME"], "chromium").is_dir()  # it kept them here, not in $HOME
+        for made in ("chromium-profile", "chromium-home"):
+            shutil.rmtree(tmp_path / made, ignore_errors=True)
 
 
 def test_an_auditor_logs_in_follows_a_compaction_and_sees_what_the_model_saw(
