@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import select
 import threading
 import time
+import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -32,17 +34,28 @@ _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
 percent sign."""
 
 PING_AFTER_IDLE_SECONDS = 1.0
-"""A pooled connection unused for longer is pinged before it is used again (`check_idle_connections`)."""
+"""A pooled connection unused for longer is pinged before it is used again (`check_pooled_connections`)."""
+
+ServerClosed = Callable[[Any], bool]
+"""Whether the server closed a driver connection while it sat idle, told without a round trip
+(`server_spoke` on its socket, `postgres.py`, `mysql.py`)."""
+
+_server_closed: weakref.WeakKeyDictionary[sa.Engine, ServerClosed] = weakref.WeakKeyDictionary()
+"""Each engine's `ServerClosed`, for the connection `Autocommit` keeps out of the pool."""
 
 
-def check_idle_connections(engine: sa.Engine, ping: Callable[[Any], None]) -> None:
-    """`pool_pre_ping`, but only for a connection idle for more than `PING_AFTER_IDLE_SECONDS`.
+def check_pooled_connections(engine: sa.Engine, ping: Callable[[Any], None], closed: ServerClosed) -> None:
+    """`pool_pre_ping` without its round trip on a connection in steady use.
 
-    A dead pooled connection (server restart, idle timeout, failover) is found at checkout and
-    replaced, as with `pool_pre_ping`; a connection in steady use skips the ping, which would
-    otherwise add a network round trip to every append. `ping(dbapi_connection)` is the driver's
-    cheapest round trip, raising `sa.exc.DisconnectionError` when the connection is gone.
+    A connection the server closed (a restart, `pg_terminate_backend`, `KILL`, an idle timeout)
+    is found by `closed` at every checkout, with no round trip, and replaced: the server says
+    goodbye on the socket before it closes it. One idle for more than `PING_AFTER_IDLE_SECONDS`
+    is also pinged, which finds what no goodbye announced (a failover that moved the server's
+    address: the first packet sent is refused). `ping(dbapi_connection)` is the driver's cheapest
+    round trip, raising `sa.exc.DisconnectionError` when the connection is gone; the pool then
+    replaces it in place. `Autocommit` checks its kept connection with `closed` too.
     """
+    _server_closed[engine] = closed
 
     @sa.event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
@@ -50,9 +63,22 @@ def check_idle_connections(engine: sa.Engine, ping: Callable[[Any], None]) -> No
 
     @sa.event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if closed(dbapi_connection):
+            raise sa.exc.DisconnectionError("the server closed the connection while it was in the pool")
         idle_since = record.info.get("idle_since")
         if idle_since is not None and time.monotonic() - idle_since >= PING_AFTER_IDLE_SECONDS:
             ping(dbapi_connection)
+
+
+def server_spoke(socket: int) -> bool:
+    """Whether anything waits to be read on the socket of a connection between statements, which
+    is owed nothing: the server's goodbye (its notice that it ends the connection, or the end of
+    the stream), or, rarely, a notice of its own, which then costs a reconnect and never an
+    answer read as another statement's. One `poll` with no wait (`select` fails on a descriptor
+    past 1,023, which a busy process has)."""
+    poller = select.poll()
+    poller.register(socket, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def integrity_errors(dialect: sa.Dialect) -> tuple[type[Exception], ...]:
@@ -386,10 +412,11 @@ class Autocommit:
     which is one statement. A caller who finds it taken (another thread, or a call nested in one)
     checks out a connection of its own, as every call did before. A caller reads its results to the
     end inside the block, as with any pooled connection. The kept connection goes back to the pool
-    after an error and when unused for `PING_AFTER_IDLE_SECONDS`: the pool's idle check
-    (`postgres.py`) then pings it before it is used again, so a connection that died while idle is
-    still found and replaced. A forked process forgets it, as `engine.dispose(close=False)` forgets
-    the pool's.
+    after an error and when unused for `PING_AFTER_IDLE_SECONDS` (the pool's idle check then pings
+    it before it is used again), and is dropped for a new one when the server closed it
+    (`check_pooled_connections`' `closed`, asked at every use: a poll, no round trip), so that an
+    append after a database restart is not sent on a dead connection. A forked process forgets it,
+    as `engine.dispose(close=False)` forgets the pool's.
 
     SQLite connections never begin a transaction implicitly (see `engine.py`): nothing to switch.
 
@@ -409,6 +436,7 @@ class Autocommit:
         self._kept: PoolProxiedConnection | None = None
         self._kept_by = -1  # the process that checked it out (`_forks` when it did)
         self._last_used = 0.0
+        self._server_closed = _server_closed.get(engine)  # None: SQLite, which has no server
         self._generic: bool | None = None if engine.dialect.name == "postgresql" else False
         """Whether the kept connection takes `GENERIC_PLANS` (a partitioned PostgreSQL ledger);
         `None` until the first connection is kept."""
@@ -431,6 +459,9 @@ class Autocommit:
             self._kept = None  # the parent's: neither used nor closed here
         elif self._kept is not None and time.monotonic() - self._last_used > PING_AFTER_IDLE_SECONDS:
             self._give_back()
+        elif self._kept is not None and self._closed_by_server(self._kept):
+            pooled, self._kept = self._kept, None
+            pooled.invalidate()  # closed and forgotten by the pool, which opens another in its place
         if self._kept is None:
             self._kept, self._kept_by = self._switched(), _forks[0]
             if self._generic is None:
@@ -438,6 +469,9 @@ class Autocommit:
             if self._generic:
                 driver_of(self._kept).execute(GENERIC_PLANS)
         return driver_of(self._kept)
+
+    def _closed_by_server(self, pooled: PoolProxiedConnection) -> bool:
+        return self._server_closed is not None and self._server_closed(driver_of(pooled))
 
     def _give_back(self) -> None:
         pooled, self._kept = self._kept, None

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from pymysql.constants import CLIENT
-from sessionledger.infrastructure.ledger.driver import check_idle_connections
+from sessionledger.infrastructure.ledger.driver import check_pooled_connections, server_spoke
 from sessionledger.infrastructure.ledger.engine import milliseconds
 from sqlalchemy import event
 
@@ -19,8 +19,8 @@ from sqlalchemy import event
 def mysql_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_only: bool) -> sa.Engine:
     """`create_ledger_engine` for a MariaDB or MySQL URL (`engine.py`): `utf8mb4` on the wire,
     READ COMMITTED as on PostgreSQL (InnoDB's REPEATABLE READ takes gap locks that turn concurrent
-    appends into deadlocks), and a pooled connection found dead at checkout after idling replaced
-    (`driver.check_idle_connections`)."""
+    appends into deadlocks), and a pooled connection the server closed, or that stops answering
+    after idling, replaced at checkout (`driver.check_pooled_connections`)."""
     engine = sa.create_engine(
         # multi-statement packets: the one-round-trip append (`driver.Packet`); every statement's
         # values are bound parameters, never SQL text
@@ -29,7 +29,7 @@ def mysql_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_onl
         max_overflow=pool_size * 2,
         isolation_level="READ COMMITTED",
     )
-    check_idle_connections(engine, _ping)
+    check_pooled_connections(engine, _ping, _closed)
     event.listen(engine, "connect", partial(_configure, statement_timeout, read_only))
     return engine
 
@@ -59,6 +59,13 @@ def _ping(dbapi_connection: Any) -> None:
         dbapi_connection.ping(reconnect=False)
     except Exception as error:
         raise sa.exc.DisconnectionError(str(error)) from error
+
+
+def _closed(dbapi_connection: Any) -> bool:
+    """Whether the server closed the connection: PyMySQL closed its socket, or the server's goodbye
+    waits on it (`driver.server_spoke`). PyMySQL names its socket only privately (`_sock`)."""
+    sock = dbapi_connection._sock
+    return sock is None or server_spoke(sock.fileno())
 
 
 def session_settings(server_info: str, statement_timeout: float) -> str:

@@ -11,7 +11,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import ConnStatus
 from psycopg.types.json import set_json_loads
 from psycopg.types.string import ByteaBinaryLoader
-from sessionledger.infrastructure.ledger.driver import check_idle_connections
+from sessionledger.infrastructure.ledger.driver import check_pooled_connections, server_spoke
 from sessionledger.infrastructure.ledger.engine import milliseconds
 from sessionledger.infrastructure.ledger.schema import loads
 from sqlalchemy import event
@@ -20,7 +20,7 @@ from sqlalchemy import event
 def postgres_engine(url: sa.URL, pool_size: int, statement_timeout: float, read_only: bool) -> sa.Engine:
     """`create_ledger_engine` for a PostgreSQL URL (`engine.py`)."""
     engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
-    check_idle_connections(engine, _ping)
+    check_pooled_connections(engine, _ping, _closed)
     event.listen(engine, "connect", partial(_configure_postgres, statement_timeout, read_only))
     return engine
 
@@ -69,3 +69,10 @@ def _ping(dbapi_connection: Any) -> None:
         raise sa.exc.DisconnectionError(str(error)) from error
     if pgconn.status != ConnStatus.OK:
         raise sa.exc.DisconnectionError("connection lost while idle in the pool")
+
+
+def _closed(dbapi_connection: Any) -> bool:
+    """Whether the server closed the connection: psycopg knows it is broken, or the server's goodbye
+    waits on the socket (`driver.server_spoke`)."""
+    pgconn = dbapi_connection.pgconn
+    return pgconn.status != ConnStatus.OK or server_spoke(pgconn.socket)

@@ -10,49 +10,21 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
-import pymysql
 import pytest
-import sqlalchemy as sa
 from sessionledger.domain import SessionEvent, SessionNotFound, UserMessage
 from sessionledger.domain.errors import ConcurrencyConflict
 from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME, AsyncAppend
-from sessionledger.infrastructure.ledger.driver import PING_AFTER_IDLE_SECONDS
 
 from tests.conftest import sql_url
+from tests.integration.server_side import OTHER_MARIADB_CONNECTIONS, admin_sql, end_connections, on_mariadb
 
 
 @pytest.fixture(params=["postgres", "mariadb"])
 def loop_url(request: pytest.FixtureRequest) -> str:
     """A fresh database of each ledger whose appends are sent from the event loop."""
     return sql_url(request, request.param)
-
-
-OTHER_MARIADB_CONNECTIONS = (
-    "FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()"
-)
-
-
-def on_mariadb(url: str) -> bool:
-    return url.startswith("mysql")
-
-
-def admin_sql(url: str, sql: str) -> list[tuple[Any, ...]]:
-    """`sql`'s rows, run on a connection of the test's own to the test's database."""
-    if on_mariadb(url):
-        address = sa.make_url(url)
-        with (
-            pymysql.connect(
-                host=address.host, port=address.port, user=address.username, database=address.database
-            ) as connection,
-            connection.cursor() as cursor,
-        ):
-            cursor.execute(sql)
-            return list(cursor.fetchall())
-    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as connection:
-        return connection.execute(sql).fetchall()
 
 
 def connections(url: str) -> int:
@@ -82,18 +54,8 @@ def closed_soon(url: str, within: float = 5.0) -> bool:
 
 def drop_loop_connections(url: str) -> None:
     """The server drops the loop's connections: on MariaDB, which cannot tell them apart, every
-    connection to the database, and the pool then pings its own before using them again."""
-    if not on_mariadb(url):
-        admin_sql(
-            url,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            f" WHERE datname = current_database() AND application_name = '{APPLICATION_NAME}'",
-        )
-        return
-    ids = admin_sql(url, f"SELECT id {OTHER_MARIADB_CONNECTIONS}")
-    for (id_,) in ids:
-        admin_sql(url, f"KILL {id_}")
-    time.sleep(PING_AFTER_IDLE_SECONDS)
+    connection to the database, and the pool finds its own closed before it uses them again."""
+    end_connections(url, "" if on_mariadb(url) else f"application_name = '{APPLICATION_NAME}'")
 
 
 @pytest.fixture

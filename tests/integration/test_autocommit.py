@@ -1,20 +1,26 @@
 """`driver.Autocommit`: the kept autocommit connection is reused while it is free and healthy, and
 handed back to the pool whenever reusing it could be wrong (after an error, when idle, in another
-process)."""
+process); a connection the server ended (as a restart does), kept or pooled, is replaced before
+it is used."""
 
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
+from sessionledger.domain import UserMessage
+from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.ledger import driver as driver_module
 from sessionledger.infrastructure.ledger.driver import Autocommit
 from sessionledger.infrastructure.ledger.engine import create_ledger_engine
 
 from tests.conftest import SQL_BACKENDS, sql_url
+from tests.integration.server_side import end_connections
 
 
 @pytest.fixture(params=SQL_BACKENDS)
@@ -135,3 +141,50 @@ def test_close_returns_the_connection(engine: sa.Engine) -> None:
     assert engine.pool.checkedout() == 1
     connections.close()
     assert engine.pool.checkedout() == 0
+
+
+@pytest.fixture(params=["postgres", "mariadb"])
+def server_url(request) -> str:
+    """A fresh database of each ledger with a server (whose connections the tests end)."""
+    return sql_url(request, request.param)
+
+
+def _server_id(driver) -> object:
+    """Which connection the server sees: its process (PostgreSQL), its thread (MariaDB)."""
+    cursor = driver.cursor()
+    cursor.execute("SELECT pg_backend_pid()" if hasattr(driver, "pgconn") else "SELECT CONNECTION_ID()")
+    return cursor.fetchone()[0]
+
+
+def test_a_kept_connection_the_server_ended_is_replaced_before_it_is_used(server_url: str) -> None:
+    engine = create_ledger_engine(server_url)
+    connections = Autocommit(engine)
+    try:
+        with connections() as driver:
+            ended = _server_id(driver)
+        end_connections(server_url)
+        with connections() as driver:  # within PING_AFTER_IDLE_SECONDS: no ping would have found it
+            assert _server_id(driver) != ended
+    finally:
+        connections.close()
+        engine.dispose()
+
+
+def test_appends_after_the_server_ended_every_connection_all_land(server_url: str) -> None:
+    """As after a restart of the database: the kept connection and each pooled one is found closed
+    at its next use and replaced; no append fails, none is lost, the chain holds."""
+    with open_service(server_url) as service:
+        session_id = service.create_session("u").id
+
+        def append_in_threads(tag: str) -> None:  # several at once: the pool holds several connections
+            with ThreadPoolExecutor(4) as pool:
+                list(
+                    pool.map(lambda n: service.append_message(session_id, UserMessage(f"{tag}{n}")), range(8))
+                )
+
+        append_in_threads("before-")
+        end_connections(server_url)
+        append_in_threads("after-")
+        texts = sorted(m.text for m in service.get_messages(session_id))
+        assert texts == sorted([f"before-{n}" for n in range(8)] + [f"after-{n}" for n in range(8)])
+        assert verify(service, session_id).ok

@@ -1,8 +1,8 @@
 """`LibpqStatement`: a statement run by libpq's own `PQexecPrepared` (or, on an asyncio connection,
 `PQsendQueryPrepared`) stores what psycopg's `cursor.execute` would, prepares again when the
 parameters' types change or the server forgot the statement, raises psycopg's own errors, and
-leaves the connection usable; and the one-event append that runs on it survives its connection
-being killed."""
+leaves the connection usable (`test_autocommit.py`: the append after the server ended its
+connection)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from datetime import UTC, datetime, timedelta, timezone
 import psycopg
 import pytest
 import sqlalchemy as sa
-from sessionledger.domain import UserMessage
-from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.ledger.driver import DriverStatement
 from sessionledger.infrastructure.ledger.libpq_statement import LibpqStatement, numbered
 from sqlalchemy.dialects import postgresql
@@ -86,21 +84,6 @@ def test_a_killed_connection_is_an_operational_error(connection, insert, pg_url)
         admin.execute("SELECT pg_terminate_backend(%s)", (connection.info.backend_pid,))
     with pytest.raises(psycopg.OperationalError):
         insert.execute(connection, {"id": 2, "label": "b", "at": None, "flag": None})
-
-
-def test_an_append_whose_connection_was_killed_fails_once_then_appends_again(pg_url):
-    with open_service(pg_url) as service:
-        session_id = service.create_session("u").id
-        service.append_message(session_id, UserMessage("before"))
-        with psycopg.connect(pg_url.replace("+psycopg", ""), autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        with pytest.raises(psycopg.OperationalError):
-            service.append_message(session_id, UserMessage("lost with its connection"))
-        service.append_message(session_id, UserMessage("after"))
-        assert [m.text for m in service.get_messages(session_id)] == ["before", "after"]
 
 
 def test_a_connection_told_not_to_prepare_runs_the_statement_unprepared(connection, insert):
