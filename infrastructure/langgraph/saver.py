@@ -87,6 +87,11 @@ FORGET_ALL = (Forget(CHECKPOINT), Forget(WRITE))
 """What deleting a thread forgets. Its message entries stay live: checkpoints written later may
 refer to them (a saver remembers which it stored), and each is written once for all."""
 
+LATEST_READ = 8
+"""How many of a namespace's newest checkpoints and writes `get_tuple` reads at once for its
+latest checkpoint: one read when that checkpoint has fewer writes since (a step's tasks' writes),
+else a second, for exactly its writes."""
+
 R = TypeVar("R")
 
 
@@ -393,15 +398,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             return None
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is None:
-            latest = service.entries(thread_id, CHECKPOINT, prefix=ns_prefix(ns), limit=1)
-            if not latest:
-                return None
-            checkpoint_id = checkpoint_id_of(latest[0])
-            writes = service.entries(
-                thread_id, WRITE, prefix=writes_prefix(ns, checkpoint_id), after=latest[0].position
-            )
-            messages = self._message_values(service, thread_id, latest)
-            return checkpoint_tuple(self.serde, thread_id, latest[0], writes, messages=messages)
+            return self._latest_tuple(service, thread_id, ns)
         key = checkpoint_key(ns, checkpoint_id)
         found = service.entries(thread_id, [CHECKPOINT, WRITE], prefix=key)
         stored = next((e for e in found if e.type == CHECKPOINT and e.key == key), None)
@@ -410,6 +407,27 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         writes = [e for e in found if e.type == WRITE and e.key.startswith(writes_prefix(ns, checkpoint_id))]
         messages = self._message_values(service, thread_id, [stored])
         return checkpoint_tuple(self.serde, thread_id, stored, writes, messages=messages)
+
+    def _latest_tuple(self, service: SessionService, thread_id: str, ns: str) -> CheckpointTuple | None:
+        """The namespace's latest checkpoint and its writes, in one read of the newest
+        `LATEST_READ` entries under the namespace when the checkpoint is among them (the writes
+        written since come before it, newest first), else in two: the checkpoint, then its writes."""
+        newest = service.entries(thread_id, [CHECKPOINT, WRITE], prefix=ns_prefix(ns), limit=LATEST_READ)
+        found = next((entry for entry in newest if entry.type == CHECKPOINT), None)
+        if found is not None:
+            own = writes_prefix(ns, checkpoint_id_of(found))
+            writes = [e for e in newest if e.position > found.position and e.key.startswith(own)]
+        elif len(newest) < LATEST_READ:
+            return None  # no checkpoint under the namespace
+        else:
+            latest = service.entries(thread_id, CHECKPOINT, prefix=ns_prefix(ns), limit=1)
+            if not latest:
+                return None
+            found = latest[0]
+            own = writes_prefix(ns, checkpoint_id_of(found))
+            writes = service.entries(thread_id, WRITE, prefix=own, after=found.position)
+        messages = self._message_values(service, thread_id, [found])
+        return checkpoint_tuple(self.serde, thread_id, found, writes, messages=messages)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The config's checkpoint (its `checkpoint_id`, else the thread's latest in its namespace)."""

@@ -5,7 +5,7 @@ backward (from the head down to `after`), the entry's type and key prefix tested
 `event_type` and `branch` columns (no payload is read for a row that does not match), a page at
 a time: a read with a `limit` stops at the first page that holds that many live entries. Each
 page is one autocommitted statement on the driver (`driver.py`): an adapter's read (a LangGraph
-`get_tuple`) is two of them, where SQLAlchemy's execution layer cost more than the database.
+`get_tuple`) is one or two of them, where SQLAlchemy's execution layer cost more than the database.
 `domain.entries.live_entries` then applies the forget rule, as the memory ledger does. The entry
 log (`entry_log`) reads the rows after a position, oldest first, in one such statement.
 """

@@ -23,6 +23,7 @@ from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.timeline import timeline
 from sessionledger.infrastructure.langgraph import LedgerSaver
 from sessionledger.infrastructure.langgraph.checkpoints import checkpoint_entry
+from sessionledger.infrastructure.langgraph.saver import LATEST_READ
 
 from tests.conftest import sql_url
 
@@ -118,6 +119,28 @@ def test_each_message_is_written_once_and_each_checkpoint_reads_its_own(
             m.content for m in history[0]
         ]
         assert [m.id for m in latest.checkpoint["channel_values"]["messages"]] == [m.id for m in history[0]]
+
+
+@pytest.mark.parametrize("since", [0, 1, LATEST_READ - 2, LATEST_READ - 1, 3 * LATEST_READ])
+def test_the_latest_checkpoint_comes_with_exactly_its_writes_in_one_read_while_they_are_few(
+    service: SessionService, saver: LedgerSaver, monkeypatch: pytest.MonkeyPatch, since: int
+) -> None:
+    tid = thread()
+    older = saver.put(config(tid), generate_checkpoint(), generate_metadata(), {})
+    saver.put_writes(older, [("before", "the latest")], "older-task")
+    latest = saver.put(older, generate_checkpoint(), generate_metadata(), {})
+    for n in range(since):  # writes since the latest checkpoint, and one to the older after it
+        saver.put_writes(latest, [("channel", n)], f"task-{n}")
+    saver.put_writes(older, [("late", "to the older")], "late-task")
+    reads: list[object] = []
+    entries = service.entries
+    monkeypatch.setattr(service, "entries", lambda *a, **k: reads.append(a) or entries(*a, **k))
+    found = saver.get_tuple(config(tid))
+    assert found is not None and found.config == latest
+    assert sorted(found.pending_writes or []) == sorted((f"task-{n}", "channel", n) for n in range(since))
+    # newest first: the late write, those since, then the checkpoint; past `LATEST_READ`, two more reads
+    assert len(reads) == (1 if since + 2 <= LATEST_READ else 3)
+    assert saver.get_tuple(config(tid, user_id="mallory")) is None
 
 
 class Mood(StrEnum):
