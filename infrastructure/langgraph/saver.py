@@ -90,7 +90,7 @@ refer to them (a saver remembers which it stored), and each is written once for 
 LATEST_READ = 8
 """How many of a namespace's newest checkpoints and writes `get_tuple` reads at once for its
 latest checkpoint: one read when that checkpoint has fewer writes since (a step's tasks' writes),
-else a second, for exactly its writes."""
+else two more, for the checkpoint and then exactly its writes."""
 
 R = TypeVar("R")
 
@@ -411,7 +411,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     def _latest_tuple(self, service: SessionService, thread_id: str, ns: str) -> CheckpointTuple | None:
         """The namespace's latest checkpoint and its writes, in one read of the newest
         `LATEST_READ` entries under the namespace when the checkpoint is among them (the writes
-        written since come before it, newest first), else in two: the checkpoint, then its writes."""
+        written since come before it, newest first), else in two more: the checkpoint, then its writes."""
         newest = service.entries(thread_id, [CHECKPOINT, WRITE], prefix=ns_prefix(ns), limit=LATEST_READ)
         found = next((entry for entry in newest if entry.type == CHECKPOINT), None)
         if found is not None:
