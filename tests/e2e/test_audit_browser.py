@@ -102,9 +102,10 @@ def browser(tmp_path: Path) -> Iterator[object]:
         yield driver
     finally:
         driver.quit()
-        assert Path(home["XDG_CONFIG_HOME"], "chromium").is_dir()  # it kept them here, not in $HOME
+        kept_here = Path(home["XDG_CONFIG_HOME"], "chromium").is_dir()  # not in $HOME
         for made in ("chromium-profile", "chromium-home"):
             shutil.rmtree(tmp_path / made, ignore_errors=True)
+        assert kept_here, "chromium kept its config elsewhere than the test's XDG_CONFIG_HOME"
 
 
 def test_an_auditor_logs_in_follows_a_compaction_and_sees_what_the_model_saw(
