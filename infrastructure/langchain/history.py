@@ -23,6 +23,7 @@ from sessionledger.domain.events import SessionEvent
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.langchain.messages import from_payload, to_event
 from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.settling import settled
 from sessionledger.infrastructure.window_changes import ClearSession, change_window
 
 APP_NAME = "langchain"
@@ -145,7 +146,8 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         service = self._service
         if isinstance(service, AsyncSessionService):
             return await service.run(work)
-        return await run_in_executor(None, work, service)
+        # settled: a cancel waits for the executor's call, so a write lands before the caller hears
+        return await settled(run_in_executor(None, work, service))
 
     @property
     def _owner(self) -> str | None:

@@ -67,6 +67,7 @@ from sessionledger.infrastructure.langgraph.checkpoints import (
 )
 from sessionledger.infrastructure.langgraph.messages import new_message_events
 from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.settling import settled
 
 APP_NAME = "langgraph"
 """The app the ledger files threads under (its compaction policy, its `app:` state)."""
@@ -370,6 +371,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         put = self._checkpoint_put(config, checkpoint, metadata, new_versions)
+        return await settled(self._astored(put))
+
+    async def _astored(self, put: _CheckpointPut) -> RunnableConfig:
+        """`aput`'s append and then its bookkeeping, settled as one (`settling.py`): a cancel that
+        lands once the append is under way waits for both, so the messages it stored are known
+        stored and the next put does not write them again."""
         await self._aappend(put.thread_id, put.user, put.entries, put.events)
         return put.stored()
 

@@ -70,6 +70,7 @@ from sessionledger.infrastructure.langgraph.store_items import (
 )
 from sessionledger.infrastructure.langgraph.store_vectors import ItemVectors
 from sessionledger.infrastructure.service import SessionService
+from sessionledger.infrastructure.settling import settled
 from sessionledger.infrastructure.vectors.keyed import KeyedVectors, beside_ledger, keyed_vectors
 from sessionledger.infrastructure.vectors.schema import ExtensionMissing
 
@@ -250,7 +251,8 @@ class LedgerStore(BaseStore):
             found = {q: self._checked_vectors([a], 1)[0] for q, a in zip(queries, answers, strict=True)}
         if self._async is not None:  # on the async service's own threads
             return await self._async.run(lambda _: self._run(ops, plan, vectors, found))
-        return await asyncio.to_thread(self._run, ops, plan, vectors, found)
+        # settled: a cancel waits for the thread's call, so the write lands before the caller hears
+        return await settled(asyncio.to_thread(self._run, ops, plan, vectors, found))
 
     # --- embedding ----------------------------------------------------------------------------------
 

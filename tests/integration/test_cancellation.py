@@ -1,9 +1,9 @@
 """Cancellation settles: when `CancelledError` reaches the caller of a write, the write is stored
 (the next read sees it) or never will be. Writes through `AsyncSessionService`, the google-adk
-adapter, the openai-agents adapter and LangGraph's checkpointer are cancelled at random points
-(once, or twice in a row), on memory, SQLite, PostgreSQL and MariaDB; after each cancel the session
-is read at once, then again once the service's threads are idle and a little later, and the two
-reads must agree."""
+adapter, the openai-agents adapter, LangGraph's checkpointer and store and LangChain's chat history
+are cancelled at random points (once, or twice in a row), on memory, SQLite, PostgreSQL and
+MariaDB; after each cancel the session is read at once, then again once the threads the writes run
+on are idle and a little later, and the two reads must agree."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import random
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import asyncmy
@@ -23,13 +24,16 @@ from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.session import Session
 from google.genai import types
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from sessionledger.domain import SessionEvent, UserMessage
-from sessionledger.infrastructure import AsyncSessionService, open_async_service
+from sessionledger.infrastructure import AsyncSessionService, open_async_service, open_service
 from sessionledger.infrastructure.adk import LedgerSessionService
 from sessionledger.infrastructure.audit import verify
-from sessionledger.infrastructure.langgraph import LedgerSaver
-from sessionledger.infrastructure.langgraph.checkpoints import CHECKPOINT, WRITE
+from sessionledger.infrastructure.langchain import LedgerChatMessageHistory
+from sessionledger.infrastructure.langgraph import LedgerSaver, LedgerStore
+from sessionledger.infrastructure.langgraph.checkpoints import CHECKPOINT, MESSAGE, WRITE
 from sessionledger.infrastructure.ledger.async_append import APPLICATION_NAME
 from sessionledger.infrastructure.openai_agents import LedgerSession
 
@@ -74,24 +78,44 @@ async def cancelled_at_random(write: Coroutine[Any, Any, Any], rng: random.Rando
     return False
 
 
-async def quiet(service: AsyncSessionService) -> None:
-    """Wait until no call handed to the service's threads is running (every thread meets the others
-    in a barrier, so each has ended what it took before), then a little longer."""
-    size = service.settings.pool_size
-    barrier = threading.Barrier(size, timeout=10)
-    await asyncio.gather(*(service.run(lambda _: barrier.wait()) for _ in range(size)))
+EXECUTOR_THREADS = 2
+"""The threads of the event loop's default executor, where the adapters given a synchronous
+`SessionService` run its calls (`with_default_executor`)."""
+
+
+def with_default_executor() -> ThreadPoolExecutor:
+    """A default executor of `EXECUTOR_THREADS` for the running loop (`asyncio.run` shuts it down),
+    so `quiet` knows how many threads to wait for."""
+    executor = ThreadPoolExecutor(EXECUTOR_THREADS)
+    asyncio.get_running_loop().set_default_executor(executor)
+    return executor
+
+
+async def quiet(threads: AsyncSessionService | ThreadPoolExecutor) -> None:
+    """Wait until no call handed to the service's threads (or to the executor of
+    `with_default_executor`) is running (every thread meets the others in a barrier, so each has
+    ended what it took before), then a little longer."""
+    if isinstance(threads, AsyncSessionService):
+        barrier = threading.Barrier(threads.settings.pool_size, timeout=10)
+        meetings = [threads.run(lambda _: barrier.wait()) for _ in range(barrier.parties)]
+    else:
+        barrier = threading.Barrier(EXECUTOR_THREADS, timeout=10)
+        loop = asyncio.get_running_loop()
+        meetings = [loop.run_in_executor(threads, barrier.wait) for _ in range(barrier.parties)]
+    await asyncio.gather(*meetings)
     await asyncio.sleep(LATE_WRITE)
 
 
 async def check_settles(
     rng: random.Random,
-    service: AsyncSessionService,
+    service: AsyncSessionService | ThreadPoolExecutor,
     read: Callable[[], Awaitable[Any]],
     write: Callable[[int], Coroutine[Any, Any, Any]],
     after_cancel: Callable[[Any, Any], Awaitable[None]] | None = None,
 ) -> int:
-    """`ITERATIONS` writes cancelled at random: what `read()` returns right after a cancel reached
-    the caller is what it returns once everything is idle, and nothing changes between writes.
+    """`ITERATIONS` writes cancelled at random, run on `service`'s threads (or an executor's): what
+    `read()` returns right after a cancel reached the caller is what it returns once they are
+    idle, and nothing changes between writes.
     `after_cancel(before, seen)` checks more (and may write). How many cancels reached the caller."""
     cancels = 0
     last = await read()
@@ -262,6 +286,97 @@ def test_langgraph_puts_settle_whole_or_not_at_all(database_url: str) -> None:
             cancels = await check_settles(rng, service, read, write, after_cancel)
             assert verify(saver.service, tid).ok
             return cancels
+
+    assert asyncio.run(scenario()) > ITERATIONS // 4
+
+
+def test_a_cancelled_langgraph_put_leaves_each_message_stored_once(database_url: str) -> None:
+    """Each `aput` adds a message to the `messages` channel and is cancelled at random: however the
+    cancels fell, every message is one entry and one event (a put whose append settled under a
+    cancel knows its messages stored, so the next put does not write them again), and the last
+    checkpoint holds them all."""
+    rng = random.Random(47)
+    tid = unique("thread")
+
+    async def scenario() -> int:
+        async with open_async_service(database_url) as service, LedgerSaver(service=service) as saver:
+            latest: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+            messages: list[BaseMessage] = []
+
+            async def put(n: int) -> None:
+                nonlocal latest
+                checkpoint = generate_checkpoint(
+                    channel_values={"messages": list(messages)}, channel_versions={"messages": n + 1}
+                )
+                latest = await saver.aput(latest, checkpoint, generate_metadata(step=n), {"messages": n + 1})
+
+            cancels = 0
+            for n in range(ITERATIONS):
+                messages.append(HumanMessage(f"m{n}", id=f"m{n}"))
+                cancels += await cancelled_at_random(put(n), rng)
+            await quiet(service)
+            await put(ITERATIONS)
+            keys = [entry.key for entry in await service.entries(tid, MESSAGE)]
+            assert len(keys) == len(set(keys)) == ITERATIONS, "a message was written again"
+            assert [event.id for event in await service.get_events(tid)] == [m.id for m in messages]
+            stored = await saver.aget_tuple(latest)
+            assert stored is not None and stored.checkpoint["channel_values"]["messages"] == messages
+            return cancels
+
+    assert asyncio.run(scenario()) > ITERATIONS // 4
+
+
+def test_langgraph_store_writes_settle_whole_or_not_at_all(database_url: str) -> None:
+    """`LedgerStore` on a ledger of its own (a database URL): its coroutines run the store's
+    synchronous calls on the loop's default executor, and a cancelled `aput` or `adelete` is stored
+    or never will be when the cancel reaches the caller."""
+    rng = random.Random(52)
+    namespace = ("memories", unique("user"))
+
+    async def scenario() -> int:
+        executor = with_default_executor()
+        with LedgerStore(database_url, user_id=namespace[1]) as store:
+
+            async def read() -> list[tuple[str, Any]]:
+                return sorted((item.key, item.value) for item in await store.asearch(namespace, limit=50))
+
+            def write(n: int) -> Coroutine[Any, Any, Any]:
+                key = f"k{rng.randrange(8)}"
+                if rng.random() < 0.7:
+                    return store.aput(namespace, key, {"n": n})
+                return store.adelete(namespace, key)
+
+            return await check_settles(rng, executor, read, write)
+
+    assert asyncio.run(scenario()) > ITERATIONS // 4
+
+
+# --- langchain ---------------------------------------------------------------------------------
+
+
+def test_langchain_history_writes_settle_whole_or_not_at_all(database_url: str) -> None:
+    """`LedgerChatMessageHistory` given a synchronous `SessionService` runs its calls on the loop's
+    default executor: a cancelled `aadd_messages` or `aclear` is done whole or not at all when the
+    cancel reaches the caller."""
+    rng = random.Random(61)
+    sid = unique("s")
+
+    async def scenario() -> int:
+        executor = with_default_executor()
+        with open_service(database_url) as service:
+            history = LedgerChatMessageHistory(sid, service=service, user_id=unique("user"))
+
+            async def read() -> list[BaseMessage]:
+                return await history.aget_messages()
+
+            def write(n: int) -> Coroutine[Any, Any, Any]:
+                if rng.random() < 0.1:
+                    return history.aclear()
+                return history.aadd_messages(
+                    [HumanMessage(f"{n}.{k}", id=f"{n}.{k}") for k in range(rng.randint(1, 3))]
+                )
+
+            return await check_settles(rng, executor, read, write)
 
     assert asyncio.run(scenario()) > ITERATIONS // 4
 
