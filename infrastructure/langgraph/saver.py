@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -80,9 +81,11 @@ STRIPES = 64
 `_aappend` on an event loop), on one of this many locks (by the thread id's hash)."""
 
 KEPT_THREADS = 4096
-"""How many threads' owners and messages a saver remembers (`KnownMessages`; beyond, it forgets
-them all: an owner is then asked again, a put writes its messages again, which reads dedupe, and
-the event id rule keeps each event once)."""
+"""How many threads' owners and messages a saver remembers. Beyond, it forgets all the owners (an
+owner is then asked again) and the messages of the thread it used least recently
+(`KnownMessages`): a thread's messages are learnt again from its next read (`get_tuple`, which
+langgraph makes before a run's puts), and a put that comes first writes its messages again, which
+reads dedupe (the event id rule keeps each event once)."""
 
 FORGET_ALL = (Forget(CHECKPOINT), Forget(WRITE))
 """What deleting a thread forgets. Its message entries stay live: checkpoints written later may
@@ -133,7 +136,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             self._sync = sync
             self._async = AsyncSessionService.around(sync)
         self._owners: dict[str, str] = {}  # thread -> its user, for threads known to be theirs
-        self._messages: dict[str, KnownMessages] = {}
+        self._messages: OrderedDict[str, KnownMessages] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(STRIPES)]
         self._loop_stripes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Lock]] = (
@@ -326,21 +329,29 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         )
 
     def _known_messages(self, thread_id: str) -> KnownMessages:
+        """What the saver knows of the thread's messages (`KEPT_THREADS` threads, the least
+        recently used forgotten first)."""
         with self._lock:
             known = self._messages.get(thread_id)
             if known is None:
                 if len(self._messages) >= KEPT_THREADS:
-                    self._messages.clear()
+                    self._messages.popitem(last=False)
                 known = self._messages[thread_id] = KnownMessages()
+            else:
+                self._messages.move_to_end(thread_id)
             return known
 
     def _message_values(
         self, service: SessionService, thread_id: str, checkpoints: Sequence[StoredEntry]
     ) -> MessageValues | None:
-        """The thread's message entries, when one of `checkpoints` refers to them."""
+        """The thread's message entries, when one of `checkpoints` refers to them; their keys are
+        then known stored, so a saver that did not write them (another process, this one before a
+        restart, or after forgetting the thread) does not write them again."""
         if not any(map(refers_to_messages, checkpoints)):
             return None
-        return MessageValues(self.serde, service.entries(thread_id, MESSAGE))
+        stored = service.entries(thread_id, MESSAGE)
+        self._known_messages(thread_id).stored.update(entry.key for entry in stored)
+        return MessageValues(self.serde, stored)
 
     def _write_entries(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str

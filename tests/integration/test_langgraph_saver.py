@@ -22,7 +22,8 @@ from sessionledger.infrastructure import SessionService, open_async_service, ope
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.timeline import timeline
 from sessionledger.infrastructure.langgraph import LedgerSaver
-from sessionledger.infrastructure.langgraph.checkpoints import checkpoint_entry
+from sessionledger.infrastructure.langgraph import saver as saver_module
+from sessionledger.infrastructure.langgraph.checkpoints import MESSAGE, checkpoint_entry
 from sessionledger.infrastructure.langgraph.saver import LATEST_READ
 
 from tests.conftest import sql_url
@@ -119,6 +120,47 @@ def test_each_message_is_written_once_and_each_checkpoint_reads_its_own(
             m.content for m in history[0]
         ]
         assert [m.id for m in latest.checkpoint["channel_values"]["messages"]] == [m.id for m in history[0]]
+
+
+def test_a_saver_that_did_not_write_a_threads_messages_learns_them_from_its_first_read(
+    service: SessionService, saver: LedgerSaver
+) -> None:
+    """A process restarted, or a second one: its graph's run reads the thread first, and then
+    writes only the new messages."""
+    tid = thread()
+    echo_graph(saver).invoke({"messages": [HumanMessage("hello")]}, config(tid))
+    with LedgerSaver(service=service) as restarted:
+        result = echo_graph(restarted).invoke({"messages": [HumanMessage("again")]}, config(tid))
+    assert [m.content for m in result["messages"]] == ECHOED
+    keys = [entry.key for entry in service.entries(tid, MESSAGE)]
+    assert len(keys) == len(set(keys)) == len(ECHOED)
+    assert [e.id for e in service.get_events(tid)] == [m.id for m in result["messages"]]
+
+
+def test_a_saver_forgets_the_messages_of_the_thread_it_used_least_recently(
+    service: SessionService, saver: LedgerSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond `KEPT_THREADS` threads, the one used least recently is forgotten, not every thread:
+    a run under way keeps what it knows, and a forgotten thread learns its messages again from its
+    next read, so no message is written twice."""
+    monkeypatch.setattr(saver_module, "KEPT_THREADS", 2)
+    graph = echo_graph(saver)
+    first, second, third = thread(), thread(), thread()
+    for tid in (first, second):
+        graph.invoke({"messages": [HumanMessage("hello")]}, config(tid))
+    latest = saver.get_tuple(config(first))  # first is now the more recently used
+    assert latest is not None
+    graph.invoke({"messages": [HumanMessage("hello")]}, config(third))  # forgets second
+    again = generate_checkpoint(
+        channel_values=latest.checkpoint["channel_values"],
+        channel_versions=latest.checkpoint["channel_versions"],
+    )
+    saver.put(latest.config, again, generate_metadata(step=9), {})  # no read since: first is known
+    for tid in (second, first):
+        graph.invoke({"messages": [HumanMessage("again")]}, config(tid))
+    for tid in (first, second, third):
+        keys = [entry.key for entry in service.entries(tid, MESSAGE)]
+        assert len(keys) == len(set(keys)), "a message was written again"
 
 
 @pytest.mark.parametrize("since", [0, 1, LATEST_READ - 2, LATEST_READ - 1, 3 * LATEST_READ])
