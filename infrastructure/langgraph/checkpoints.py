@@ -84,9 +84,10 @@ def _plain_texts(*values: Any) -> bool:
 
 @dataclass
 class KnownMessages:
-    """What a saver knows of one thread's messages: the message object it last keyed under each
-    message id (an object seen again is not serialized again), the keys it stored as entries, and
-    the ids it stored as events."""
+    """What a saver knows of one thread's messages: the message object it last keyed (or read)
+    under each message id (that object, or one equal to it, is not serialized again: a serializer
+    that encrypts gives other bytes, so another key, every time), the keys it stored as entries,
+    and the ids it stored as events."""
 
     keyed: dict[str, tuple[BaseMessage, str]] = field(default_factory=dict)
     stored: set[str] = field(default_factory=set)
@@ -107,7 +108,7 @@ def message_entries(
         if not isinstance(message, BaseMessage) or not isinstance(message.id, str) or not message.id:
             return None
         cached = known.keyed.get(message.id)
-        key = cached[1] if cached is not None and cached[0] is message else None
+        key = cached[1] if cached is not None and (cached[0] is message or cached[0] == message) else None
         if key is None or key not in known.stored:
             kind, data = serde.dumps_typed(message)
             digest = hashlib.sha256(kind.encode() + b"\x00" + data).hexdigest()[:32]
@@ -193,12 +194,17 @@ def refers_to_messages(stored: StoredEntry) -> bool:
 
 
 class MessageValues:
-    """A thread's message entries, each deserialized once, on first use."""
+    """A thread's message entries, each deserialized once, on first use, and then known under its
+    key (`KnownMessages.keyed`): a graph's next put holds the very objects read, and keys them
+    without serializing them again."""
 
-    def __init__(self, serde: SerializerProtocol, stored: Sequence[StoredEntry]) -> None:
+    def __init__(
+        self, serde: SerializerProtocol, stored: Sequence[StoredEntry], known: KnownMessages
+    ) -> None:
         self._serde = serde
         self._stored = {entry.key: entry.value["value"] for entry in stored}
         self._values: dict[str, Any] = {}
+        self._known = known
 
     def __call__(self, keys: Sequence[str]) -> list[Any]:
         found = []
@@ -206,6 +212,8 @@ class MessageValues:
             value = self._values.get(key)
             if value is None:
                 value = self._values[key] = _untyped(self._serde, self._stored[key])
+                if isinstance(value, BaseMessage) and isinstance(value.id, str):
+                    self._known.keyed[value.id] = (value, key)
             found.append(value)
         return found
 

@@ -4,7 +4,9 @@ A thread is a session (`thread_id` is its id, app `langgraph`), created for its 
 first `put`. Every checkpoint and pending write is a ledger entry (`checkpoints.py`), so verify,
 replay, timelines, digests and proofs cover a graph's state; each message of its `messages`
 channel is written once (an entry the checkpoints refer to) and is also one of the session's
-message events, stored once by id (`messages.py`), in the same transaction as the checkpoint.
+message events, stored once by id (`messages.py`), in the same transaction as the checkpoint
+(not under langgraph's `EncryptedSerializer`: events are readable, and its user asked for the
+graph's state to be stored encrypted).
 Deleting or pruning appends forget records: the saver forgets, the ledger keeps what it forgot
 and that it did. A thread deleted this way takes new checkpoints again (its session stays);
 `SessionService.delete_session` erases it for good.
@@ -42,6 +44,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from sessionledger.domain.entries import Entry, Forget, StoredEntry
 from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
@@ -117,6 +120,10 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         **options: Any,
     ) -> None:
         super().__init__(serde=serde)
+        self._message_events = not isinstance(self.serde, EncryptedSerializer)
+        """Whether a `messages` channel's messages are also the session's events: not under
+        langgraph's `EncryptedSerializer`, whose user asked that the graph's state be stored
+        encrypted (events are readable JSON: what search, recall and the workers read)."""
         if service is not None and (database_url is not None or options):
             raise ValueError("give a database URL and options, or an open service, not both")
         if user_id is not None and (not isinstance(user_id, str) or not user_id):
@@ -321,7 +328,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         )
         events = (
             list(new_message_events(thread_id, values[MESSAGES], known.events))
-            if MESSAGES in new_versions and MESSAGES in values
+            if self._message_events and MESSAGES in new_versions and MESSAGES in values
             else []
         )
         return _CheckpointPut(
@@ -350,8 +357,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         if not any(map(refers_to_messages, checkpoints)):
             return None
         stored = service.entries(thread_id, MESSAGE)
-        self._known_messages(thread_id).stored.update(entry.key for entry in stored)
-        return MessageValues(self.serde, stored)
+        known = self._known_messages(thread_id)
+        known.stored.update(entry.key for entry in stored)
+        return MessageValues(self.serde, stored, known)
 
     def _write_entries(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str

@@ -5,14 +5,19 @@ users are isolated; forgetting keeps the ledger's record; both faces share one l
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import uuid
 from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+from langgraph.checkpoint.serde.base import CipherProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, MessagesState, StateGraph
 from sessionledger.domain import MessageType
@@ -161,6 +166,71 @@ def test_a_saver_forgets_the_messages_of_the_thread_it_used_least_recently(
     for tid in (first, second, third):
         keys = [entry.key for entry in service.entries(tid, MESSAGE)]
         assert len(keys) == len(set(keys)), "a message was written again"
+
+
+class CountingSerializer(JsonPlusSerializer):
+    """langgraph's serializer, counting the messages it serializes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages = 0
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        self.messages += isinstance(obj, BaseMessage)
+        return super().dumps_typed(obj)
+
+
+def test_a_run_serializes_only_its_new_messages(service: SessionService) -> None:
+    """The messages a run reads come back to its puts as the same objects: keyed as read, not
+    serialized again (a thread of n messages cost n serializations a run)."""
+    serde = CountingSerializer()
+    tid = thread()
+    with LedgerSaver(service=service, serde=serde) as saver:
+        graph = echo_graph(saver)
+        graph.invoke({"messages": [HumanMessage("hello")]}, config(tid))
+        serde.messages = 0
+        graph.invoke({"messages": [HumanMessage("again")]}, config(tid))
+    assert serde.messages == 3  # the question and the two answers
+
+
+class AesGcm(CipherProtocol):
+    """AES-GCM (the `cryptography` package) for langgraph's `EncryptedSerializer`."""
+
+    def __init__(self, key: bytes) -> None:
+        self._aes = AESGCM(key)
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        nonce = os.urandom(12)
+        return "aes-gcm", nonce + self._aes.encrypt(nonce, plaintext, None)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        assert ciphername == "aes-gcm"
+        return self._aes.decrypt(ciphertext[:12], ciphertext[12:], None)
+
+
+def test_under_an_encrypting_serializer_the_graphs_conversation_is_stored_only_encrypted(
+    service: SessionService,
+) -> None:
+    """langgraph's `EncryptedSerializer`: its user asked for the graph's state encrypted, so the
+    messages are not also readable events; each is still one entry, though every serialization
+    of it gives other bytes, and the graph reads its state back."""
+    serde = EncryptedSerializer(AesGcm(AESGCM.generate_key(bit_length=256)))
+    tid = thread()
+    with LedgerSaver(service=service, serde=serde) as saver:
+        graph = echo_graph(saver)
+        graph.invoke({"messages": [HumanMessage("hello")]}, config(tid))
+        result = graph.invoke({"messages": [HumanMessage("again")]}, config(tid))
+    assert [m.content for m in result["messages"]] == ECHOED
+    assert service.get_events(tid) == []
+    keys = [entry.key for entry in service.entries(tid, MESSAGE)]
+    assert len(keys) == len(set(keys)) == len(ECHOED)
+    stored = json.dumps([record.payload for record in service.records(tid)])
+    assert not any(text in stored for text in ECHOED), "a message is stored readable"
+    with LedgerSaver(service=service, serde=serde) as restarted:
+        latest = restarted.get_tuple(config(tid))
+        assert latest is not None
+        assert latest.checkpoint["channel_values"]["messages"] == result["messages"]
+        assert verify(service, tid).ok
 
 
 @pytest.mark.parametrize("since", [0, 1, LATEST_READ - 2, LATEST_READ - 1, 3 * LATEST_READ])
