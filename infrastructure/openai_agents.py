@@ -10,7 +10,6 @@ window change), so the window forgets while `replay`, `verify` and `records` sti
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -25,9 +24,9 @@ from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
 from sessionledger.domain.response_items import event_item, item_event, payload_item
-from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
+from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.service import SessionService
-from sessionledger.infrastructure.settings import MEMORY_URL
+from sessionledger.infrastructure.shared_services import SHARED
 from sessionledger.infrastructure.window_changes import ClearSession, PopItem, change_window
 
 APP_NAME = "openai-agents"
@@ -38,42 +37,6 @@ DEFAULT_USER = "openai-agents"
 
 _ITEM_OF_PAYLOAD = functools.partial(payload_item, fast_loads=orjson.loads)
 """A stored payload's item, orjson parsing the exact JSON text it may hold."""
-
-
-class _SharedServices:
-    """One `AsyncSessionService` per durable ledger and settings in a process, shared by its
-    sessions (an agent opens one session per conversation: each must not open its own engine);
-    closed with the last session. `memory://` is a fresh ledger per session, as `open_service` says."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._services: dict[str, tuple[AsyncSessionService, int]] = {}
-
-    def acquire(
-        self, database_url: str | None, broker_url: str | None, options: Mapping[str, Any]
-    ) -> AsyncSessionService:
-        service = open_async_service(database_url, broker_url=broker_url, **options)
-        if service.settings.database_url == MEMORY_URL:
-            return service
-        key = service.settings.model_dump_json()
-        with self._lock:
-            shared, users = self._services.get(key, (service, 0))
-            self._services[key] = (shared, users + 1)
-        return shared
-
-    async def release(self, service: AsyncSessionService) -> None:
-        key = service.settings.model_dump_json()
-        with self._lock:
-            shared, users = self._services.get(key, (service, 1))
-            if shared is service and users > 1:
-                self._services[key] = (shared, users - 1)
-                return
-            if shared is service:
-                self._services.pop(key, None)
-        await service.aclose()
-
-
-_SHARED = _SharedServices()
 
 
 class LedgerSession:
@@ -104,7 +67,7 @@ class LedgerSession:
         self.session_settings = (
             SessionSettings() if session_settings is None else coerce_session_settings(session_settings)
         )
-        self._service = _SHARED.acquire(database_url, broker_url, options)
+        self._service = SHARED.acquire(database_url, options, broker_url)
         self._closed = False
 
     @property
@@ -187,7 +150,8 @@ class LedgerSession:
         if self._closed:
             return
         self._closed = True
-        await _SHARED.release(self._service)
+        if SHARED.release(self._service):
+            await self._service.aclose()
 
 
 def _append(service: SessionService, events: list[SessionEvent], user_id: str | None) -> bool:

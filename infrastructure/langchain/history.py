@@ -20,10 +20,11 @@ from langchain_core.runnables.config import run_in_executor
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.errors import SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
-from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
+from sessionledger.infrastructure.async_service import AsyncSessionService
 from sessionledger.infrastructure.langchain.messages import from_payload, to_event
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settling import settled
+from sessionledger.infrastructure.shared_services import SHARED
 from sessionledger.infrastructure.window_changes import ClearSession, change_window
 
 APP_NAME = "langchain"
@@ -38,9 +39,11 @@ R = TypeVar("R")
 class LedgerChatMessageHistory(BaseChatMessageHistory):
     """The chat history of session `session_id`, for user `user_id` (else `"langchain"`).
 
-    The ledger is `database_url` as `open_service` takes it (the history opens and owns it: close
-    it with `close()` / `aclose()` or `with`), or `service`, an open `SessionService` or
-    `AsyncSessionService` many histories may share (the caller closes it). The asynchronous methods
+    The ledger is `database_url` as `open_service` takes it (the histories on one ledger share one
+    service in the process, `shared_services.py`, as `RunnableWithMessageHistory` makes a history
+    per call: `close()` / `aclose()` or `with` releases it, and the last history closes it), or
+    `service`, an open `SessionService` or `AsyncSessionService` many histories may share (the
+    caller closes it). The asynchronous methods
     go through an `AsyncSessionService` when there is one, so they never block the event loop (a
     `SessionService`'s calls run on the default executor). The session (app `langchain`) is
     created by the first write. Another user's session reads as an empty history and refuses
@@ -67,7 +70,8 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         self.session_id = session_id
         self.user_id = DEFAULT_USER if user_id is None else user_id
         self._owns = service is None
-        self._service = open_async_service(database_url, **options) if service is None else service
+        self._service = SHARED.acquire(database_url, options) if service is None else service
+        self._closed = False
         self._mine = False
         """Whether the session is known to be this user's: then no call checks the owner again (a
         session never changes hands, and a deleted session's id is never used again)."""
@@ -97,7 +101,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         events = self._events(messages)
         if not events:
             return
-        service = self._service
+        service = self._live
         if len(events) == 1 and self._mine and isinstance(service, AsyncSessionService):
             try:  # the ledger's fastest path, sent from the loop when it can be
                 await service.append_event(events[0])
@@ -116,13 +120,24 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     # --- closing ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the ledger the history opened (not one it was given); never from an event loop."""
-        if self._owns and isinstance(self._service, AsyncSessionService):
-            self._service.close()
+        """Release the ledger the history opened (not one it was given), which the last history on
+        it closes; later calls raise `RuntimeError`. Never from an event loop."""
+        last = self._release()
+        if last is not None:
+            last.close()
 
     async def aclose(self) -> None:
-        if self._owns and isinstance(self._service, AsyncSessionService):
-            await self._service.aclose()
+        last = self._release()
+        if last is not None:
+            await last.aclose()
+
+    def _release(self) -> AsyncSessionService | None:
+        """Mark the history closed: its own service, when it held the last share (to close)."""
+        service = self._service
+        if not self._owns or self._closed or not isinstance(service, AsyncSessionService):
+            return None
+        self._closed = True
+        return service if SHARED.release(service) else None
 
     def __enter__(self) -> LedgerChatMessageHistory:
         return self
@@ -138,12 +153,19 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 
     # --- the work, one service call each ------------------------------------------------------
 
+    @property
+    def _live(self) -> SessionService | AsyncSessionService:
+        """The service, while the history is open."""
+        if self._closed:
+            raise RuntimeError("the chat message history is closed")
+        return self._service
+
     def _call(self, work: Callable[[SessionService], R]) -> R:
-        service = self._service
+        service = self._live
         return work(service.synchronous() if isinstance(service, AsyncSessionService) else service)
 
     async def _acall(self, work: Callable[[SessionService], R]) -> R:
-        service = self._service
+        service = self._live
         if isinstance(service, AsyncSessionService):
             return await service.run(work)
         # settled: a cancel waits for the executor's call, so a write lands before the caller hears

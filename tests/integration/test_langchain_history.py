@@ -247,6 +247,63 @@ def test_a_history_on_a_database_url_opens_and_closes_its_own_ledger(database_ur
             assert [m.content for m in again.messages] == ["one", "two", "three", "four"]
 
 
+def test_histories_on_one_ledger_share_one_service_which_the_last_closes(database_url: str) -> None:
+    session_id = f"lc-{uuid.uuid4().hex}"
+    first = LedgerChatMessageHistory(session_id, database_url, user_id="u")
+    second = LedgerChatMessageHistory(session_id, database_url, user_id="u")
+    assert (first.service is second.service) is (database_url != "memory://")  # memory: each its own
+    first.add_messages([HumanMessage("one")])
+    first.close()
+    first.close()  # twice is harmless, and releases once
+    with pytest.raises(RuntimeError, match="closed"):
+        first.add_messages([HumanMessage("after close")])
+    second.add_messages([AIMessage("two")])  # the service stays open for the other history
+    if database_url != "memory://":
+        assert [m.content for m in second.messages] == ["one", "two"]
+    asyncio.run(second.aclose())
+    with pytest.raises(RuntimeError, match="closed"):
+        second.service.synchronous()  # the last history closed it
+    with LedgerChatMessageHistory(session_id, database_url, user_id="u") as again:  # a new one
+        assert again.service is not second.service
+        if database_url != "memory://":
+            assert [m.content for m in again.messages] == ["one", "two"]
+
+
+def test_histories_made_per_call_hold_no_connections_of_their_own(pg_url: str) -> None:
+    """As `RunnableWithMessageHistory` uses them: a history made from the URL for each call, never
+    closed. Each opened an engine and kept its connections (two a call: the server's connections
+    ran out after fifty calls); they share one now."""
+    made: list[LedgerChatMessageHistory] = []
+
+    def history(session_id: str) -> LedgerChatMessageHistory:
+        made.append(LedgerChatMessageHistory(session_id, pg_url, user_id="u"))
+        return made[-1]
+
+    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{question}")])
+    chain = RunnableWithMessageHistory(
+        prompt | FakeListChatModel(responses=["yes"]),
+        history,
+        input_messages_key="question",
+        history_messages_key="history",
+    )
+    try:
+        for n in range(20):
+            config: Any = {"configurable": {"session_id": f"lc-call-{n % 4}"}}
+            chain.invoke({"question": f"question {n}"}, config=config)
+        database = pg_url.rsplit("/", 1)[1]
+        admin = pg_url.replace("postgresql+psycopg://", "postgresql://", 1)
+        with psycopg.connect(admin) as connection:
+            row = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (database,),
+            ).fetchone()
+        assert row is not None and row[0] <= 2, f"{row[0]} connections for 20 calls"
+        assert len({id(h.service) for h in made}) == 1
+    finally:
+        for made_history in made:
+            made_history.close()
+
+
 def test_a_url_and_a_service_together_are_refused(service: SessionService) -> None:
     with pytest.raises(ValueError, match="not both"):
         LedgerChatMessageHistory("s", "memory://", service=service)
