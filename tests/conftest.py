@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
+from types import FrameType
 
 import psycopg
 import pymysql
@@ -13,6 +15,18 @@ import pytest
 PG_ADMIN_URL = os.environ.get("SESSIONLEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 MARIADB_ADMIN = os.environ.get("SESSIONLEDGER_TEST_MARIADB", "root@127.0.0.1:3306")
 """user@host:port of a MariaDB (or MySQL) account that may create and drop databases."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a CI job's timeout, `kill`) interrupts the run as Ctrl-C does, so every fixture's
+    `finally` still drops its databases and stops its servers: by default SIGTERM ends the process
+    at once and leaves them behind. A second SIGTERM does not cut that teardown short."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(number: int, _frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {number}")
 
 
 def _pg_database() -> Iterator[str]:
