@@ -25,6 +25,7 @@ import base64
 import hashlib
 import math
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,12 +88,21 @@ class KnownMessages:
     """What a saver knows of one thread's messages: the message object it last keyed (or read)
     under each message id (that object, or one equal to it, is not serialized again: a serializer
     that encrypts gives other bytes, so another key, every time), the keys it stored as entries,
-    and the ids it stored as events."""
+    and the ids it stored as events.
 
-    keyed: dict[str, tuple[BaseMessage, str]] = field(default_factory=dict)
+    The objects are held weakly: a graph's run holds them from its read to its last put, and a
+    saver that kept every thread's messages alive held megabytes a hundred threads (about 2.7 KB
+    a message of a thousand characters)."""
+
+    keyed: dict[str, tuple[weakref.ref[BaseMessage], str]] = field(default_factory=dict)
     stored: set[str] = field(default_factory=set)
     events: set[str] = field(default_factory=set)
     """The message ids stored as the session's events (`messages.new_message_events`)."""
+
+
+def _same(seen: BaseMessage | None, message: BaseMessage) -> bool:
+    """Whether the object keyed before (if still alive) is the message, or equal to it."""
+    return seen is not None and (seen is message or seen == message)
 
 
 def message_entries(
@@ -108,14 +118,14 @@ def message_entries(
         if not isinstance(message, BaseMessage) or not isinstance(message.id, str) or not message.id:
             return None
         cached = known.keyed.get(message.id)
-        key = cached[1] if cached is not None and (cached[0] is message or cached[0] == message) else None
+        key = cached[1] if cached is not None and _same(cached[0](), message) else None
         if key is None or key not in known.stored:
             kind, data = serde.dumps_typed(message)
             digest = hashlib.sha256(kind.encode() + b"\x00" + data).hexdigest()[:32]
             key = f"{message.id}{SEP}{digest}"
             if len(key) > MAX_KEY_LENGTH:
                 return None
-            known.keyed[message.id] = (message, key)
+            known.keyed[message.id] = (weakref.ref(message), key)
             if key not in known.stored and all(entry.key != key for entry in entries):
                 value = {"value": [kind, base64.b64encode(data).decode("ascii")]}
                 entries.append(Entry(MESSAGE, key, value, _plain_texts(kind)))
@@ -213,7 +223,7 @@ class MessageValues:
             if value is None:
                 value = self._values[key] = _untyped(self._serde, self._stored[key])
                 if isinstance(value, BaseMessage) and isinstance(value.id, str):
-                    self._known.keyed[value.id] = (value, key)
+                    self._known.keyed[value.id] = (weakref.ref(value), key)
             found.append(value)
         return found
 
