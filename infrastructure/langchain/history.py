@@ -43,11 +43,10 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     service in the process, `shared_services.py`, as `RunnableWithMessageHistory` makes a history
     per call: `close()` / `aclose()` or `with` releases it, and the last history closes it), or
     `service`, an open `SessionService` or `AsyncSessionService` many histories may share (the
-    caller closes it). The asynchronous methods
-    go through an `AsyncSessionService` when there is one, so they never block the event loop (a
-    `SessionService`'s calls run on the default executor). The session (app `langchain`) is
-    created by the first write. Another user's session reads as an empty history and refuses
-    writes and `clear()` (`ValueError`, nothing changes).
+    caller closes it). The asynchronous methods go through an `AsyncSessionService` when there is
+    one, so they never block the event loop (a `SessionService`'s calls run on the default
+    executor). The session (app `langchain`) is created by the first write. Another user's session
+    reads as an empty history and refuses writes and `clear()` (`ValueError`, nothing changes).
     """
 
     def __init__(

@@ -90,9 +90,9 @@ class KnownMessages:
     that encrypts gives other bytes, so another key, every time), the keys it stored as entries,
     and the ids it stored as events.
 
-    The objects are held weakly: a graph's run holds them from its read to its last put, and a
-    saver that kept every thread's messages alive held megabytes a hundred threads (about 2.7 KB
-    a message of a thousand characters)."""
+    The objects are held weakly: a graph's run holds them from its read to its last put, which is
+    when they are needed, and a saver that kept them alive held every remembered thread's whole
+    conversation (about 2.7 KB a message of a thousand characters)."""
 
     keyed: dict[str, tuple[weakref.ref[BaseMessage], str]] = field(default_factory=dict)
     stored: set[str] = field(default_factory=set)
