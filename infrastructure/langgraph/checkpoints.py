@@ -308,6 +308,11 @@ def checkpoint_id_of(stored: StoredEntry) -> str:
     return checkpoint_id
 
 
+def message_id_of(stored: StoredEntry) -> str:
+    """The id of the message a message entry holds, from its key."""
+    return stored.key.split(SEP, 1)[0]
+
+
 def written_for(stored: StoredEntry) -> tuple[str, str]:
     """The `(ns, checkpoint id)` a write entry belongs to, from its key."""
     ns, checkpoint_id, _ = stored.key.split(SEP, 2)

@@ -63,6 +63,7 @@ from sessionledger.infrastructure.langgraph.checkpoints import (
     checkpoint_metadata,
     checkpoint_tuple,
     message_entries,
+    message_id_of,
     ns_prefix,
     refers_to_messages,
     write_entries,
@@ -351,14 +352,17 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     def _message_values(
         self, service: SessionService, thread_id: str, checkpoints: Sequence[StoredEntry]
     ) -> MessageValues | None:
-        """The thread's message entries, when one of `checkpoints` refers to them; their keys are
-        then known stored, so a saver that did not write them (another process, this one before a
-        restart, or after forgetting the thread) does not write them again."""
+        """The thread's message entries, when one of `checkpoints` refers to them; they are then
+        known stored, and their messages' events too (a put writes a message's first entry and its
+        event in one transaction), so a saver that did not write them (another process, this one
+        before a restart, or after forgetting the thread) writes neither again: it sent a long
+        thread's every event again, for the ledger to find each a duplicate."""
         if not any(map(refers_to_messages, checkpoints)):
             return None
         stored = service.entries(thread_id, MESSAGE)
         known = self._known_messages(thread_id)
         known.stored.update(entry.key for entry in stored)
+        known.events.update(message_id_of(entry) for entry in stored)
         return MessageValues(self.serde, stored, known)
 
     def _write_entries(

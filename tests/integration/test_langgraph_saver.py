@@ -133,11 +133,20 @@ def test_a_saver_that_did_not_write_a_threads_messages_learns_them_from_its_firs
     service: SessionService, saver: LedgerSaver
 ) -> None:
     """A process restarted, or a second one: its graph's run reads the thread first, and then
-    writes only the new messages."""
+    writes only the new messages, and sends only their events."""
     tid = thread()
     echo_graph(saver).invoke({"messages": [HumanMessage("hello")]}, config(tid))
-    with LedgerSaver(service=service) as restarted:
+    sent: list[str] = []
+    append_entries = service.append_entries
+
+    def spied(session_id: str, entries: Any, *, events: Any = (), **kwargs: Any) -> Any:
+        sent.extend(event.message.text for event in events)
+        return append_entries(session_id, entries, events=events, **kwargs)
+
+    with LedgerSaver(service=service) as restarted, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(service, "append_entries", spied)
         result = echo_graph(restarted).invoke({"messages": [HumanMessage("again")]}, config(tid))
+    assert sent == ECHOED[3:]
     assert [m.content for m in result["messages"]] == ECHOED
     keys = [entry.key for entry in service.entries(tid, MESSAGE)]
     assert len(keys) == len(set(keys)) == len(ECHOED)
