@@ -33,6 +33,7 @@ from sessionledger.infrastructure.compaction_runs import (
     is_outage,
     retry_delay,
 )
+from sessionledger.infrastructure.forks import forget_in_children
 from sessionledger.infrastructure.policies import PolicyBook, policies_from_settings
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settings import Settings
@@ -80,6 +81,11 @@ def compact_in_background(
     return compactor
 
 
+def _lease_owner(compactor: BackgroundCompactor) -> str:
+    """Who holds a session's compaction lease: this compactor, in this process."""
+    return f"background-{os.getpid()}-{id(compactor):x}"
+
+
 class BackgroundCompactor:
     """One thread evaluating and compacting the sessions it is told of; `close()` drains it.
 
@@ -91,7 +97,7 @@ class BackgroundCompactor:
         self._compactions = compactions
         self._settings = settings
         self._debounce = debounce
-        self._owner = f"background-{os.getpid()}-{id(self):x}"
+        self._owner = _lease_owner(self)
         self._due: dict[str, float] = {}
         self._traces: dict[str, Context] = {}
         """session id -> the trace of the append that woke it, which its compaction continues"""
@@ -103,8 +109,25 @@ class BackgroundCompactor:
         self._running = False
         self.dead_letters: list[dict[str, Any]] = []
         """What was given up, as the workers' dead letters say it: reason, task, session ids."""
-        self._thread = threading.Thread(target=self._run, name="sessionledger-compactor", daemon=True)
-        self._thread.start()
+        self._thread = self._started()
+        forget_in_children(self, BackgroundCompactor._forget_parent)
+
+    def _started(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="sessionledger-compactor", daemon=True)
+        thread.start()
+        return thread
+
+    def _forget_parent(self) -> None:
+        """In a forked child, where the thread did not follow: a thread of its own, under a lease
+        owner of its own, for the appends made here (the parent compacts what it was told of)."""
+        self._owner = _lease_owner(self)
+        self._due.clear()
+        self._traces.clear()
+        self._retries.clear()
+        self._changed = threading.Condition()
+        self._running = False
+        if not self._closing:
+            self._thread = self._started()
 
     def appended(self, session_id: str) -> None:
         """An append to the session was stored: evaluate it after the debounce (once for a burst),

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from kombu import Connection, Producer
 from kombu.transport import TRANSPORT_ALIASES
 from sessionledger.domain.events import SessionEvent
+from sessionledger.infrastructure.forks import forget_in_children
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.service import append_draft
@@ -177,9 +178,28 @@ class EventPublisher:
         self._failure: BaseException | None = None  # why the delivery thread stopped, if it did
         self._connection: Connection | None = None
         self._producer: Producer | None = None
-        self._thread = threading.Thread(target=self._run, name="sessionledger-publisher", daemon=True)
-        self._thread.start()
+        self._thread = self._started()
         _live_publishers.add(self)
+        forget_in_children(self, EventPublisher._forget_parent)
+
+    def _started(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="sessionledger-publisher", daemon=True)
+        thread.start()
+        return thread
+
+    def _forget_parent(self) -> None:
+        """In a forked child, where the delivery thread did not follow: the parent delivers what it
+        had buffered, and this process publishes through a thread and a broker connection of its
+        own (the parent's connection is neither used nor closed here)."""
+        self._buffer = deque()
+        self._lock = threading.Lock()
+        self._progress = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._in_flight = self._published = self._settled = 0
+        self.messages_sent = self.send_failures = 0
+        self._connection, self._producer = None, None
+        if not self._closed and self._failure is None:
+            self._thread = self._started()
 
     # the agent's side
     def publish(self, event: SessionEvent) -> None:

@@ -31,6 +31,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sessionledger.infrastructure.forks import forget_in_children
+
 R = TypeVar("R")
 
 _Call = tuple[asyncio.AbstractEventLoop, "CallFuture[Any]", contextvars.Context, Callable[[], Any]]
@@ -73,6 +75,7 @@ class ThreadPool:
         self._lock = threading.Lock()  # a call is queued before the threads' stop marks, or refused
         self._stopped = False
         self._finalizer = weakref.finalize(self, _stop, self._calls, self._threads)
+        forget_in_children(self, ThreadPool._forget_parent)
 
     async def run(self, call: Callable[[], R]) -> R:
         """`call()` on a pool thread, in the caller's context (its context variables), awaited;
@@ -87,6 +90,15 @@ class ThreadPool:
                 self._start()
             self._calls.put((loop, future, contextvars.copy_context(), call))
         return await future
+
+    def _forget_parent(self) -> None:
+        """In a forked child, whose threads stayed in the parent: no threads (the next call starts
+        them), and no calls queued there or locks held there."""
+        self._finalizer.detach()
+        self._calls = queue.SimpleQueue()
+        self._threads = []
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _stop, self._calls, self._threads)
 
     def _start(self) -> None:
         for number in range(self._size):

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sessionledger.domain.append_outcomes import AppendOutcome
 from sessionledger.domain.records import Draft
+from sessionledger.infrastructure.forks import forget_in_children
 from sessionledger.infrastructure.ledger.appends import Appends, OneStatement
 from sessionledger.infrastructure.settling import settled
 
@@ -122,6 +123,7 @@ class AsyncAppend:
         self._opening = 0
         self._waiters: deque[asyncio.Future[Connection | None]] = deque()
         self._closed = False
+        forget_in_children(self, AsyncAppend._forget_parent)
 
     async def append(self, draft_of: Callable[[], Draft], live_token: str | None = None) -> Made | None:
         """Wait for a connection of this loop, build the draft (`draft_of()`) and append it (while
@@ -297,6 +299,16 @@ class AsyncAppend:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 for waiter in waiters:
                     loop.call_soon_threadsafe(_settle, waiter)
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the parent's loop and connections, neither used nor closed here (a
+        close ends the connection for the parent too); the child's first loop opens its own."""
+        self._lock = threading.Lock()
+        self._loop = None
+        self._open = set()
+        self._idle = []
+        self._opening = 0
+        self._waiters = deque()
 
     def close(self) -> None:
         """No append runs here any more; the connections are closed."""

@@ -13,7 +13,6 @@ SQLAlchemy's own rows would (`row.position`), built once per row.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import select
 import threading
@@ -25,6 +24,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sessionledger.infrastructure.forks import forget_in_children
 from sessionledger.infrastructure.ledger.mysql_text import statement_text
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -434,12 +434,12 @@ class Autocommit:
         self._switch = engine.dialect.name != "sqlite"
         self._lock = threading.Lock()
         self._kept: PoolProxiedConnection | None = None
-        self._kept_by = -1  # the process that checked it out (`_forks` when it did)
         self._last_used = 0.0
         self._server_closed = _server_closed.get(engine)  # None: SQLite, which has no server
         self._generic: bool | None = None if engine.dialect.name == "postgresql" else False
         """Whether the kept connection takes `GENERIC_PLANS` (a partitioned PostgreSQL ledger);
         `None` until the first connection is kept."""
+        forget_in_children(self, Autocommit._forget_parent)
 
     def __call__(self) -> AbstractContextManager[Any]:
         """A driver connection for the block: the kept one when it is free, else one checked out
@@ -455,20 +455,32 @@ class Autocommit:
 
     def _take(self) -> Any:
         """The kept connection, checked out again when it cannot be reused; called under the lock."""
-        if self._kept is not None and self._kept_by != _forks[0]:
-            self._kept = None  # the parent's: neither used nor closed here
-        elif self._kept is not None and time.monotonic() - self._last_used > PING_AFTER_IDLE_SECONDS:
+        if self._kept is not None and time.monotonic() - self._last_used > PING_AFTER_IDLE_SECONDS:
             self._give_back()
         elif self._kept is not None and self._closed_by_server(self._kept):
             pooled, self._kept = self._kept, None
             pooled.invalidate()  # closed and forgotten by the pool, which opens another in its place
         if self._kept is None:
-            self._kept, self._kept_by = self._switched(), _forks[0]
+            self._kept = self._switched()
             if self._generic is None:
                 self._generic = _partitioned(driver_of(self._kept))
             if self._generic:
                 driver_of(self._kept).execute(GENERIC_PLANS)
         return driver_of(self._kept)
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the kept connection is the parent's, severed here from its pool
+        record as SQLAlchemy's recipe for forks severs one (`dbapi_connection = None` on both), so
+        that its collection neither rolls it back nor closes it, which would send a ROLLBACK or a
+        goodbye on the parent's socket (PyMySQL's rollback always sends one); and no lock held by
+        a thread that stayed in the parent."""
+        self._lock = threading.Lock()
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            record = kept._connection_record  # the fairy's own (SQLAlchemy has no public name for it)
+            if record is not None:
+                record.dbapi_connection = None
+            kept.dbapi_connection = None  # type: ignore[misc]
 
     def _closed_by_server(self, pooled: PoolProxiedConnection) -> bool:
         return self._server_closed is not None and self._server_closed(driver_of(pooled))
@@ -516,12 +528,6 @@ def _partitioned(driver: Any) -> bool:
         "WHERE c.relname = 'sessions' AND c.relnamespace = current_schema()::regnamespace)"
     ).fetchone()
     return bool(found and found[0])
-
-
-_forks = [0]
-"""How many forks led to this process: `Autocommit` tells its own kept connection from its parent's
-by this, not by `os.getpid()`, a system call on every append (glibc no longer caches the pid)."""
-os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 
 
 def _set_autocommit(driver: Any, on: bool) -> None:

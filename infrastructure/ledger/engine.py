@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sessionledger.infrastructure.forks import forget_in_children
 from sessionledger.infrastructure.ledger.driver import driver_of
 from sessionledger.infrastructure.ledger.sqlite_timeout import TimedConnection
 from sessionledger.infrastructure.redaction import hide_passwords
@@ -122,12 +123,21 @@ def create_ledger_engine(
     if parsed.get_backend_name() == "postgresql":
         from sessionledger.infrastructure.ledger.postgres import postgres_engine
 
-        return postgres_engine(parsed, pool_size, statement_timeout, read_only)
-    if parsed.get_backend_name() == "mysql":
+        engine = postgres_engine(parsed, pool_size, statement_timeout, read_only)
+    elif parsed.get_backend_name() == "mysql":
         from sessionledger.infrastructure.ledger.mysql import mysql_engine
 
-        return mysql_engine(parsed, pool_size, statement_timeout, read_only)
-    return _sqlite_engine(parsed, busy_timeout_ms, statement_timeout, read_only)
+        engine = mysql_engine(parsed, pool_size, statement_timeout, read_only)
+    else:
+        engine = _sqlite_engine(parsed, busy_timeout_ms, statement_timeout, read_only)
+    forget_in_children(engine, _forget_parents_pool)
+    return engine
+
+
+def _forget_parents_pool(engine: sa.Engine) -> None:
+    """In a forked child: a new pool, the parent's connections neither used nor closed here, as
+    SQLAlchemy advises for forks (psycopg does not close a connection collected after a fork)."""
+    engine.dispose(close=False)
 
 
 def milliseconds(seconds: float) -> int:

@@ -38,10 +38,10 @@ def names() -> QueueNames:
     return QueueNames(f"t{uuid.uuid4().hex[:8]}", 4)
 
 
-def drain(names: QueueNames) -> list[tuple[dict, list[SessionEvent]]]:
+def drain(names: QueueNames, broker_url: str = MEMORY) -> list[tuple[dict, list[SessionEvent]]]:
     """Every message on the ingest queues: (headers, the events it carries, decoded)."""
     messages = []
-    with Connection(MEMORY) as connection:
+    with Connection(broker_url) as connection:
         for queue in names.ingest_queues():
             bound = queue(connection.default_channel)
             while (message := bound.get(no_ack=True)) is not None:
