@@ -480,7 +480,7 @@ class Autocommit:
             record = kept._connection_record  # the fairy's own (SQLAlchemy has no public name for it)
             if record is not None:
                 record.dbapi_connection = None
-            kept.dbapi_connection = None  # type: ignore[misc]
+            kept.dbapi_connection = None  # type: ignore[misc]  # typed as never None; the recipe sets it so
 
     def _closed_by_server(self, pooled: PoolProxiedConnection) -> bool:
         return self._server_closed is not None and self._server_closed(driver_of(pooled))
