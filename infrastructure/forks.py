@@ -13,6 +13,7 @@ too), and starts afresh in the child.
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from typing import Any, TypeVar
 __all__ = ["forget_in_children"]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _forgets: weakref.WeakKeyDictionary[Any, Callable[[Any], None]] = weakref.WeakKeyDictionary()
 
@@ -32,8 +35,13 @@ def forget_in_children(owner: T, forget: Callable[[T], None]) -> None:
 
 
 def _after_fork_in_child() -> None:
+    """Each owner's `forget`, whatever another's raised (a hook's error is only printed by Python,
+    and it would stop the hooks after it)."""
     for owner, forget in list(_forgets.items()):
-        forget(owner)
+        try:
+            forget(owner)
+        except Exception:
+            log.exception("forgetting the parent's %r in a forked child failed", owner)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

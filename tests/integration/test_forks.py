@@ -19,6 +19,7 @@ from sessionledger.domain import SessionEvent, UserMessage
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.async_service import open_async_service
 from sessionledger.infrastructure.audit.verify import verify
+from sessionledger.infrastructure.forks import forget_in_children
 from sessionledger.infrastructure.publisher import EventPublisher
 from sessionledger.infrastructure.queue_names import QueueNames
 
@@ -67,6 +68,31 @@ def forked(work: Callable[[], None]) -> Callable[[], None]:
         assert os.waitstatus_to_exitcode(status[1]) == 0, said
 
     return join
+
+
+class Owner:
+    """Something a forked child must forget: a flag the child's `forget` sets, or an error it raises."""
+
+    def __init__(self, fails: bool) -> None:
+        self.fails = fails
+        self.forgotten = False
+
+    def forget(self) -> None:
+        if self.fails:
+            raise RuntimeError("this owner cannot forget")
+        self.forgotten = True
+
+
+def test_every_owner_forgets_in_the_child_though_another_failed() -> None:
+    owners = [Owner(fails=True), Owner(fails=False), Owner(fails=True), Owner(fails=False)]
+    for owner in owners:
+        forget_in_children(owner, Owner.forget)
+
+    def child() -> None:
+        assert [owner.forgotten for owner in owners] == [False, True, False, True]
+
+    forked(child)()
+    assert not any(owner.forgotten for owner in owners)  # in the parent, nothing happened
 
 
 def test_a_service_used_before_a_fork_serves_the_parent_and_the_child_at_once(durable_url: str) -> None:
