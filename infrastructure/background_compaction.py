@@ -81,11 +81,6 @@ def compact_in_background(
     return compactor
 
 
-def _lease_owner(compactor: BackgroundCompactor) -> str:
-    """Who holds a session's compaction lease: this compactor, in this process."""
-    return f"background-{os.getpid()}-{id(compactor):x}"
-
-
 class BackgroundCompactor:
     """One thread evaluating and compacting the sessions it is told of; `close()` drains it.
 
@@ -97,18 +92,11 @@ class BackgroundCompactor:
         self._compactions = compactions
         self._settings = settings
         self._debounce = debounce
-        self._owner = _lease_owner(self)
-        self._due: dict[str, float] = {}
-        self._traces: dict[str, Context] = {}
-        """session id -> the trace of the append that woke it, which its compaction continues"""
-        """session id -> when it is to be evaluated (monotonic seconds)"""
-        self._retries: dict[str, int] = {}
-        self._changed = threading.Condition()
         self._closing = False
         self._stopped = False
-        self._running = False
         self.dead_letters: list[dict[str, Any]] = []
         """What was given up, as the workers' dead letters say it: reason, task, session ids."""
+        self._nothing_due()
         self._thread = self._started()
         forget_in_children(self, BackgroundCompactor._forget_parent)
 
@@ -117,15 +105,21 @@ class BackgroundCompactor:
         thread.start()
         return thread
 
+    def _nothing_due(self) -> None:
+        """No session due, none running, the lease owner this compactor in this process."""
+        self._owner = f"background-{os.getpid()}-{id(self):x}"
+        self._due: dict[str, float] = {}
+        """session id -> when it is to be evaluated (monotonic seconds)"""
+        self._traces: dict[str, Context] = {}
+        """session id -> the trace of the append that woke it, which its compaction continues"""
+        self._retries: dict[str, int] = {}
+        self._changed = threading.Condition()
+        self._running = False
+
     def _forget_parent(self) -> None:
         """In a forked child, where the thread did not follow: a thread of its own, under a lease
         owner of its own, for the appends made here (the parent compacts what it was told of)."""
-        self._owner = _lease_owner(self)
-        self._due.clear()
-        self._traces.clear()
-        self._retries.clear()
-        self._changed = threading.Condition()
-        self._running = False
+        self._nothing_due()
         if not self._closing:
             self._thread = self._started()
 

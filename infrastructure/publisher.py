@@ -164,6 +164,16 @@ class EventPublisher:
         self._max_backoff = max_backoff
         self.close_timeout = close_timeout
 
+        self._stopping = False
+        self._closed = False
+        self._failure: BaseException | None = None  # why the delivery thread stopped, if it did
+        self._nothing_taken()
+        self._thread = self._started()
+        _live_publishers.add(self)
+        forget_in_children(self, EventPublisher._forget_parent)
+
+    def _nothing_taken(self) -> None:
+        """An empty buffer, no broker connection, counters at zero."""
         self._buffer: deque[tuple[int, str]] = deque()  # (partition, line), in publish order
         self._lock = threading.Lock()  # guards the bound and the counters below
         self._in_flight = 0  # taken from the buffer, not yet confirmed
@@ -173,14 +183,8 @@ class EventPublisher:
         self.send_failures = 0
         self._progress = threading.Condition(self._lock)
         self._wake = threading.Event()
-        self._stopping = False
-        self._closed = False
-        self._failure: BaseException | None = None  # why the delivery thread stopped, if it did
         self._connection: Connection | None = None
         self._producer: Producer | None = None
-        self._thread = self._started()
-        _live_publishers.add(self)
-        forget_in_children(self, EventPublisher._forget_parent)
 
     def _started(self) -> threading.Thread:
         thread = threading.Thread(target=self._run, name="sessionledger-publisher", daemon=True)
@@ -191,13 +195,7 @@ class EventPublisher:
         """In a forked child, where the delivery thread did not follow: the parent delivers what it
         had buffered, and this process publishes through a thread and a broker connection of its
         own (the parent's connection is neither used nor closed here)."""
-        self._buffer = deque()
-        self._lock = threading.Lock()
-        self._progress = threading.Condition(self._lock)
-        self._wake = threading.Event()
-        self._in_flight = self._published = self._settled = 0
-        self.messages_sent = self.send_failures = 0
-        self._connection, self._producer = None, None
+        self._nothing_taken()
         if not self._closed and self._failure is None:
             self._thread = self._started()
 

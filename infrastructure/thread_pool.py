@@ -70,12 +70,16 @@ class ThreadPool:
             raise ValueError("a thread pool needs at least one thread")
         self._size = size
         self._name = name
+        self._stopped = False
+        self._without_threads()
+        forget_in_children(self, ThreadPool._forget_parent)
+
+    def _without_threads(self) -> None:
+        """A queue, a lock and a finalizer, and no thread yet: the next call starts them."""
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()  # a call is queued before the threads' stop marks, or refused
-        self._stopped = False
         self._finalizer = weakref.finalize(self, _stop, self._calls, self._threads)
-        forget_in_children(self, ThreadPool._forget_parent)
 
     async def run(self, call: Callable[[], R]) -> R:
         """`call()` on a pool thread, in the caller's context (its context variables), awaited;
@@ -95,10 +99,7 @@ class ThreadPool:
         """In a forked child, whose threads stayed in the parent: no threads (the next call starts
         them), and no calls queued there or locks held there."""
         self._finalizer.detach()
-        self._calls = queue.SimpleQueue()
-        self._threads = []
-        self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _stop, self._calls, self._threads)
+        self._without_threads()
 
     def _start(self) -> None:
         for number in range(self._size):

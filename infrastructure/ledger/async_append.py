@@ -116,14 +116,20 @@ class AsyncAppend:
         self._appends = appends
         self._driver = driver
         self._size = size
+        self._closed = False
+        self._unbound()
+        forget_in_children(self, AsyncAppend._unbound)
+
+    def _unbound(self) -> None:
+        """No loop, no connection, no waiter: how it starts, and how a forked child starts again
+        (the parent's loop and connections neither used nor closed there: a close ends the
+        connection for the parent too)."""
         self._lock = threading.Lock()  # the loop, the connections and the waiters: close() is off the loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._open: set[Connection] = set()  # the loop's, idle or in use
         self._idle: list[Connection] = []
         self._opening = 0
         self._waiters: deque[asyncio.Future[Connection | None]] = deque()
-        self._closed = False
-        forget_in_children(self, AsyncAppend._forget_parent)
 
     async def append(self, draft_of: Callable[[], Draft], live_token: str | None = None) -> Made | None:
         """Wait for a connection of this loop, build the draft (`draft_of()`) and append it (while
@@ -299,16 +305,6 @@ class AsyncAppend:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 for waiter in waiters:
                     loop.call_soon_threadsafe(_settle, waiter)
-
-    def _forget_parent(self) -> None:
-        """In a forked child: the parent's loop and connections, neither used nor closed here (a
-        close ends the connection for the parent too); the child's first loop opens its own."""
-        self._lock = threading.Lock()
-        self._loop = None
-        self._open = set()
-        self._idle = []
-        self._opening = 0
-        self._waiters = deque()
 
     def close(self) -> None:
         """No append runs here any more; the connections are closed."""
