@@ -34,6 +34,8 @@ from sessionledger.infrastructure import SessionService, open_async_service
 from sessionledger.infrastructure.audit.verify import verify
 from sessionledger.infrastructure.langchain import LedgerChatMessageHistory
 
+from tests.integration.server_side import admin_sql
+
 TABLE = "langchain_history"
 OPERATIONS = 40
 
@@ -290,14 +292,12 @@ def test_histories_made_per_call_hold_no_connections_of_their_own(pg_url: str) -
         for n in range(20):
             config: Any = {"configurable": {"session_id": f"lc-call-{n % 4}"}}
             chain.invoke({"question": f"question {n}"}, config=config)
-        database = pg_url.rsplit("/", 1)[1]
-        admin = pg_url.replace("postgresql+psycopg://", "postgresql://", 1)
-        with psycopg.connect(admin) as connection:
-            row = connection.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                (database,),
-            ).fetchone()
-        assert row is not None and row[0] <= 2, f"{row[0]} connections for 20 calls"
+        ((held,),) = admin_sql(
+            pg_url,
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        assert held <= 2, f"{held} connections for 20 calls"
         assert len({id(h.service) for h in made}) == 1
     finally:
         for made_history in made:
