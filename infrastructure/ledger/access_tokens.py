@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.access import Grant, StoredToken
-from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
+from sessionledger.infrastructure.ledger.driver import Autocommit, compiled
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.schema import access_tokens
 
@@ -38,7 +38,7 @@ class SqlAccessTokens:
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
         self._autocommit = autocommit
-        self._find = DriverStatement(_FIND, engine.dialect)
+        self._find = compiled(_FIND, engine.dialect)
 
     def add(self, token: StoredToken) -> None:
         with self._writer.begin() as conn:

@@ -45,12 +45,13 @@ from sessionledger.infrastructure.ledger.driver import (
     DriverStatement,
     Packet,
     Procedure,
+    compiled,
     driver_of,
     integrity_errors,
     write_transaction,
 )
 from sessionledger.infrastructure.ledger.engine import WRITE
-from sessionledger.infrastructure.ledger.heads import HeadCache, read_head
+from sessionledger.infrastructure.ledger.heads import HeadCache
 from sessionledger.infrastructure.ledger.rows import head_of, ledger_row, stats_columns, stats_of
 from sessionledger.infrastructure.ledger.schema import ledger, mysql_collation
 from sessionledger.infrastructure.ledger.state import StateScopes
@@ -192,11 +193,11 @@ def _one_statement_forms(
     autocommit), the call of a procedure named after `procedure` on MariaDB/MySQL
     (`driver.Procedure`: the head move, then the row); neither on SQLite."""
     if dialect.name == "postgresql":
-        return DriverStatement(statements.append_row(head_moved), dialect), None
+        return compiled(statements.append_row(head_moved), dialect), None
     if dialect.name == "mysql":
         moved_then_inserted = [
-            DriverStatement(head_moved, dialect),
-            DriverStatement(statements.INSERT_ROW, dialect, statements.ROW_COLUMNS),
+            compiled(head_moved, dialect),
+            compiled(statements.INSERT_ROW, dialect, statements.ROW_COLUMNS),
         ]
         return None, Procedure(procedure, moved_then_inserted, dialect, mysql_collation(dialect))
     return None, None
@@ -232,10 +233,11 @@ class Appends:
         self._postgres = engine.dialect.name == "postgresql"
         self._heads = heads
         self._state = state
-        self._move_head = DriverStatement(statements.MOVE_HEAD, engine.dialect)
-        self._insert_row = DriverStatement(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
+        self._move_head = compiled(statements.MOVE_HEAD, engine.dialect)
+        self._insert_row = compiled(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
         self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
-        self._batch_heads = DriverStatement(statements.BATCH_HEADS, engine.dialect)
+        self._batch_heads = compiled(statements.BATCH_HEADS, engine.dialect)
+        self._head = compiled(statements.HEAD, engine.dialect)
         common, token = (_one_statement_forms(moved, engine.dialect, name) for moved, name in _ONE_EVENT)
         self._append_row, self._append_call = common
         self._append_libpq = None if self._append_row is None else _libpq(self._append_row)
@@ -262,7 +264,12 @@ class Appends:
         batch path's four round trips cost an adapter's put three times the peers' one); `None`
         (nothing written) for any append `on_head` cannot plan, or that meets a duplicate or a
         head that moved, which the batch path then makes."""
-        planned = self.on_head(drafts)
+        session_id = self._on_head_session(drafts)
+        if session_id is None or (
+            self._heads.get(session_id) is None and self._read_head(session_id) is None
+        ):
+            return None
+        planned = self._planned_on_head(session_id, drafts)
         if planned is None:
             return None
         try:
@@ -280,15 +287,25 @@ class Appends:
         which runs it on a connection of its own. `None` when it cannot be planned so: SQLite, no
         adapter's entry, several sessions, more than `ON_HEAD_ROWS` rows, no cached head, a
         conditional append, a state delta, a synthetic event, or an event id the plan refuses."""
+        session_id = self._on_head_session(drafts)
+        return None if session_id is None else self._planned_on_head(session_id, drafts)
+
+    def _on_head_session(self, drafts: Sequence[Draft]) -> str | None:
+        """The one session of an append `on_head` can plan, given the session's head."""
         if self._append_row is None and self._append_call is None:  # SQLite: no one round trip
             return None
         if len(drafts) > statements.ON_HEAD_ROWS or not any(d.kind in ADAPTER_KINDS for d in drafts):
             return None
         session_ids = batch_session_ids(drafts)
-        head = self._heads.get(session_ids[0]) if len(session_ids) == 1 else None
-        if head is None or not all(map(_appended_on_head, drafts)):
+        if len(session_ids) != 1 or not all(map(_appended_on_head, drafts)):
             return None
-        sid = session_ids[0]
+        return session_ids[0]
+
+    def _planned_on_head(self, sid: str, drafts: Sequence[Draft]) -> OnHead | None:
+        """`on_head` for the drafts of session `sid`, from its cached head."""
+        head = self._heads.get(sid)
+        if head is None:
+            return None
         plan = plan_batch(drafts, {sid: BatchSession(head, NO_STATS, {}, "", "")}, (), datetime.now(UTC))
         if any(outcome is not AppendOutcome.STORED for outcome in plan.outcomes):
             return None
@@ -329,7 +346,7 @@ class Appends:
             dialect = self._engine.dialect
             parameters = statements.row_parameters(count)
             if self._postgres:
-                one = DriverStatement(statements.append_rows(count), dialect)
+                one = compiled(statements.append_rows(count), dialect)
                 forms = _RowsForms(one, None, _libpq(one), parameters)
             else:
                 packet = Packet([statements.MOVE_BY, statements.insert_rows_if_moved(count)], dialect)
@@ -351,7 +368,7 @@ class Appends:
         moves = head_moves(event)
         for _ in range(MAX_HEAD_RACES):
             cached = self._heads.get(session_id)
-            head = cached or read_head(self._engine, session_id)
+            head = cached or self._read_head(session_id)
             if head is None:
                 return AppendOutcome.NO_SESSION
             conflict = version_check(draft, head.version)
@@ -388,6 +405,19 @@ class Appends:
                 return AppendOutcome.STORED
             self._heads.forget(session_id)  # the head moved: re-read it and retry
         raise ConcurrencyConflict(f"append to {session_id!r} lost {MAX_HEAD_RACES} races for the ledger head")
+
+    def _read_head(self, session_id: str) -> LedgerHead | None:
+        """A live session's head as committed, kept in the cache; `None` for an unknown or deleted
+        session. Read on the ledger's autocommitted connection, the one the append then takes: a
+        pooled connection of its own opened a second connection to the server in a ledger opened
+        per request (a LangGraph checkpointer in a `with` block), 4-5 ms of its first put."""
+        with self._autocommit() as driver:
+            found = self._head.rows(driver.cursor(), {"sid": session_id})
+        if not found:
+            return None
+        head = head_of(found[0])
+        self._heads.keep(session_id, head)
+        return head
 
     def one_statement(self, draft: Draft, live_token: str | None = None) -> OneStatement | None:
         """The common append as its one statement, for a caller that runs it on a connection of its

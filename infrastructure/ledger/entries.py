@@ -12,12 +12,13 @@ log (`entry_log`) reads the rows after a position, oldest first, in one such sta
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 
 import sqlalchemy as sa
 from sessionledger.domain.entries import EntryRow, StoredEntry, entry_log_row, entry_row, live_entries
 from sessionledger.domain.records import Kind
-from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
+from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement, compiled
 from sessionledger.infrastructure.ledger.schema import ledger
 
 FULL_PAGE = 1000
@@ -37,6 +38,7 @@ def _entry(types: int) -> sa.ColumnElement[bool]:
     )
 
 
+@functools.cache  # one statement per number of types: the driver's compiled form keys on it
 def entries_query(types: int) -> sa.Select[tuple[int, object, str, object]]:
     """The session's readable forget records and its entries of `types` types (`_entry`), between
     positions `after` and `before`, newest first, at most `page`."""
@@ -55,6 +57,7 @@ def entries_query(types: int) -> sa.Select[tuple[int, object, str, object]]:
     )
 
 
+@functools.cache
 def entry_log_query(types: int) -> sa.Select[tuple[int, object, str, object]]:
     """`entries_query`'s rows and the session's erasure after position `after`, oldest first: on
     the session's (session_id, position) index, a read of only what is new."""
@@ -82,7 +85,7 @@ class EntryReads:
         query = self._queries.get((log, types))
         if query is None:
             select = entry_log_query(types) if log else entries_query(types)
-            query = self._queries[(log, types)] = DriverStatement(select, self._dialect)
+            query = self._queries[(log, types)] = compiled(select, self._dialect)
         return query
 
     def entries(

@@ -1,5 +1,6 @@
 """Each session's chain head, cached per ledger so a one-event append needs no read before its
-write, and read on a Core `Connection` when the cache has none or a write must lock it.
+write (read by the append itself when the cache has none: `Appends._read_head`), and read on a
+Core `Connection` when a write must lock it.
 
 A cached head can be stale (another process wrote): an append checks it in its own statement
 (`statements.MOVE_HEAD`), and the ledger forgets it and reads it again when it was.
@@ -35,13 +36,6 @@ class HeadCache:
     def forget(self, session_id: str) -> None:
         with self._lock:
             self._heads.pop(session_id, None)
-
-
-def read_head(engine: sa.Engine, session_id: str) -> LedgerHead | None:
-    """A live session's head as committed; `None` when it is unknown or deleted."""
-    with engine.connect() as conn:
-        row = conn.execute(statements.HEAD, {"sid": session_id}).first()
-    return None if row is None else head_of(row)
 
 
 def locked_head(conn: sa.Connection, session_id: str) -> LedgerHead | None:

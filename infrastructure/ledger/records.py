@@ -21,8 +21,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sessionledger.domain.records import Kind, LedgerRecord
-from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of
-from sessionledger.infrastructure.ledger.schema import AnySelect, ledger, loads
+from sessionledger.infrastructure.ledger.driver import compiled, driver_of
+from sessionledger.infrastructure.ledger.schema import ledger, loads
 
 CHUNK = 5_000
 """Rows per round trip: large enough to amortize it, small enough to keep memory flat."""
@@ -68,7 +68,6 @@ _APPENDED_QUERY = sa.select(ledger.c.session_id, *_COLUMNS).where(
 )
 """The records after a global position, unsorted: the rows are sorted here, by session and position
 (a tenth of what the database's sort of the whole rows costs, and mostly in order already)."""
-_QUERIES: dict[tuple[str, int], DriverStatement] = {}
 _position = attrgetter("position")
 _session_position = attrgetter("session_id", "position")
 
@@ -93,7 +92,7 @@ def read_records(
     reads a long session in ranges), with its payload's stored text in utf-8 (`None` once
     erased), read inside `conn`'s transaction: a `snapshot`, or the caller's write transaction,
     so the chunks agree with each other."""
-    chunk_query, next_query = _statement(conn, _CHUNK_QUERY), _statement(conn, _NEXT_QUERY)
+    chunk_query, next_query = compiled(_CHUNK_QUERY, conn.dialect), compiled(_NEXT_QUERY, conn.dialect)
     cursor = _cursor(conn)
     chunk = CHUNK
 
@@ -126,7 +125,7 @@ def read_appended(
     are iterated: the connection is free meanwhile."""
     cursor = _cursor(conn)
     try:
-        rows = _statement(conn, _APPENDED_QUERY).rows(cursor, {"after": after})
+        rows = compiled(_APPENDED_QUERY, conn.dialect).rows(cursor, {"after": after})
     finally:
         cursor.close()
     rows.sort(key=_session_position)
@@ -135,15 +134,6 @@ def read_appended(
     ]
     sessions = ((session_id, list(_records(session_id, group))) for session_id, group in groups)
     return [session_id for session_id, _ in groups], sessions
-
-
-def _statement(conn: sa.Connection, query: AnySelect) -> DriverStatement:
-    """`query` compiled once per dialect for the driver."""
-    key = (conn.dialect.name, id(query))
-    statement = _QUERIES.get(key)
-    if statement is None:
-        statement = _QUERIES[key] = DriverStatement(query, conn.dialect)
-    return statement
 
 
 def _cursor(conn: sa.Connection) -> Any:

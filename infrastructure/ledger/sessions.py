@@ -19,7 +19,7 @@ from sessionledger.domain.restore import RestoredSession
 from sessionledger.domain.sessions import Session, split_state_delta
 from sessionledger.domain.write_plans import LedgerHead
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import Autocommit, BulkInsert, DriverStatement, driver_of
+from sessionledger.infrastructure.ledger.driver import Autocommit, BulkInsert, compiled, driver_of
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
@@ -27,6 +27,13 @@ from sessionledger.infrastructure.ledger.schema import ledger, sessions, window_
 from sessionledger.infrastructure.ledger.state import StateScopes
 from sessionledger.infrastructure.ledger.text_index import erasure_lock, ledger_text
 from sessionledger.infrastructure.ledger.window_changes import WindowPrefix
+
+_SESSION = statements.SESSIONS.where(sessions.c.id == statements.SID)
+"""A session's row by its id, deleted or not."""
+_VERSION = sa.select(sessions.c.version).where(
+    sessions.c.id == statements.SID, sessions.c.deleted_at.is_(None)
+)
+"""A live session's version."""
 
 
 class Sessions:
@@ -48,15 +55,8 @@ class Sessions:
         self._state = state
         self._prefix = prefix
         self._bulk_rows = BulkInsert(ledger, engine.dialect, statements.ROW_COLUMNS)
-        self._session = DriverStatement(
-            statements.SESSIONS.where(sessions.c.id == statements.SID), engine.dialect
-        )
-        self._version = DriverStatement(
-            sa.select(sessions.c.version).where(
-                sessions.c.id == statements.SID, sessions.c.deleted_at.is_(None)
-            ),
-            engine.dialect,
-        )
+        self._session = compiled(_SESSION, engine.dialect)
+        self._version = compiled(_VERSION, engine.dialect)
 
     def create(self, session: Session, state: Mapping[str, Any]) -> None:
         draft = created_draft(session, state)

@@ -9,6 +9,7 @@ have a slot marked `rewound`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sqlalchemy as sa
@@ -281,6 +282,7 @@ def move_head(*preconditions: sa.ColumnElement[bool]) -> sa.Update:
     )
 
 
+@functools.cache  # one statement per argument: the drivers' compiled forms key on it
 def append_row(head_moved: sa.Update) -> sa.Insert:
     """`WITH moved AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM moved`:
     the row is inserted exactly when `head_moved` (a `move_head`) moved the head (PostgreSQL only;
@@ -342,6 +344,7 @@ def _valued_type(name: str) -> Any:
     return sa.Text() if name == "payload" else ledger.c[name].type
 
 
+@functools.cache  # one statement per argument: the drivers' compiled forms key on it
 def append_rows(count: int) -> sa.Insert:
     """`WITH moved_by AS (UPDATE sessions ... RETURNING id) INSERT INTO ledger SELECT ... FROM
     moved_by JOIN (VALUES ...) AS v`: a session's `count` rows go in exactly when its head moved
@@ -372,6 +375,7 @@ def append_rows(count: int) -> sa.Insert:
     )
 
 
+@functools.cache  # one statement per argument: the drivers' compiled forms key on it
 def insert_rows_if_moved(count: int) -> sa.Insert:
     """`INSERT INTO ledger SELECT ... FROM (SELECT ... UNION ALL SELECT ...) AS v WHERE
     ROW_COUNT() = 1`: after `MOVE_BY` in the same packet (`driver.Packet`), the `count` rows of

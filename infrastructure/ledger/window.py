@@ -22,7 +22,7 @@ from sessionledger.domain.tokens import TokenCounter
 from sessionledger.domain.turns import format_event
 from sessionledger.domain.window import Window, WindowHead, WindowStats
 from sessionledger.infrastructure.ledger import statements
-from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
+from sessionledger.infrastructure.ledger.driver import Autocommit, compiled
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import locked_head
 from sessionledger.infrastructure.ledger.rows import stats_of
@@ -51,9 +51,9 @@ class WindowReads:
         self._engine = engine
         self._autocommit = autocommit
         self._writer = engine.execution_options(**{WRITE: True})
-        self._window = DriverStatement(statements.WINDOW, engine.dialect)
-        self._window_head = DriverStatement(statements.WINDOW_HEAD, engine.dialect)
-        self._window_payloads = DriverStatement(statements.WINDOW_PAYLOADS, engine.dialect)
+        self._window = compiled(statements.WINDOW, engine.dialect)
+        self._window_head = compiled(statements.WINDOW_HEAD, engine.dialect)
+        self._window_payloads = compiled(statements.WINDOW_PAYLOADS, engine.dialect)
 
     def window(self, session_id: str) -> Window | None:
         """The active window, its head and stats, in one statement (one snapshot)."""

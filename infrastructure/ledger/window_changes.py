@@ -24,7 +24,7 @@ from sessionledger.domain.window_stats import window_stats
 from sessionledger.domain.write_plans import LedgerHead, plan_compaction, require_new_event_ids
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.counters import add_counts
-from sessionledger.infrastructure.ledger.driver import DriverStatement, driver_of, integrity_errors, pipelined
+from sessionledger.infrastructure.ledger.driver import compiled, driver_of, integrity_errors, pipelined
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
 from sessionledger.infrastructure.ledger.records import read_records
@@ -39,8 +39,8 @@ class WindowPrefix:
     """The `window_slots` of a session: its window prefix (by ordinal) and its rewound rows."""
 
     def __init__(self, dialect: sa.Dialect) -> None:
-        self._clear = DriverStatement(statements.CLEAR_PREFIX, dialect)
-        self._insert = DriverStatement(statements.INSERT_SLOT, dialect)
+        self._clear = compiled(statements.CLEAR_PREFIX, dialect)
+        self._insert = compiled(statements.INSERT_SLOT, dialect)
 
     def replace(
         self, driver: Any, session_id: str, window: Sequence[int], hidden: Sequence[int] = ()
@@ -64,10 +64,10 @@ class WindowChanges:
         self._writer = engine.execution_options(**{WRITE: True})
         self._heads = heads
         self._prefix = prefix
-        self._lock_head = DriverStatement(statements.LOCK_HEAD, engine.dialect)
-        self._tail_after = DriverStatement(statements.TAIL_AFTER, engine.dialect)
-        self._insert_row = DriverStatement(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
-        self._compacted = DriverStatement(statements.COMPACTED, engine.dialect)
+        self._lock_head = compiled(statements.LOCK_HEAD, engine.dialect)
+        self._tail_after = compiled(statements.TAIL_AFTER, engine.dialect)
+        self._insert_row = compiled(statements.INSERT_ROW, engine.dialect, statements.ROW_COLUMNS)
+        self._compacted = compiled(statements.COMPACTED, engine.dialect)
         self._integrity_errors = integrity_errors(engine.dialect)
 
     def apply_compaction(

@@ -32,8 +32,10 @@ from sessionledger.infrastructure.langgraph import LedgerSaver
 from sessionledger.infrastructure.langgraph import saver as saver_module
 from sessionledger.infrastructure.langgraph.checkpoints import MESSAGE, checkpoint_entry
 from sessionledger.infrastructure.langgraph.saver import LATEST_READ
+from sessionledger.infrastructure.ledger.driver import DriverStatement
 
 from tests.conftest import sql_url
+from tests.integration.server_side import admin_sql
 
 
 @pytest.fixture
@@ -477,3 +479,37 @@ def test_an_async_put_to_a_known_thread_is_sent_from_the_event_loop(
             assert verify(saver.service, tid).ok
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"])
+def test_a_saver_opened_per_request_compiles_nothing_and_keeps_to_one_connection(
+    request: pytest.FixtureRequest, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph's documentation opens its checkpointer in a `with` block per request. A saver so
+    opened compiled the ledger's statements again (24 ms of a 70 ms request on PostgreSQL), and its
+    first put opened a second connection to the server, to read the thread's head (4-5 ms)."""
+    url = sql_url(request, backend)
+    tid = thread()
+
+    def request_on(saver: LedgerSaver) -> None:
+        latest = saver.get_tuple(config(tid))
+        saver.put(config(tid) if latest is None else latest.config, generate_checkpoint(), {}, {})
+        assert saver.get_tuple(config(tid)) is not None
+
+    with LedgerSaver(url, text_index="off") as first:
+        request_on(first)
+    made: list[object] = []
+    compile_statement = DriverStatement.__init__
+
+    def counted(statement: DriverStatement, *args: Any, **kwargs: Any) -> None:
+        made.append(args[0])
+        compile_statement(statement, *args, **kwargs)
+
+    monkeypatch.setattr(DriverStatement, "__init__", counted)
+    with LedgerSaver(url, text_index="off") as per_request:
+        request_on(per_request)
+        if backend == "postgres":
+            others = "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            assert admin_sql(url, f"SELECT count(*) FROM pg_stat_activity {others}") == [(1,)]
+        assert len(list(per_request.list(config(tid)))) == 2
+    assert made == []
