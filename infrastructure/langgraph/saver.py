@@ -85,11 +85,11 @@ STRIPES = 64
 `_aappend` on an event loop), on one of this many locks (by the thread id's hash)."""
 
 KEPT_THREADS = 4096
-"""How many threads' owners and messages a saver remembers. Beyond, it forgets all the owners (an
-owner is then asked again) and the messages of the thread it used least recently
-(`KnownMessages`): a thread's messages are learnt again from its next read (`get_tuple`, which
-langgraph makes before a run's puts), and a put that comes first writes its messages again, which
-reads dedupe (the event id rule keeps each event once)."""
+"""How many threads' owners and messages a saver remembers. Beyond, it forgets the owner it
+remembered first (asked again when its thread is next used) and the messages of the thread it
+used least recently (`KnownMessages`): a thread's messages are learnt again from its next read
+(`get_tuple`, which langgraph makes before a run's puts), and a put that comes first writes its
+messages again, which reads dedupe (the event id rule keeps each event once)."""
 
 FORGET_ALL = (Forget(CHECKPOINT), Forget(WRITE))
 """What deleting a thread forgets. Its message entries stay live: checkpoints written later may
@@ -228,10 +228,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         self._own(thread_id, user)
 
     def _own(self, thread_id: str, user: str) -> None:
-        """Remember that the thread is `user`'s (at most `KEPT_THREADS`; then all are forgotten)."""
+        """Remember that the thread is `user`'s: at most `KEPT_THREADS` owners, the one remembered
+        first forgotten to make room, so that a saver past the limit asks again about one thread
+        at a time, not about every busy thread at once."""
         with self._lock:
-            if len(self._owners) >= KEPT_THREADS:
-                self._owners.clear()
+            if thread_id not in self._owners and len(self._owners) >= KEPT_THREADS:
+                del self._owners[next(iter(self._owners))]
             self._owners[thread_id] = user
 
     def _append(

@@ -181,6 +181,22 @@ def test_a_saver_forgets_the_messages_of_the_thread_it_used_least_recently(
         assert len(keys) == len(set(keys)), "a message was written again"
 
 
+def test_a_saver_past_its_limit_forgets_one_owner_at_a_time(
+    service: SessionService, saver: LedgerSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond `KEPT_THREADS` owners, the one remembered first is forgotten (and asked again on its
+    thread's next put), not every owner: the other threads' puts ask the ledger nothing."""
+    monkeypatch.setattr(saver_module, "KEPT_THREADS", 2)
+    first, second, third = thread(), thread(), thread()
+    latest = {tid: saver.put(config(tid), generate_checkpoint(), {}, {}) for tid in (first, second, third)}
+    asked: list[str] = []
+    get_session = service.get_session
+    monkeypatch.setattr(service, "get_session", lambda tid, **kw: asked.append(tid) or get_session(tid, **kw))
+    for tid in (second, third, first, first):
+        latest[tid] = saver.put(latest[tid], generate_checkpoint(), {}, {})
+    assert asked == [first]
+
+
 class CountingSerializer(JsonPlusSerializer):
     """langgraph's serializer, counting the messages it serializes."""
 
