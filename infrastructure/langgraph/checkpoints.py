@@ -99,6 +99,24 @@ class KnownMessages:
     events: set[str] = field(default_factory=set)
     """The message ids stored as the session's events (`messages.new_message_events`)."""
 
+    def key(self, message: BaseMessage, key: str) -> None:
+        """Remember `message` as keyed `key` (under its id) while it lives: once it is collected,
+        so is the entry, which keyed nothing any more (the next message under its id is
+        serialized again), and which a long-lived thread kept for every message it ever held
+        (2,400 messages: 575 bytes each, with the keys and ids it still holds). A callback that
+        races a new entry under the same id can drop that one: its message is then serialized
+        once more, and its key is found stored."""
+        message_id = str(message.id)
+        known = weakref.ref(self)
+
+        def collected(ref: weakref.ref[BaseMessage]) -> None:
+            holder = known()
+            entry = None if holder is None else holder.keyed.get(message_id)
+            if holder is not None and entry is not None and entry[0] is ref:
+                holder.keyed.pop(message_id, None)
+
+        self.keyed[message_id] = (weakref.ref(message, collected), key)
+
 
 def _same(seen: BaseMessage | None, message: BaseMessage) -> bool:
     """Whether the object keyed before (if still alive) is the message, or equal to it."""
@@ -125,7 +143,7 @@ def message_entries(
             key = f"{message.id}{SEP}{digest}"
             if len(key) > MAX_KEY_LENGTH:
                 return None
-            known.keyed[message.id] = (weakref.ref(message), key)
+            known.key(message, key)
             if key not in known.stored and all(entry.key != key for entry in entries):
                 value = {"value": [kind, base64.b64encode(data).decode("ascii")]}
                 entries.append(Entry(MESSAGE, key, value, _plain_texts(kind)))
@@ -223,7 +241,7 @@ class MessageValues:
             if value is None:
                 value = self._values[key] = _untyped(self._serde, self._stored[key])
                 if isinstance(value, BaseMessage) and isinstance(value.id, str):
-                    self._known.keyed[value.id] = (weakref.ref(value), key)
+                    self._known.key(value, key)
             found.append(value)
         return found
 
