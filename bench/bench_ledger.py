@@ -28,8 +28,7 @@ from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.appends import head_moves, statement_values
 from sessionledger.infrastructure.ledger.driver import Autocommit, DriverStatement
-from sessionledger.infrastructure.ledger.heads import read_head
-from sessionledger.infrastructure.ledger.rows import ledger_row
+from sessionledger.infrastructure.ledger.rows import head_of, ledger_row
 from sessionledger.infrastructure.service import append_draft
 
 from bench import payloads, raw, report
@@ -119,8 +118,8 @@ def _statements(service: SessionService, messages: Sequence[Message]) -> tuple[s
     engine = service.ledger.engine  # type: ignore[attr-defined]  # the SQL ledger's, on PostgreSQL
     statement = DriverStatement(statements.APPEND_ROW, engine.dialect)
     session_id = service.create_session("bench", app_name="bench").id
-    head = read_head(engine, session_id)
-    assert head is not None
+    with engine.connect() as conn:
+        head = head_of(conn.execute(statements.HEAD, {"sid": session_id}).one())
     params = []
     for message in messages:
         draft = append_draft(SessionEvent._new(session_id, message, None, None, None), 1 << 30)
