@@ -137,10 +137,10 @@ class AsyncSessionService:
         return face
 
     def _loop_append(self) -> AsyncAppend | None:
-        """The appends from the loop; for a service given to `around`, made at their first use:
-        a replicated ledger, told then that writes pass elsewhere, has every replica read ask the
-        primary how far it wrote, which a caller of `around` that never appends from a loop (a
-        LangGraph checkpointer used synchronously) should not pay for."""
+        """The appends from the loop, made at their first use once the service is open: a
+        replicated ledger, told then that writes pass elsewhere, has every replica read ask the
+        primary how far it wrote, which a caller that never appends from a loop (a LangGraph
+        checkpointer used synchronously) should not pay for."""
         if self._fast_append is None and self._fast_append_of is not None:
             with self._opening:
                 made_of, self._fast_append_of = self._fast_append_of, None
@@ -176,10 +176,8 @@ class AsyncSessionService:
                     raise RuntimeError("the async session service is closed")
                 if self._service is None:
                     storage = open_storage(self._settings, background=self._background, index_text=True)
-                    self._service = storage.service  # first: a loop that sees the fast append finds it open
-                    self._fast_append = storage.async_append(
-                        self._settings.statement_timeout, self._settings.pool_size
-                    )
+                    self._service = storage.service
+                    self._fast_append_of = storage.async_append  # made at its first use, as `around`'s
                 service = self._service
         return service
 

@@ -8,6 +8,7 @@ import asyncio
 import gc
 import json
 import os
+import threading
 import uuid
 import weakref
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
@@ -26,6 +28,7 @@ from sessionledger.domain import MessageType
 from sessionledger.domain.codec import ensure_json
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import SessionService, open_async_service, open_service
+from sessionledger.infrastructure import async_service as async_service_module
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.timeline import timeline
 from sessionledger.infrastructure.langgraph import LedgerSaver
@@ -459,6 +462,8 @@ def test_an_async_put_to_a_known_thread_is_sent_from_the_event_loop(
 
     async def run() -> None:
         async with LedgerSaver(url) as saver:
+            assert len(pool_hops) == 1  # the ledger opened on the pool
+            pool_hops.clear()
             created = saver.put(config(tid), generate_checkpoint(), generate_metadata(step=1), {})
             first = await saver.aput(created, generate_checkpoint(), generate_metadata(step=2), {})
             await saver.aput_writes(first, [("ch", "v")], "task")
@@ -529,3 +534,37 @@ def test_a_saver_opened_per_request_compiles_nothing_and_keeps_to_one_connection
             assert admin_sql(url, f"SELECT count(*) FROM pg_stat_activity {others}") == [(1,)]
         assert len(list(per_request.list(config(tid)))) == 2
     assert made == []
+
+
+def test_a_saver_opens_its_ledger_at_with_and_never_on_the_event_loop(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LedgerSaver(url)` connects to nothing yet; `with` opens the ledger, so a database that
+    cannot be used fails there, and `async with` opens it on the saver's pool: an async handler
+    that opened a saver per request had its event loop blocked while the saver connected and
+    checked the schema (12 ms each time on PostgreSQL)."""
+    url = sql_url(request, "postgres")
+    opened_on: list[int] = []
+    open_storage = async_service_module.open_storage
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        opened_on.append(threading.get_ident())
+        return open_storage(*args, **kwargs)
+
+    monkeypatch.setattr(async_service_module, "open_storage", recorded)
+    LedgerSaver(url).close()
+    assert opened_on == []
+
+    async def handler() -> int:
+        async with LedgerSaver(url) as saver:
+            assert len(opened_on) == 1
+            tid = thread()
+            stored = await saver.aput(config(tid), generate_checkpoint(), {}, {})
+            assert await saver.aget_tuple(stored) is not None
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(handler())
+    assert len(opened_on) == 1 and opened_on[0] != loop_thread
+    missing = url.rsplit("/", 1)[0] + f"/sl_missing_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(sa.exc.OperationalError), LedgerSaver(missing):
+        pass
