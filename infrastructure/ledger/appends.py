@@ -265,11 +265,10 @@ class Appends:
         (nothing written) for any append `on_head` cannot plan, or that meets a duplicate or a
         head that moved, which the batch path then makes."""
         session_id = self._on_head_session(drafts)
-        if session_id is None or (
-            self._heads.get(session_id) is None and self._read_head(session_id) is None
-        ):
+        if session_id is None:
             return None
-        planned = self._planned_on_head(session_id, drafts)
+        head = self._heads.get(session_id) or self._read_head(session_id)
+        planned = None if head is None else self._planned_on_head(session_id, head, drafts)
         if planned is None:
             return None
         try:
@@ -283,12 +282,16 @@ class Appends:
     def on_head(self, drafts: Sequence[Draft]) -> OnHead | None:
         """An adapter's append planned from the session's cached head, by `plan_batch` from that
         head and empty stats, whose result is then the stats' growth: additive for events with no
-        state delta, none synthetic. For `_append_on_head`, and for `on_head_statement`'s caller,
-        which runs it on a connection of its own. `None` when it cannot be planned so: SQLite, no
+        state delta, none synthetic. For `on_head_statement`'s caller, which runs it on a
+        connection of its own (`_append_on_head` plans alike, reading a head the cache lacks).
+        `None` when it cannot be planned so: SQLite, no
         adapter's entry, several sessions, more than `ON_HEAD_ROWS` rows, no cached head, a
         conditional append, a state delta, a synthetic event, or an event id the plan refuses."""
         session_id = self._on_head_session(drafts)
-        return None if session_id is None else self._planned_on_head(session_id, drafts)
+        if session_id is None:
+            return None
+        head = self._heads.get(session_id)
+        return None if head is None else self._planned_on_head(session_id, head, drafts)
 
     def _on_head_session(self, drafts: Sequence[Draft]) -> str | None:
         """The one session of an append `on_head` can plan, given the session's head."""
@@ -301,11 +304,8 @@ class Appends:
             return None
         return session_ids[0]
 
-    def _planned_on_head(self, sid: str, drafts: Sequence[Draft]) -> OnHead | None:
-        """`on_head` for the drafts of session `sid`, from its cached head."""
-        head = self._heads.get(sid)
-        if head is None:
-            return None
+    def _planned_on_head(self, sid: str, head: LedgerHead, drafts: Sequence[Draft]) -> OnHead | None:
+        """`on_head` for the drafts of session `sid`, from `head`."""
         plan = plan_batch(drafts, {sid: BatchSession(head, NO_STATS, {}, "", "")}, (), datetime.now(UTC))
         if any(outcome is not AppendOutcome.STORED for outcome in plan.outcomes):
             return None

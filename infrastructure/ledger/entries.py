@@ -79,14 +79,9 @@ class EntryReads:
     def __init__(self, engine: sa.Engine, autocommit: Autocommit) -> None:
         self._dialect = engine.dialect
         self._autocommit = autocommit
-        self._queries: dict[tuple[bool, int], DriverStatement] = {}
 
     def _query(self, types: int, log: bool = False) -> DriverStatement:
-        query = self._queries.get((log, types))
-        if query is None:
-            select = entry_log_query(types) if log else entries_query(types)
-            query = self._queries[(log, types)] = compiled(select, self._dialect)
-        return query
+        return compiled(entry_log_query(types) if log else entries_query(types), self._dialect)
 
     def entries(
         self, session_id: str, types: Sequence[str], prefix: str, after: int, limit: int | None
