@@ -83,14 +83,19 @@ def current_revision(connection: sa.Connection, schema: Schema = LEDGER) -> str 
     for every new engine, 4 of the 16 ms a ledger opened per request took to open. A failed query
     ends the connection's transaction (PostgreSQL aborts it), so it is rolled back first; any
     error is asked about, as an engine over a connection of another driver's (sqlite-vec's store)
-    raises that driver's own errors, which SQLAlchemy does not wrap."""
+    raises that driver's own errors, which SQLAlchemy does not wrap.
+
+    A table found after its query failed was made meanwhile by another opener's upgrade (MariaDB
+    and MySQL commit each DDL statement at once, so it shows before that upgrade ends): it is read
+    again, and an error that was not the table's absence comes back from that second read."""
+    query = sa.text(f"SELECT version_num FROM {schema.version_table}")
     try:
-        return connection.execute(sa.text(f"SELECT version_num FROM {schema.version_table}")).scalar()
+        return connection.execute(query).scalar()
     except Exception:
         connection.rollback()
-        if sa.inspect(connection).has_table(schema.version_table):
-            raise
-        return None
+        if not sa.inspect(connection).has_table(schema.version_table):
+            return None
+    return connection.execute(query).scalar()
 
 
 def upgrade(engine: sa.Engine, schema: Schema = LEDGER) -> None:

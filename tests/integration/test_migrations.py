@@ -35,6 +35,7 @@ from sessionledger.infrastructure.ledger.text_index import FTS_TABLE, INDEXED_TA
 from sessionledger.infrastructure.vectors import PgVectorStore, SqliteVecStore
 from sessionledger.infrastructure.vectors.schema import ExtensionMissing, migrate_vectors
 
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.fake_openai import fake_embedding
 
 CLI = str(Path(sys.executable).with_name("sessionledger"))
@@ -75,6 +76,31 @@ def test_a_migrated_ledger_is_found_current_in_one_query(fresh_url: str) -> None
         assert sent == ["SELECT version_num FROM alembic_version"]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+def test_a_revision_table_made_while_its_query_failed_is_read(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Openers racing on a fresh database: one's revision query fails for want of the table just as
+    another's upgrade makes it (MariaDB commits each DDL statement at once, so the table shows
+    before that upgrade ends). The first reads the table then, where it raised the failed query's
+    error; found on MariaDB by four services opened at once."""
+    url = sql_url(request, backend)
+    engine, other = create_ledger_engine(url), create_ledger_engine(url)
+
+    def made_by_another_opener(context: sa.engine.ExceptionContext) -> None:
+        with other.begin() as connection:
+            connection.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            connection.execute(sa.text("INSERT INTO alembic_version VALUES ('0001')"))
+
+    sa.event.listen(engine, "handle_error", made_by_another_opener, once=True)
+    try:
+        with engine.connect() as connection:
+            assert current_revision(connection) == "0001"
+    finally:
+        engine.dispose()
+        other.dispose()
 
 
 def test_migrated_schema_matches_the_declared_tables(fresh_url: str) -> None:
