@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import uuid
 from collections.abc import Iterator
 from types import FrameType
 
+import psutil
 import psycopg
 import pymysql
 import pytest
@@ -20,13 +22,37 @@ MARIADB_ADMIN = os.environ.get("SESSIONLEDGER_TEST_MARIADB", "root@127.0.0.1:330
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM (a CI job's timeout, `kill`) interrupts the run as Ctrl-C does, so every fixture's
     `finally` still drops its databases and stops its servers: by default SIGTERM ends the process
-    at once and leaves them behind. A second SIGTERM does not cut that teardown short."""
-    signal.signal(signal.SIGTERM, _interrupt)
+    at once and leaves them behind. A second SIGTERM does not cut that teardown short.
+
+    On pytest-xdist (`make test`), the workers hold the fixtures. The controller passes a SIGTERM
+    on to them, its only children, and asks them to stop: execnet interrupts a worker with SIGINT
+    5 s later, and the controller kills it 10 s after asking. A worker's teardown therefore starts
+    at its first SIGTERM or SIGINT, and neither signal cuts it short afterwards. Before, a teardown
+    began only at the 5 s mark, or was cut short there, and left its databases behind."""
+    if hasattr(config, "workerinput"):
+        signal.signal(signal.SIGINT, _interrupt_worker)
+        signal.signal(signal.SIGTERM, _interrupt_worker)
+    elif config.getoption("numprocesses", None):
+        signal.signal(signal.SIGTERM, _interrupt_workers)
+    else:
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _interrupt(number: int, _frame: FrameType | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {number}")
+
+
+def _interrupt_worker(number: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _interrupt(number, frame)
+
+
+def _interrupt_workers(number: int, frame: FrameType | None) -> None:
+    for worker in psutil.Process().children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            worker.send_signal(signal.SIGTERM)
+    _interrupt(number, frame)
 
 
 def _pg_database() -> Iterator[str]:

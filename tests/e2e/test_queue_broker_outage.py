@@ -19,7 +19,7 @@ from sessionledger.infrastructure.publisher import PublisherFull
 
 from tests.e2e.queue_deployment import Deployment, RedisServer, wait_for
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.exclusive]
 
 BOUND = 3_000
 
