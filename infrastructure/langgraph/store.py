@@ -52,8 +52,7 @@ from langgraph.store.base import (
 )
 from sessionledger.domain.entries import Entry, Forget
 from sessionledger.domain.errors import SessionExists
-from sessionledger.infrastructure.async_service import AsyncSessionService
-from sessionledger.infrastructure.bootstrap import open_service
+from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.langgraph.store_items import (
     ITEM_TYPE,
     NAMESPACE_TYPE,
@@ -132,8 +131,9 @@ class LedgerStore(BaseStore):
     """A langgraph `BaseStore` whose items are ledger records: `LedgerStore(url)` where langgraph's
     examples write `PostgresStore.from_conn_string(url)` or `InMemoryStore()`.
 
-    `database_url` is `open_service`'s, or pass an open `service`, a `SessionService` or an
-    `AsyncSessionService` (whose threads then run `abatch`), which the store leaves open.
+    `database_url` is `open_async_service`'s (connected at `with`, `async with` or the first call,
+    never on an event loop; its threads run `abatch`), or pass an open `service`, a `SessionService`
+    or an `AsyncSessionService` (whose threads then run `abatch`), which the store leaves open.
     Semantics are langgraph's stores': `put`, `get`, `search` (namespace prefix, `filter`, `query`,
     `limit`, `offset`; newest update first, or by similarity with a `query`), `delete`,
     `list_namespaces` (prefix, suffix, `max_depth`, `limit`, `offset`), each with its `a…` twin,
@@ -178,13 +178,12 @@ class LedgerStore(BaseStore):
         if service is not None and database_url is not None:
             raise ValueError("give LedgerStore a database_url or a service, not both")
         self._owns_service = service is None
-        self._async = service if isinstance(service, AsyncSessionService) else None
-        if self._async is not None:
-            self._service = self._async.synchronous()
-        elif service is None or isinstance(service, SessionService):
-            self._service = open_service(database_url) if service is None else service
-        else:
+        # a URL's ledger is opened at the first call or `with`, never on an event loop
+        ledger = open_async_service(database_url) if service is None else service
+        if not isinstance(ledger, SessionService | AsyncSessionService):
             raise ValueError(f"service must be a SessionService or an AsyncSessionService, not {service!r}")
+        self._async = ledger if isinstance(ledger, AsyncSessionService) else None
+        self._sync = ledger if isinstance(ledger, SessionService) else None
         self._user_id = DEFAULT_USER if user_id is None else user_id
         if not isinstance(self._user_id, str) or not self._user_id.strip():
             raise ValueError("user_id must be a non-empty string")
@@ -207,7 +206,7 @@ class LedgerStore(BaseStore):
         self._item_vectors: ItemVectors | None = None
         self._owns_vectors = not isinstance(vectors, KeyedVectors)
         if index is not None:
-            url = beside_ledger(self._service.settings.database_url) if vectors is None else vectors
+            url = beside_ledger(ledger.settings.database_url) if vectors is None else vectors
             try:
                 opened = keyed_vectors(url) if isinstance(url, str) else url
             except ExtensionMissing as error:
@@ -215,7 +214,7 @@ class LedgerStore(BaseStore):
                     f"{error}; or give LedgerStore vectors='memory://' (vectors in this process, "
                     "derived from the ledger) or the URL of a database that has pgvector"
                 ) from None
-            self._item_vectors = ItemVectors(opened, self._service, self._user_id)
+            self._item_vectors = ItemVectors(opened, self._user_id)
         elif vectors is not None:
             raise ValueError("LedgerStore's vectors serve an index: give index= too")
         self._sweeper: threading.Thread | None = None
@@ -249,7 +248,7 @@ class LedgerStore(BaseStore):
                 vectors = self._checked_vectors(await self.embeddings.aembed_documents(texts), len(texts))
             answers = await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
             found = {q: self._checked_vectors([a], 1)[0] for q, a in zip(queries, answers, strict=True)}
-        if self._async is not None:  # on the async service's own threads
+        if self._async is not None:  # on the async service's own threads (it opens on one of them)
             return await self._async.run(lambda _: self._run(ops, plan, vectors, found))
         # settled: a cancel waits for the thread's call, so the write lands before the caller hears
         return await settled(asyncio.to_thread(self._run, ops, plan, vectors, found))
@@ -323,7 +322,7 @@ class LedgerStore(BaseStore):
         for namespace in live:
             session_id = self.session_id_of(namespace)
             if session_id in self._owned:  # never another user's session
-                vectors.sync(session_id, namespace, self._mirrored(session_id))
+                vectors.sync(self.service, session_id, namespace, self._mirrored(session_id))
         candidates, scores = vectors.candidates(op, query, live)
         return ranked(op, candidates, query, scores)
 
@@ -368,7 +367,7 @@ class LedgerStore(BaseStore):
                 self._mirrors.move_to_end(session_id)
         if mirror is None:
             if session_id not in self._owned:
-                if self._service.get_session(session_id, user_id=self._user_id) is None:
+                if self.service.get_session(session_id, user_id=self._user_id) is None:
                     return {}
                 self._owned.add(session_id)
             with self._mirrors_lock:
@@ -376,7 +375,7 @@ class LedgerStore(BaseStore):
                 while len(self._mirrors) > MIRRORED_SESSIONS:
                     self._mirrors.popitem(last=False)
         with mirror.lock:
-            mirror.apply(self._service.entry_log(session_id, mirror.entry_type, after=mirror.position))
+            mirror.apply(self.service.entry_log(session_id, mirror.entry_type, after=mirror.position))
             return dict(mirror.live)
 
     def _mirrored(self, session_id: str) -> int | None:
@@ -437,11 +436,11 @@ class LedgerStore(BaseStore):
         if session_id not in self._owned:
             self._make(self._directory)
             directory = Entry(NAMESPACE_TYPE, namespace_prefix(namespace), {"namespace": list(namespace)})
-            self._service.append_entries(self._directory, [directory])
+            self.service.append_entries(self._directory, [directory])
             self._make(session_id)
-        self._service.append_entries(session_id, records)
+        self.service.append_entries(session_id, records)
         if self._item_vectors is not None:
-            self._item_vectors.sync(session_id, namespace)
+            self._item_vectors.sync(self.service, session_id, namespace)
 
     def _make(self, session_id: str) -> None:
         """Make the user's session `session_id` unless it exists; `ValueError` when it exists and
@@ -449,9 +448,9 @@ class LedgerStore(BaseStore):
         if session_id in self._owned:
             return
         try:
-            self._service.create_session(self._user_id, session_id=session_id, app_name=APP_NAME, ttl=None)
+            self.service.create_session(self._user_id, session_id=session_id, app_name=APP_NAME, ttl=None)
         except SessionExists:
-            if self._service.get_session(session_id, user_id=self._user_id) is None:
+            if self.service.get_session(session_id, user_id=self._user_id) is None:
                 raise ValueError(
                     f"the store session {session_id!r} cannot be written by user {self._user_id!r}: "
                     "it is another user's, or was deleted"
@@ -470,7 +469,7 @@ class LedgerStore(BaseStore):
             session_id = self.session_id_of(namespace)
             self._live(namespace)  # learns whether the session is this user's
             if session_id in self._owned:
-                self._item_vectors.sync(session_id, namespace)
+                self._item_vectors.sync(self.service, session_id, namespace)
         return len(namespaces)
 
     # --- TTL ----------------------------------------------------------------------------------------
@@ -521,19 +520,44 @@ class LedgerStore(BaseStore):
 
     # --- lifetime -----------------------------------------------------------------------------------
 
+    @property
+    def service(self) -> SessionService:
+        """The ledger's service (opened now if the store opened none yet): `records`, `verify` and
+        `replay` of a namespace's session (`session_id_of`) are its audit trail."""
+        if self._sync is None:
+            assert self._async is not None  # the constructor set one of them
+            self._sync = self._async.synchronous()
+        return self._sync
+
     def close(self) -> None:
         """Stop the sweeper, and close the service and the vectors when the store opened them."""
         self.stop_ttl_sweeper()
         if self._item_vectors is not None and self._owns_vectors:
             self._item_vectors.vectors.close()
-        if self._owns_service:
-            self._service.close()
+        if self._owns_service and self._async is not None:
+            self._async.close()
+
+    async def aclose(self) -> None:
+        """`close()` off the event loop (it waits for the calls in flight)."""
+        await asyncio.to_thread(self.close)
 
     def __enter__(self) -> LedgerStore:
+        """Opens the ledger now, so one that cannot be used fails here, not at the first call."""
+        self.service  # noqa: B018  # the property opens it
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> LedgerStore:
+        """Opens the ledger now, off the event loop: connecting (and migrating a new database)
+        blocked the loop of an async handler that made a store per request, 26 ms each time on
+        PostgreSQL."""
+        await asyncio.to_thread(lambda: self.service)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 def _checked(ops: Iterable[Op]) -> list[Op]:

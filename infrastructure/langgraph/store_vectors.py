@@ -66,22 +66,23 @@ class ItemVectors:
     """One user's items' keyed vectors in a `KeyedVectors` (the owner is the user: another user's
     vectors never answer)."""
 
-    def __init__(self, vectors: KeyedVectors, service: SessionService, owner: str) -> None:
+    def __init__(self, vectors: KeyedVectors, owner: str) -> None:
         self.vectors = vectors
-        self._service = service
         self._owner = owner
 
-    def sync(self, session_id: str, namespace: tuple[str, ...], upto: int | None = None) -> None:
-        """Bring the namespace's vectors up to the ledger (to at least `upto`, when the caller knows
-        how far the ledger goes). A forget that names no keys (an erasure, or a prefix) is applied
-        by reading the whole log again, so that what it spared is kept."""
+    def sync(
+        self, service: SessionService, session_id: str, namespace: tuple[str, ...], upto: int | None = None
+    ) -> None:
+        """Bring the namespace's vectors up to the ledger `service` holds (to at least `upto`, when
+        the caller knows how far the ledger goes). A forget that names no keys (an erasure, or a
+        prefix) is applied by reading the whole log again, so that what it spared is kept."""
         key = namespace_prefix(namespace)
         mark = self.vectors.synced(self._owner, key)
         if upto is not None and mark >= upto:
             return
-        rows = self._service.entry_log(session_id, ITEM_TYPE, after=mark)
+        rows = service.entry_log(session_id, ITEM_TYPE, after=mark)
         if mark and any(r.forget is not None and r.forget.keys is None for r in rows):
-            rows = self._service.entry_log(session_id, ITEM_TYPE)
+            rows = service.entry_log(session_id, ITEM_TYPE)
         if rows:
             found, cleared = changes(rows)
             self.vectors.write(self._owner, key, found, through=rows[-1].position, cleared_before=cleared)

@@ -3,12 +3,14 @@ and reopening them."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from sessionledger.infrastructure import AsyncSessionService, SessionService, Settings, open_service
+from sessionledger.infrastructure import async_service as async_service_module
 from sessionledger.infrastructure.bootstrap import Storage, open_storage
 from sessionledger.infrastructure.vectors.keyed import beside_ledger
 
@@ -20,6 +22,21 @@ def service(database_url: str) -> Iterator[SessionService]:
     """The session service on memory, SQLite and PostgreSQL in turn."""
     with open_service(database_url) as opened:
         yield opened
+
+
+@pytest.fixture
+def lazy_opens(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The threads on which async services opened their ledgers (`open_async_service` opens at
+    first use), in order: for the adapters that must never open one on an event loop."""
+    opened_on: list[int] = []
+    opening = async_service_module.open_storage
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        opened_on.append(threading.get_ident())
+        return opening(*args, **kwargs)
+
+    monkeypatch.setattr(async_service_module, "open_storage", recorded)
+    return opened_on
 
 
 @pytest.fixture

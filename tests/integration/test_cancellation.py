@@ -326,16 +326,22 @@ def test_a_cancelled_langgraph_put_leaves_each_message_stored_once(database_url:
     assert asyncio.run(scenario()) > ITERATIONS // 4
 
 
-def test_langgraph_store_writes_settle_whole_or_not_at_all(database_url: str) -> None:
-    """`LedgerStore` on a ledger of its own (a database URL): its coroutines run the store's
-    synchronous calls on the loop's default executor, and a cancelled `aput` or `adelete` is stored
-    or never will be when the cancel reaches the caller."""
+@pytest.mark.parametrize("threads", ["async service", "default executor"])
+def test_langgraph_store_writes_settle_whole_or_not_at_all(database_url: str, threads: str) -> None:
+    """`LedgerStore`'s coroutines run its synchronous calls on an async service's threads (one it
+    is given, or the one it opens on a URL) or, given a synchronous `SessionService`, on the loop's
+    default executor: either way a cancelled `aput` or `adelete` is stored or never will be when
+    the cancel reaches the caller."""
     rng = random.Random(52)
     namespace = ("memories", unique("user"))
 
     async def scenario() -> int:
         executor = with_default_executor()
-        with LedgerStore(database_url, user_id=namespace[1]) as store:
+        async with open_async_service(database_url) as service:
+            store = LedgerStore(
+                service=service if threads == "async service" else service.synchronous(),
+                user_id=namespace[1],
+            )
 
             async def read() -> list[tuple[str, Any]]:
                 return sorted((item.key, item.value) for item in await store.asearch(namespace, limit=50))
@@ -346,7 +352,7 @@ def test_langgraph_store_writes_settle_whole_or_not_at_all(database_url: str) ->
                     return store.aput(namespace, key, {"n": n})
                 return store.adelete(namespace, key)
 
-            return await check_settles(rng, executor, read, write)
+            return await check_settles(rng, service if threads == "async service" else executor, read, write)
 
     assert asyncio.run(scenario()) > ITERATIONS // 4
 

@@ -28,7 +28,6 @@ from sessionledger.domain import MessageType
 from sessionledger.domain.codec import ensure_json
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import SessionService, open_async_service, open_service
-from sessionledger.infrastructure import async_service as async_service_module
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.audit.timeline import timeline
 from sessionledger.infrastructure.langgraph import LedgerSaver
@@ -537,34 +536,26 @@ def test_a_saver_opened_per_request_compiles_nothing_and_keeps_to_one_connection
 
 
 def test_a_saver_opens_its_ledger_at_with_and_never_on_the_event_loop(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, lazy_opens: list[int]
 ) -> None:
     """`LedgerSaver(url)` connects to nothing yet; `with` opens the ledger, so a database that
     cannot be used fails there, and `async with` opens it on the saver's pool: an async handler
     that opened a saver per request had its event loop blocked while the saver connected and
     checked the schema (12 ms each time on PostgreSQL)."""
     url = sql_url(request, "postgres")
-    opened_on: list[int] = []
-    open_storage = async_service_module.open_storage
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        opened_on.append(threading.get_ident())
-        return open_storage(*args, **kwargs)
-
-    monkeypatch.setattr(async_service_module, "open_storage", recorded)
     LedgerSaver(url).close()
-    assert opened_on == []
+    assert lazy_opens == []
 
     async def handler() -> int:
         async with LedgerSaver(url) as saver:
-            assert len(opened_on) == 1
+            assert len(lazy_opens) == 1
             tid = thread()
             stored = await saver.aput(config(tid), generate_checkpoint(), {}, {})
             assert await saver.aget_tuple(stored) is not None
         return threading.get_ident()
 
     loop_thread = asyncio.run(handler())
-    assert len(opened_on) == 1 and opened_on[0] != loop_thread
+    assert len(lazy_opens) == 1 and lazy_opens[0] != loop_thread
     missing = url.rsplit("/", 1)[0] + f"/sl_missing_{uuid.uuid4().hex[:8]}"
     with pytest.raises(sa.exc.OperationalError), LedgerSaver(missing):
         pass
