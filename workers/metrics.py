@@ -16,12 +16,13 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from sessionledger.domain.append_outcomes import Tally
 from sessionledger.domain.ports import CounterStore
 from sessionledger.infrastructure.failures import database_unavailable
+from sessionledger.infrastructure.http_listener import HttpListener
 from sessionledger.infrastructure.redaction import hide_passwords
 
 EVENTS_INGESTED = "events_ingested"
@@ -115,7 +116,7 @@ def prometheus_text(counters: Mapping[str, int], gauges: Mapping[str, int] | Non
     return "\n".join(lines) + "\n"
 
 
-def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> HttpListener:
     """Serve `collect()` (Prometheus text) at `/metrics` from a daemon thread; returns the server."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -133,7 +134,7 @@ def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> Threadin
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = HttpListener((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="sessionledger-metrics", daemon=True).start()
     return server
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from sessionledger.infrastructure.http_listener import HttpListener
 from sessionledger.infrastructure.offline_model.model import OfflineModel, Response
 
 
@@ -46,12 +47,11 @@ class OfflineServer:
         self.stop()
 
 
-class _Listener(ThreadingHTTPServer):
-    """A thread per connection, as many connections waiting to be accepted as the system allows:
-    the standard library's backlog of 5 reset the connections of 100 clients calling at once."""
+class _Listener(HttpListener):
+    """As many connections waiting to be accepted as the system allows: the standard library's
+    backlog of 5 reset the connections of 100 clients calling at once."""
 
     request_queue_size = socket.SOMAXCONN
-    daemon_threads = True
     block_on_close = False
 
 
