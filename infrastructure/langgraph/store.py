@@ -550,10 +550,11 @@ class LedgerStore(BaseStore):
         self.close()
 
     async def __aenter__(self) -> LedgerStore:
-        """Opens the ledger now, off the event loop: connecting (and migrating a new database)
-        blocked the loop of an async handler that made a store per request, 26 ms each time on
-        PostgreSQL."""
-        await asyncio.to_thread(lambda: self.service)
+        """Opens the ledger now, on the async service's threads (as `abatch` would): connecting
+        (and migrating a new database) blocked the loop of an async handler that made a store per
+        request, 26 ms each time on PostgreSQL. A given `SessionService` is open already."""
+        if self._async is not None:
+            await self._async.run(lambda _: None)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
