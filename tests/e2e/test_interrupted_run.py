@@ -65,7 +65,12 @@ def test_sigterm_to_the_run_drops_every_fixtures_database(workers: list[str], tm
     )
     held = [tmp_path / "held-1", tmp_path / "held-2"] if workers else [tmp_path / "held-1"]
     try:
-        wait_for(lambda: all(path.exists() for path in held), 120, "the tests hold their databases")
+        # a file is named before its name is written: wait for the names themselves
+        wait_for(
+            lambda: all(path.exists() and path.read_text() for path in held),
+            120,
+            "the tests hold their databases",
+        )
         names = [path.read_text() for path in held]
         assert sorted(_existing(names)) == sorted(names)
         run.send_signal(signal.SIGTERM)
