@@ -146,9 +146,9 @@ class LedgerStore(BaseStore):
     similarity to the query (the `score`), as `InMemoryStore` does. The candidates come from a
     vector store's keyed vectors (`vectors`: a database URL, `memory://` for this process, or a
     `KeyedVectors`; by default beside the ledger: pgvector in its PostgreSQL database, sqlite-vec in
-    a SQLite file next to its file), derived from the ledger's records and caught up with them
-    before each search; the filter, the scores (from the recorded vectors), `offset` and `limit`
-    then apply as without an index.
+    a SQLite file next to its file, opened with the ledger), derived from the ledger's records and
+    caught up with them before each search; the filter, the scores (from the recorded vectors),
+    `offset` and `limit` then apply as without an index.
 
     `ttl` is langgraph's `TTLConfig`: `default_ttl` minutes for puts that give none,
     `refresh_on_read` (default `True`: a get or search moves the item's expiry, recorded in the
@@ -203,20 +203,15 @@ class LedgerStore(BaseStore):
             self.index_config = index
             self.embeddings = _embeddings(index)
             self._fields = [(p, p if p == "$" else tokenize_path(p)) for p in index.get("fields") or ["$"]]
-        self._item_vectors: ItemVectors | None = None
-        self._owns_vectors = not isinstance(vectors, KeyedVectors)
+        self._vectors_at: str | KeyedVectors | None = None
+        """Where the index's vectors are, opened at their first use, as the ledger is."""
         if index is not None:
-            url = beside_ledger(ledger.settings.database_url) if vectors is None else vectors
-            try:
-                opened = keyed_vectors(url) if isinstance(url, str) else url
-            except ExtensionMissing as error:
-                raise ExtensionMissing(
-                    f"{error}; or give LedgerStore vectors='memory://' (vectors in this process, "
-                    "derived from the ledger) or the URL of a database that has pgvector"
-                ) from None
-            self._item_vectors = ItemVectors(opened, self._user_id)
+            self._vectors_at = beside_ledger(ledger.settings.database_url) if vectors is None else vectors
         elif vectors is not None:
             raise ValueError("LedgerStore's vectors serve an index: give index= too")
+        self._owns_vectors = not isinstance(vectors, KeyedVectors)
+        self._item_vectors: ItemVectors | None = None
+        self._vectors_lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
 
@@ -315,10 +310,10 @@ class LedgerStore(BaseStore):
     ) -> list[SearchItem]:
         """A search's page: newest first without a query; with one, ranked among the candidates
         the vector store gives once each namespace's vectors are caught up with the ledger."""
-        vectors = self._item_vectors
-        if query is None or vectors is None:
+        if query is None or self._vectors_at is None:
             items = [s for found in live.values() for s in found.values()]
             return page(op, items) if query is None else ranked(op, items, query)
+        vectors = self._vectors()
         for namespace in live:
             session_id = self.session_id_of(namespace)
             if session_id in self._owned:  # never another user's session
@@ -439,8 +434,8 @@ class LedgerStore(BaseStore):
             self.service.append_entries(self._directory, [directory])
             self._make(session_id)
         self.service.append_entries(session_id, records)
-        if self._item_vectors is not None:
-            self._item_vectors.sync(self.service, session_id, namespace)
+        if self._vectors_at is not None:
+            self._vectors().sync(self.service, session_id, namespace)
 
     def _make(self, session_id: str) -> None:
         """Make the user's session `session_id` unless it exists; `ValueError` when it exists and
@@ -461,16 +456,26 @@ class LedgerStore(BaseStore):
         """Forget this user's keyed vectors and derive them again from the ledger's records (a
         search catches a namespace up by itself; this is for a vector table restored from an old
         backup, or copied from elsewhere). Returns how many namespaces were rebuilt."""
-        if self._item_vectors is None:
+        if self._vectors_at is None:
             raise ValueError("this LedgerStore has no index, so no vectors to rebuild")
-        self._item_vectors.vectors.clear(self._user_id)
+        vectors = self._vectors()
+        vectors.vectors.clear(self._user_id)
         namespaces = self._namespaces(())
         for namespace in namespaces:
             session_id = self.session_id_of(namespace)
             self._live(namespace)  # learns whether the session is this user's
             if session_id in self._owned:
-                self._item_vectors.sync(self.service, session_id, namespace)
+                vectors.sync(self.service, session_id, namespace)
         return len(namespaces)
+
+    def _vectors(self) -> ItemVectors:
+        """The user's keyed vectors (the store has an index), opened at their first use: opening
+        pgvector's connection and schema in the constructor blocked an async handler's loop."""
+        with self._vectors_lock:
+            if self._item_vectors is None:
+                assert self._vectors_at is not None
+                self._item_vectors = ItemVectors(_keyed(self._vectors_at), self._user_id)
+            return self._item_vectors
 
     # --- TTL ----------------------------------------------------------------------------------------
 
@@ -542,8 +547,9 @@ class LedgerStore(BaseStore):
         await asyncio.to_thread(self.close)
 
     def __enter__(self) -> LedgerStore:
-        """Opens the ledger now, so one that cannot be used fails here, not at the first call."""
-        self.service  # noqa: B018  # the property opens it
+        """Opens the ledger (and the index's vectors) now, so one that cannot be used fails here,
+        not at the first call."""
+        self._open()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -554,11 +560,31 @@ class LedgerStore(BaseStore):
         (and migrating a new database) blocked the loop of an async handler that made a store per
         request, 26 ms each time on PostgreSQL. A given `SessionService` is open already."""
         if self._async is not None:
-            await self._async.run(lambda _: None)
+            await self._async.run(lambda _: self._open())
+        elif self._vectors_at is not None:
+            await settled(asyncio.to_thread(self._open))
         return self
+
+    def _open(self) -> None:
+        self.service  # noqa: B018  # the property opens it
+        if self._vectors_at is not None:
+            self._vectors()
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _keyed(at: str | KeyedVectors) -> KeyedVectors:
+    """The keyed vectors at a URL (or given), with the way out when PostgreSQL lacks pgvector."""
+    if not isinstance(at, str):
+        return at
+    try:
+        return keyed_vectors(at)
+    except ExtensionMissing as error:
+        raise ExtensionMissing(
+            f"{error}; or give LedgerStore vectors='memory://' (vectors in this process, "
+            "derived from the ledger) or the URL of a database that has pgvector"
+        ) from None
 
 
 def _checked(ops: Iterable[Op]) -> list[Op]:

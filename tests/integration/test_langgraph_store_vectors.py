@@ -6,6 +6,7 @@ never written is caught up and gives the same answers; one user's vectors never 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from langgraph.store.memory import InMemoryStore
 from sessionledger.domain.entries import Entry, Forget
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.langgraph import LedgerStore
+from sessionledger.infrastructure.langgraph import store as store_module
 from sessionledger.infrastructure.langgraph.store_items import ITEM_TYPE, Stored, namespace_prefix, ranked
 from sessionledger.infrastructure.vectors.keyed import KeyedVectors, keyed_vectors
 from sessionledger.infrastructure.vectors.schema import ExtensionMissing
@@ -267,6 +269,43 @@ def test_vectors_without_an_index_or_pgvector_are_one_line_errors(
     with (
         open_service(pg_url) as on_postgres,
         pytest.raises(ExtensionMissing, match="vectors='memory://'") as raised,
+        LedgerStore(service=on_postgres, index=INDEX),
     ):
-        LedgerStore(service=on_postgres, index=INDEX)
+        pass
     assert "\n" not in str(raised.value)
+
+
+def test_a_store_opens_its_vectors_with_its_ledger_and_never_on_the_event_loop(
+    ledger: SessionService, user: str, vectors_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index's vectors open at `with`, `async with` or the first call that needs them, as the
+    ledger does: the constructor opened them, and an async handler that made a store per request
+    had its loop blocked while pgvector connected and checked its schema."""
+    opened_on: list[int] = []
+    opening = store_module.keyed_vectors
+
+    def recorded(url: str) -> KeyedVectors:
+        opened_on.append(threading.get_ident())
+        return opening(url)
+
+    monkeypatch.setattr(store_module, "keyed_vectors", recorded)
+    LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url).close()
+    assert opened_on == []
+    with LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url) as store:
+        assert len(opened_on) == 1
+        store.put(("docs",), "a", {"text": "apples"})
+    assert len(opened_on) == 1
+
+    async def handler() -> int:
+        async with LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url) as store:
+            assert len(opened_on) == 2
+            await store.aput(("docs",), "b", {"text": "bananas"})
+        store = LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url)
+        try:
+            assert [i.key for i in await store.asearch(("docs",), query="apples", limit=1)] == ["a"]
+        finally:
+            await store.aclose()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(handler())
+    assert len(opened_on) == 3 and loop_thread not in opened_on[1:]  # the first, `with`, is ours
