@@ -56,7 +56,19 @@ def test_sigterm_to_the_run_drops_every_fixtures_database(workers: list[str], tm
     )
     (tmp_path / "test_holding.py").write_text(HOLDING.replace("STOPPING", str(STOPPING)))
     run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *workers, "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "."],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *workers,
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            "--basetemp",
+            str(tmp_path / "tmp"),
+            ".",
+        ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,

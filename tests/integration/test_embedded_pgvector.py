@@ -64,7 +64,16 @@ def test_a_lock_directory_left_by_a_worker_is_removed_by_the_run(workers: list[s
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.fakes.embedded_pgvector"]\n')
     (tmp_path / "test_leaving.py").write_text(LEAVING)
     ran = subprocess.run(
-        [sys.executable, "-m", "pytest", *workers, "-p", "no:cacheprovider"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *workers,
+            "-p",
+            "no:cacheprovider",
+            "--basetemp",
+            str(tmp_path / "tmp"),
+        ],
         cwd=tmp_path,
         env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(ROOT)},
         capture_output=True,
