@@ -132,6 +132,42 @@ def test_a_service_used_before_a_fork_serves_the_parent_and_the_child_at_once(du
         service.close()
 
 
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"])
+def test_a_child_forked_beside_a_live_loop_appends_from_its_own_loop(
+    request: pytest.FixtureRequest, backend: str, pool_hops: list[object]
+) -> None:
+    """The parent's event loop stays open (a server's does) and holds the loop's connections. A
+    child forked then opens its own for its own loop, where it used to find them another loop's
+    and append on threads for ever; the parent's stay the parent's. (Each writes its own session:
+    a head the other moved is rightly appended on threads.)"""
+    service = open_async_service(sql_url(request, backend))
+    ledger = service.synchronous()
+    loop = asyncio.new_event_loop()
+    try:
+        parents, childs = (ledger.create_session("u", app_name="forks").id for _ in range(2))
+
+        async def appended(sid: str, tag: str) -> None:
+            for n in range(3):
+                await asyncio.wait_for(service.append_message(sid, UserMessage(f"{tag} {n}")), 10)
+
+        loop.run_until_complete(appended(parents, "before"))
+        hopped = len(pool_hops)
+
+        def child() -> None:
+            asyncio.run(appended(childs, "child"))
+            assert len(pool_hops) == hopped, "the child appended on threads, not from its loop"
+            service.close()
+
+        forked(child)()
+        loop.run_until_complete(appended(parents, "after"))
+        assert len(pool_hops) == hopped, "the parent's loop lost its connections to the child"
+        assert [len(ledger.get_messages(sid)) for sid in (parents, childs)] == [6, 3]
+        assert verify(ledger, parents).ok and verify(ledger, childs).ok
+    finally:
+        loop.close()
+        service.close()
+
+
 def test_a_background_compactor_started_before_a_fork_compacts_the_childs_sessions(
     durable_url: str,
 ) -> None:
