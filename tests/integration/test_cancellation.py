@@ -400,7 +400,7 @@ class RowLock:
 
     def __init__(self, connection: Any, waits: str) -> None:
         self._connection = connection
-        self._waits = waits  # a count of the statements waiting for a lock
+        self._waits = waits  # a count of the statements waiting for a lock in the test's database
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -416,8 +416,9 @@ class RowLock:
                     await cursor.execute(lock, (session_id,))
                 yield cls(
                     connection,
-                    "SELECT count(*) FROM information_schema.innodb_trx"
-                    f" WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id <> {connection.thread_id()}",
+                    "SELECT count(*) FROM information_schema.innodb_trx JOIN information_schema.processlist"
+                    " ON id = trx_mysql_thread_id WHERE db = DATABASE() AND trx_state = 'LOCK WAIT'"
+                    f" AND trx_mysql_thread_id <> {connection.thread_id()}",
                 )
             finally:
                 connection.close()
@@ -427,8 +428,8 @@ class RowLock:
             await blocker.execute(lock, (session_id,))
             yield cls(
                 blocker,
-                "SELECT count(*) FROM pg_stat_activity"
-                f" WHERE application_name = '{APPLICATION_NAME}' AND wait_event_type = 'Lock'",
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                f" AND application_name = '{APPLICATION_NAME}' AND wait_event_type = 'Lock'",
             )
 
     async def waited_for(self) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 SERVE = """
+import pathlib, tempfile
 import psycopg
 from tests.fakes.embedded_pgvector import embedded_pgvector
 
@@ -21,25 +21,27 @@ with embedded_pgvector() as url:
     with psycopg.connect(url) as connection:
         found = connection.execute("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
         print(found.fetchone()[0])
+    print(len(list(pathlib.Path(tempfile.gettempdir()).glob("sl_pgvector_*"))))
 """
 
 
 def test_a_server_removes_its_lock_directories_and_its_data(tmp_path: Path) -> None:
     runtime = tmp_path / "run"  # the library's lock directory goes under XDG_RUNTIME_DIR
-    homes = {path.name for path in Path(tempfile.gettempdir()).glob("sl_pgvector_*")}
+    temporary = tmp_path / "tmp"  # its data directory under TMPDIR (not beside other tests' servers)
+    temporary.mkdir()
     served = subprocess.run(
         [sys.executable, "-c", SERVE],
         cwd=ROOT,
-        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(temporary)},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert served.returncode == 0, served.stderr
-    assert served.stdout.split() == ["1"]  # it served, with pgvector
+    assert served.stdout.split() == ["1", "1"]  # it served, with pgvector, from its data directory
     assert not runtime.exists()
-    assert {path.name for path in Path(tempfile.gettempdir()).glob("sl_pgvector_*")} <= homes
+    assert not list(temporary.iterdir())
 
 
 LEAVING = """
