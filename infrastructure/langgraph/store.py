@@ -535,10 +535,13 @@ class LedgerStore(BaseStore):
         return self._sync
 
     def close(self) -> None:
-        """Stop the sweeper, and close the service and the vectors when the store opened them."""
+        """Stop the sweeper, and close the service and the vectors when the store opened them (a
+        store on a given service that is used again opens its vectors again)."""
         self.stop_ttl_sweeper()
-        if self._item_vectors is not None and self._owns_vectors:
-            self._item_vectors.vectors.close()
+        with self._vectors_lock:  # not while another thread opens them
+            opened, self._item_vectors = self._item_vectors, None
+        if opened is not None and self._owns_vectors:
+            opened.vectors.close()
         if self._owns_service and self._async is not None:
             self._async.close()
 

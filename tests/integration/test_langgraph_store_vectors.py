@@ -275,6 +275,40 @@ def test_vectors_without_an_index_or_pgvector_are_one_line_errors(
     assert "\n" not in str(raised.value)
 
 
+def test_a_store_closes_the_vectors_it_opened_each_time_it_is_closed(
+    ledger: SessionService, user: str, vectors_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store on a given service outlives its `close()`: used again, it opens its vectors again,
+    and the next close closes those too."""
+    opened: list[KeyedVectors] = []
+    closed: list[KeyedVectors] = []
+    opening = store_module.keyed_vectors
+
+    def recorded(url: str) -> KeyedVectors:
+        vectors = opening(url)
+        close = vectors.close
+
+        def closing() -> None:
+            closed.append(vectors)
+            close()
+
+        vectors.close = closing  # type: ignore[method-assign]
+        opened.append(vectors)
+        return vectors
+
+    monkeypatch.setattr(store_module, "keyed_vectors", recorded)
+    store = LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url)
+    for text in ("apples", "bananas"):
+        store.put(("docs",), text, {"text": text})
+        store.close()
+        assert closed == opened and len(opened) == 1 + (text == "bananas")
+    store.close()
+    assert closed == opened
+    assert [i.key for i in store.search(("docs",), query="bananas", limit=1)] == ["bananas"]
+    store.close()
+    assert closed == opened and len(opened) == 3
+
+
 def test_a_store_opens_its_vectors_with_its_ledger_and_never_on_the_event_loop(
     ledger: SessionService, user: str, vectors_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
