@@ -98,6 +98,8 @@ class KnownMessages:
     stored: set[str] = field(default_factory=set)
     events: set[str] = field(default_factory=set)
     """The message ids stored as the session's events (`messages.new_message_events`)."""
+    counted: int = 0
+    """How many of `stored` the saver last counted into its total (`LedgerSaver._known_messages`)."""
 
     def key(self, message: BaseMessage, key: str) -> None:
         """Remember `message` as keyed `key` (under its id) while it lives: once it is collected,

@@ -90,6 +90,12 @@ used least recently (`KnownMessages`): a thread's messages are learnt again from
 (`get_tuple`, which langgraph makes before a run's puts), and a put that comes first writes its
 messages again, which reads dedupe (the event id rule keeps each event once)."""
 
+KEPT_MESSAGES = 100_000
+"""How many stored message keys a saver remembers across the threads it keeps (with the thread's
+event ids, about 440 bytes each): past it, the threads used least recently are forgotten as past
+`KEPT_THREADS`, so a long-lived server of long threads stays bounded (4,096 threads of a thousand
+messages held 1.8 GB). A thread's keys are counted each time it is used."""
+
 FORGET_ALL = (Forget(CHECKPOINT), Forget(WRITE))
 """What deleting a thread forgets. Its message entries stay live: checkpoints written later may
 refer to them (a saver remembers which it stored), and each is written once for all."""
@@ -144,6 +150,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             raise ValueError(f"service must be a SessionService or an AsyncSessionService, not {service!r}")
         self._owners: dict[str, str] = {}  # thread -> its user, for threads known to be theirs
         self._messages: OrderedDict[str, KnownMessages] = OrderedDict()  # least recently used first
+        self._kept_messages = 0  # their `counted` summed
         self._lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(STRIPES)]
         self._loop_stripes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Lock]] = (
@@ -340,16 +347,22 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         )
 
     def _known_messages(self, thread_id: str) -> KnownMessages:
-        """What the saver knows of the thread's messages (`KEPT_THREADS` threads, the least
-        recently used forgotten first)."""
+        """What the saver knows of the thread's messages (`KEPT_THREADS` threads and about
+        `KEPT_MESSAGES` messages, the threads used least recently forgotten first)."""
         with self._lock:
             known = self._messages.get(thread_id)
             if known is None:
-                if len(self._messages) >= KEPT_THREADS:
-                    self._messages.popitem(last=False)
                 known = self._messages[thread_id] = KnownMessages()
             else:
                 self._messages.move_to_end(thread_id)
+                grown = len(known.stored) - known.counted
+                known.counted += grown
+                self._kept_messages += grown
+            while len(self._messages) > 1 and (
+                len(self._messages) > KEPT_THREADS or self._kept_messages > KEPT_MESSAGES
+            ):
+                _, forgotten = self._messages.popitem(last=False)
+                self._kept_messages -= forgotten.counted
             return known
 
     def _message_values(

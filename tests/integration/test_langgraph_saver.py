@@ -183,6 +183,32 @@ def test_a_saver_forgets_the_messages_of_the_thread_it_used_least_recently(
         assert len(keys) == len(set(keys)), "a message was written again"
 
 
+def test_a_saver_past_its_message_budget_forgets_the_threads_used_least_recently(
+    service: SessionService, saver: LedgerSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond about `KEPT_MESSAGES` remembered messages, whatever the number of threads, the
+    threads used least recently are forgotten: a server of many long threads held 438 bytes for
+    every message of its last 4,096 threads. The thread in use is kept however long it is, and a
+    forgotten thread learns its messages again from its next read: none is written twice."""
+    monkeypatch.setattr(saver_module, "KEPT_MESSAGES", 12)
+    graph = echo_graph(saver)
+    tids = [thread() for _ in range(4)]
+    for tid in tids:
+        for question in ("hello", "again"):
+            graph.invoke({"messages": [HumanMessage(question)]}, config(tid))
+    remembered = {tid: len(known.stored) for tid, known in saver._messages.items()}
+    assert list(remembered) == tids[-2:], remembered  # six messages each, counted as they are used
+    for question in ("once", "more"):
+        graph.invoke({"messages": [HumanMessage(question)]}, config(tids[-1]))
+    assert list(saver._messages) == tids[-1:] and len(saver._messages[tids[-1]].stored) == 12
+    for tid in tids:
+        graph.invoke({"messages": [HumanMessage("back")]}, config(tid))
+        texts = [m.content for m in graph.get_state(config(tid)).values["messages"]]
+        assert texts[:6] == ECHOED and texts[-3:] == ["back", "back has 4 characters", "reviewed"]
+        keys = [entry.key for entry in service.entries(tid, MESSAGE)]
+        assert len(keys) == len(set(keys)) == len(texts), "a message was written again"
+
+
 def test_a_saver_past_its_limit_forgets_one_owner_at_a_time(
     service: SessionService, saver: LedgerSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
