@@ -561,7 +561,8 @@ class LedgerStore(BaseStore):
     async def __aenter__(self) -> LedgerStore:
         """Opens the ledger now, on the async service's threads (as `abatch` would): connecting
         (and migrating a new database) blocked the loop of an async handler that made a store per
-        request, 26 ms each time on PostgreSQL. A given `SessionService` is open already."""
+        request, 26 ms each time on PostgreSQL. A given `SessionService` is open already; the
+        index's vectors then open on a thread of the default executor."""
         if self._async is not None:
             await self._async.run(lambda _: self._open())
         elif self._vectors_at is not None:
@@ -569,6 +570,7 @@ class LedgerStore(BaseStore):
         return self
 
     def _open(self) -> None:
+        """Open the ledger and, with an index, its vectors (both open once)."""
         self.service  # noqa: B018  # the property opens it
         if self._vectors_at is not None:
             self._vectors()
