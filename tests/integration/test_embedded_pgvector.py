@@ -27,21 +27,26 @@ with embedded_pgvector() as url:
 """
 
 
+def _python(arguments: list[str], cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
+    """This Python run with `arguments` in `cwd`, its environment this one's and `environment`."""
+    return subprocess.run(
+        [sys.executable, *arguments],
+        cwd=cwd,
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_a_server_removes_its_lock_directories_and_its_data(tmp_path: Path) -> None:
     runtime = tmp_path / "run"  # the library's lock directory goes under XDG_RUNTIME_DIR
     # its data directory, under a TMPDIR of its own (not beside other tests' servers), short enough
     # for the server's socket in it: a Unix socket's path holds at most 107 bytes
     temporary = Path(tempfile.mkdtemp(prefix="sl_t_"))
     try:
-        served = subprocess.run(
-            [sys.executable, "-c", SERVE],
-            cwd=ROOT,
-            env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(temporary)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        served = _python(["-c", SERVE], ROOT, XDG_RUNTIME_DIR=str(runtime), TMPDIR=str(temporary))
         assert served.returncode == 0, served.stderr
         assert served.stdout.split() == ["1", "1"]  # it served, with pgvector, from its data directory
         assert not runtime.exists()
@@ -71,23 +76,11 @@ def test_a_lock_directory_left_by_a_worker_is_removed_by_the_run(workers: list[s
     runtime = tmp_path / "run"
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.fakes.embedded_pgvector"]\n')
     (tmp_path / "test_leaving.py").write_text(LEAVING)
-    ran = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            *workers,
-            "-p",
-            "no:cacheprovider",
-            "--basetemp",
-            str(tmp_path / "tmp"),
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    ran = _python(
+        ["-m", "pytest", *workers, "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "tmp")],
+        tmp_path,
+        XDG_RUNTIME_DIR=str(runtime),
+        PYTHONPATH=str(ROOT),
     )
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert "1 passed" in ran.stdout
