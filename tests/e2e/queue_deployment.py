@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -111,13 +112,7 @@ class Deployment:
 
     def stop(self, name: str | None = None) -> None:
         for key in [name] if name else list(self.processes):
-            process = self.processes.pop(key)
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(self.processes.pop(key), signal.SIGTERM, 20)
 
     def close(self) -> None:
         self.stop()
@@ -156,6 +151,19 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def stop_process(process: subprocess.Popen[Any], signum: int, timeout: float) -> bool:
+    """Send `signum` and wait `timeout` seconds for the process to end, else kill it: whether it
+    ended on the signal."""
+    process.send_signal(signum)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
+    return True
 
 
 def free_port() -> int:

@@ -17,6 +17,7 @@ import pytest
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure import open_service
 
+from tests.e2e.queue_deployment import stop_process
 from tests.e2e.test_cli_mcp import free_port, wait_for_port
 from tests.fakes.audit_ledger import BOB_TEXT, SUMMARY, AuditLedger, fill
 
@@ -70,12 +71,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, AuditLedger, list[int]]]:
         wait_for_port(port, server)
         yield f"http://127.0.0.1:{port}", token, ledger, archived
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, signal.SIGINT, 20)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import RecallTools
 from sessionledger.workers.cli.mcp_server import MAX_ERROR_CHARS
 
+from tests.e2e.queue_deployment import stop_process
 from tests.e2e.test_readme import README, fenced_blocks, run_block
 
 USER = "ada"
@@ -120,12 +121,7 @@ async def http_server(url: str) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
         assert server.poll() is None  # it served every call and is still up
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, signal.SIGINT, 10)
         assert server.stderr is not None
         server.stderr.close()
 

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from tests.conftest import PG_ADMIN_URL
-from tests.e2e.queue_deployment import wait_for
+from tests.e2e.queue_deployment import stop_process, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -89,14 +88,7 @@ def test_sigterm_to_the_run_drops_every_fixtures_database(workers: list[str], tm
         output, _ = run.communicate(timeout=60)
     finally:
         if run.poll() is None:  # failed before its stop: stopped the same way, else killed
-            run.send_signal(signal.SIGTERM)
-            try:
-                run.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                run.kill()
-                run.wait()
+            stop_process(run, signal.SIGTERM, 60)
     assert "KeyboardInterrupt: signal 15" in output, output[-2000:]
-    deadline = time.monotonic() + 10  # a worker's DROP DATABASE may still be under way
-    while _existing(names) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _existing(names) == []
+    # a worker's DROP DATABASE may still be under way
+    wait_for(lambda: not _existing(names), 10, f"the run's databases {names} to be dropped")

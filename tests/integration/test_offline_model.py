@@ -32,6 +32,8 @@ from sessionledger.infrastructure.offline_model import (
 from sessionledger.infrastructure.summarizers import StructuredSummarizer
 from sessionledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 
+from tests.e2e.queue_deployment import stop_process
+
 SESSIONLEDGER = Path(sys.executable).with_name("sessionledger")
 MULTIPLY = tool_call("multiply", {"a": 6, "b": 7})
 
@@ -56,13 +58,7 @@ def fake_llm_url() -> Iterator[str]:
         assert process.stdout is not None
         yield process.stdout.readline().strip()
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
+        assert stop_process(process, signal.SIGINT, 30), "the model's server did not stop on SIGINT"
 
 
 @pytest.fixture(params=["in-process", "http"])
