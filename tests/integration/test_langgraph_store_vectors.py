@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -275,13 +276,19 @@ def test_vectors_without_an_index_or_pgvector_are_one_line_errors(
     assert "\n" not in str(raised.value)
 
 
-def test_a_store_closes_the_vectors_it_opened_each_time_it_is_closed(
-    ledger: SessionService, user: str, vectors_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A store on a given service outlives its `close()`: used again, it opens its vectors again,
-    and the next close closes those too."""
-    opened: list[KeyedVectors] = []
-    closed: list[KeyedVectors] = []
+@dataclass
+class VectorOpens:
+    """The keyed vectors stores opened (`keyed_vectors`), in order, with the threads that opened
+    them, and those closed since."""
+
+    opened: list[KeyedVectors] = field(default_factory=list)
+    threads: list[int] = field(default_factory=list)
+    closed: list[KeyedVectors] = field(default_factory=list)
+
+
+@pytest.fixture
+def vector_opens(monkeypatch: pytest.MonkeyPatch) -> VectorOpens:
+    opens = VectorOpens()
     opening = store_module.keyed_vectors
 
     def recorded(url: str) -> KeyedVectors:
@@ -289,14 +296,24 @@ def test_a_store_closes_the_vectors_it_opened_each_time_it_is_closed(
         close = vectors.close
 
         def closing() -> None:
-            closed.append(vectors)
+            opens.closed.append(vectors)
             close()
 
         vectors.close = closing  # type: ignore[method-assign]
-        opened.append(vectors)
+        opens.opened.append(vectors)
+        opens.threads.append(threading.get_ident())
         return vectors
 
     monkeypatch.setattr(store_module, "keyed_vectors", recorded)
+    return opens
+
+
+def test_a_store_closes_the_vectors_it_opened_each_time_it_is_closed(
+    ledger: SessionService, user: str, vectors_url: str, vector_opens: VectorOpens
+) -> None:
+    """A store on a given service outlives its `close()`: used again, it opens its vectors again,
+    and the next close closes those too."""
+    opened, closed = vector_opens.opened, vector_opens.closed
     store = LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url)
     for text in ("apples", "bananas"):
         store.put(("docs",), text, {"text": text})
@@ -310,19 +327,12 @@ def test_a_store_closes_the_vectors_it_opened_each_time_it_is_closed(
 
 
 def test_a_store_opens_its_vectors_with_its_ledger_and_never_on_the_event_loop(
-    ledger: SessionService, user: str, vectors_url: str, monkeypatch: pytest.MonkeyPatch
+    ledger: SessionService, user: str, vectors_url: str, vector_opens: VectorOpens
 ) -> None:
     """The index's vectors open at `with`, `async with` or the first call that needs them, as the
     ledger does: the constructor opened them, and an async handler that made a store per request
     had its loop blocked while pgvector connected and checked its schema."""
-    opened_on: list[int] = []
-    opening = store_module.keyed_vectors
-
-    def recorded(url: str) -> KeyedVectors:
-        opened_on.append(threading.get_ident())
-        return opening(url)
-
-    monkeypatch.setattr(store_module, "keyed_vectors", recorded)
+    opened_on = vector_opens.threads
     LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url).close()
     assert opened_on == []
     with LedgerStore(service=ledger, index=INDEX, user_id=user, vectors=vectors_url) as store:
