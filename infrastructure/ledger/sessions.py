@@ -22,14 +22,20 @@ from sessionledger.infrastructure.ledger import statements
 from sessionledger.infrastructure.ledger.driver import Autocommit, BulkInsert, compiled, driver_of
 from sessionledger.infrastructure.ledger.engine import WRITE
 from sessionledger.infrastructure.ledger.heads import HeadCache, locked_head
-from sessionledger.infrastructure.ledger.rows import ledger_row, session_of, session_row, stats_columns
+from sessionledger.infrastructure.ledger.rows import (
+    head_of,
+    ledger_row,
+    session_of,
+    session_row,
+    stats_columns,
+)
 from sessionledger.infrastructure.ledger.schema import ledger, sessions, window_slots
 from sessionledger.infrastructure.ledger.state import StateScopes
 from sessionledger.infrastructure.ledger.text_index import erasure_lock, ledger_text
 from sessionledger.infrastructure.ledger.window_changes import WindowPrefix
 
 _SESSION = statements.SESSIONS.where(sessions.c.id == statements.SID)
-"""A session's row by its id, deleted or not."""
+"""A live session's row by its id."""
 _VERSION = sa.select(sessions.c.version).where(
     sessions.c.id == statements.SID, sessions.c.deleted_at.is_(None)
 )
@@ -110,9 +116,14 @@ class Sessions:
         self._heads.keep(session.id, head)
 
     def get(self, session_id: str) -> Session | None:
+        """The live session; its head, in the row read, is kept for the append that usually comes
+        next (an agent reads its session, then writes to it), which then reads nothing first."""
         with self._autocommit() as driver:
             rows = self._session.rows(driver.cursor(), {"sid": session_id})
-        return session_of(rows[0]) if rows else None
+        if not rows:
+            return None
+        self._heads.keep(session_id, head_of(rows[0]))
+        return session_of(rows[0])
 
     def listed(
         self,

@@ -146,6 +146,34 @@ def test_a_head_moved_by_another_writer_is_caught_and_the_append_still_made(loop
         assert verify(service, session_id).ok
 
 
+def test_a_session_read_first_is_appended_to_from_the_loop_at_once(
+    loop_url: str, counted_hops: list[str]
+) -> None:
+    """An agent reads its session, then writes to it: the read leaves the head in the cache, so even
+    a service that never wrote to the session sends its first append from the loop; a head moved
+    since the read is caught as any other."""
+    with open_service(loop_url) as other:  # another process wrote the sessions
+        read, moved = (other.create_session("alice").id for _ in range(2))
+        other.append_message(read, UserMessage("before"))
+
+    async def scenario() -> None:
+        async with open_async_service(loop_url) as service:
+            assert await service.get_session(read) is not None
+            assert await service.get_session(moved) is not None
+            counted_hops.clear()
+            await service.append_message(read, UserMessage("after"))
+            assert counted_hops == []
+            with open_service(loop_url) as other:
+                other.append_message(moved, UserMessage("meanwhile"))
+            await service.append_message(moved, UserMessage("after"))
+
+    asyncio.run(scenario())
+    assert texts(loop_url, read) == ["before", "after"]
+    assert texts(loop_url, moved) == ["meanwhile", "after"]
+    with open_service(loop_url) as service:
+        assert verify(service, read).ok and verify(service, moved).ok
+
+
 def test_a_lost_connection_loses_no_append_and_is_replaced(loop_url: str, counted_hops: list[str]) -> None:
     async def scenario() -> str:
         async with open_async_service(loop_url) as service:
