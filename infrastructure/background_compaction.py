@@ -6,8 +6,8 @@ commit: `SessionService.watch_appends`), it waits `debounce` seconds so that a b
 to a session is evaluated once, then runs, on its one thread, exactly what the workers' tasks run
 (`compaction_runs.Compactions`: the same policies, the same lease and version checks) and retries a
 failure as they do (`retry_delay`, `gives_up`). What the workers would dead-letter is given up
-here too: logged as `dead-lettered` (a WARNING, with its reason) and kept in `dead_letters`;
-the session is evaluated again by its next append. Closing the service drains the compactor
+here too: logged as `dead-lettered` (a WARNING, with its reason, as the workers' dead letters
+say it); the session is evaluated again by its next append. Closing the service drains the compactor
 first: every session still waiting is evaluated (and compacted when due) at once, a retry that
 fails again then is given up, and only then is the ledger closed; a compaction is one
 transaction, so none is ever half-written.
@@ -23,7 +23,6 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from sessionledger.domain.ports import LeaseStore
 from sessionledger.infrastructure.compaction_runs import (
@@ -94,8 +93,6 @@ class BackgroundCompactor:
         self._debounce = debounce
         self._closing = False
         self._stopped = False
-        self.dead_letters: list[dict[str, Any]] = []
-        """What was given up, as the workers' dead letters say it: reason, task, session ids."""
         self._nothing_due()
         self._thread = self._started()
         forget_in_children(self, BackgroundCompactor._forget_parent)
@@ -208,16 +205,11 @@ class BackgroundCompactor:
         if self._closing or gives_up(self._settings, retries, error):
             self._retries.pop(session_id, None)
             closing = " while the service closed" if self._closing else ""
-            self._dead_letter(
-                session_id, f"{type(error).__name__}: {error} (gave up after {retries} retries{closing})"
-            )
+            reason = f"{type(error).__name__}: {error} (gave up after {retries} retries{closing})"
+            letter = {"reason": reason, "task": "compact", "session_ids": [session_id]}
+            log.warning("dead-lettered", extra={"fields": letter})
             return
         self._retries[session_id] = retries + 1
         delay = retry_delay(self._settings, retries, is_outage(error))
         with self._changed:
             self._due[session_id] = time.monotonic() + delay
-
-    def _dead_letter(self, session_id: str, reason: str) -> None:
-        letter = {"reason": reason, "task": "compact", "session_ids": [session_id]}
-        self.dead_letters.append(letter)
-        log.warning("dead-lettered", extra={"fields": letter})
