@@ -15,9 +15,10 @@ rule of isolation the service already enforces (another user's session reads as 
 writes). The price: a search under a prefix, and `list_namespaces`, read each namespace below
 the prefix (one query each), where `PostgresStore` reads one table.
 
-Reads go to the ledger every time (no copy of any item in the process; only which sessions this
-process already made is remembered), so stores on one database, in one process or several, see
-each other's writes at once.
+Every read asks the ledger what was recorded since this process last read the namespace (by any
+process), so stores on one database, in one process or several, see each other's writes at once;
+the items of the namespaces read most recently are kept parsed (`MIRRORED_SESSIONS`), and which
+sessions are the user's is remembered for the `OWNED_SESSIONS` used most recently.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from sessionledger.infrastructure.langgraph.store_items import (
     stored,
 )
 from sessionledger.infrastructure.langgraph.store_vectors import ItemVectors
+from sessionledger.infrastructure.recently_used import RecentlyUsed
 from sessionledger.infrastructure.service import SessionService
 from sessionledger.infrastructure.settling import settled
 from sessionledger.infrastructure.vectors.keyed import KeyedVectors, beside_ledger, keyed_vectors
@@ -87,6 +89,11 @@ MIRRORED_SESSIONS = 1024
 """How many namespaces' items (and directories) a store keeps parsed, the most recently read: a
 namespace read again after it was dropped is read whole once more. A process serving many end users
 holds their most active memories, not all of them."""
+
+OWNED_SESSIONS = 100_000
+"""How many sessions a store remembers to exist and to be its user's (about 150 bytes each), the
+most recently used: a store serving many end users' namespaces remembered every one it ever
+touched. One forgotten is asked about again (a read) when it is next used."""
 
 
 def _session_id(*parts: str) -> str:
@@ -188,7 +195,7 @@ class LedgerStore(BaseStore):
         if not isinstance(self._user_id, str) or not self._user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         self._directory = _session_id(self._user_id)
-        self._owned: set[str] = set()
+        self._owned: RecentlyUsed[str, bool] = RecentlyUsed(OWNED_SESSIONS)
         """Sessions known to exist and to be this user's (so reads and writes skip asking)."""
         self._mirrors: OrderedDict[str, Mirror[Any]] = OrderedDict()
         """The mirrors of the sessions read most recently, at most `MIRRORED_SESSIONS`."""
@@ -316,7 +323,7 @@ class LedgerStore(BaseStore):
         vectors = self._vectors()
         for namespace in live:
             session_id = self.session_id_of(namespace)
-            if session_id in self._owned:  # never another user's session
+            if self._belongs(session_id):  # never another user's session
                 vectors.sync(self.service, session_id, namespace, self._mirrored(session_id))
         candidates, scores = vectors.candidates(op, query, live)
         return ranked(op, candidates, query, scores)
@@ -361,10 +368,8 @@ class LedgerStore(BaseStore):
             if mirror is not None:
                 self._mirrors.move_to_end(session_id)
         if mirror is None:
-            if session_id not in self._owned:
-                if self.service.get_session(session_id, user_id=self._user_id) is None:
-                    return {}
-                self._owned.add(session_id)
+            if not self._belongs(session_id):
+                return {}
             with self._mirrors_lock:
                 mirror = self._mirrors.setdefault(session_id, mirror_of())
                 while len(self._mirrors) > MIRRORED_SESSIONS:
@@ -428,7 +433,7 @@ class LedgerStore(BaseStore):
 
     def _append(self, namespace: tuple[str, ...], records: list[Entry | Forget]) -> None:
         session_id = self.session_id_of(namespace)
-        if session_id not in self._owned:
+        if not self._belongs(session_id):
             self._make(self._directory)
             directory = Entry(NAMESPACE_TYPE, namespace_prefix(namespace), {"namespace": list(namespace)})
             self.service.append_entries(self._directory, [directory])
@@ -440,7 +445,7 @@ class LedgerStore(BaseStore):
     def _make(self, session_id: str) -> None:
         """Make the user's session `session_id` unless it exists; `ValueError` when it exists and
         is not this user's (or was deleted)."""
-        if session_id in self._owned:
+        if self._owned.get(session_id):
             return
         try:
             self.service.create_session(self._user_id, session_id=session_id, app_name=APP_NAME, ttl=None)
@@ -450,7 +455,18 @@ class LedgerStore(BaseStore):
                     f"the store session {session_id!r} cannot be written by user {self._user_id!r}: "
                     "it is another user's, or was deleted"
                 ) from None
-        self._owned.add(session_id)
+        self._owned.put(session_id, True)
+
+    def _belongs(self, session_id: str) -> bool:
+        """Whether the session exists and is this user's: remembered, else asked (and remembered
+        when it is). A namespace's session is thus never made twice, nor its directory entry
+        written again, by a store that forgot it or a process that never knew it."""
+        if self._owned.get(session_id):
+            return True
+        if self.service.get_session(session_id, user_id=self._user_id) is None:
+            return False
+        self._owned.put(session_id, True)
+        return True
 
     def rebuild_vectors(self) -> int:
         """Forget this user's keyed vectors and derive them again from the ledger's records (a
@@ -463,8 +479,7 @@ class LedgerStore(BaseStore):
         namespaces = self._namespaces(())
         for namespace in namespaces:
             session_id = self.session_id_of(namespace)
-            self._live(namespace)  # learns whether the session is this user's
-            if session_id in self._owned:
+            if self._belongs(session_id):
                 vectors.sync(self.service, session_id, namespace)
         return len(namespaces)
 

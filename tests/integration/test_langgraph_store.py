@@ -26,7 +26,13 @@ from sessionledger.infrastructure import SessionService, open_async_service, ope
 from sessionledger.infrastructure.audit.verify import verify
 from sessionledger.infrastructure.langgraph import LedgerStore
 from sessionledger.infrastructure.langgraph import store as store_module
-from sessionledger.infrastructure.langgraph.store_items import ITEM_TYPE, Stored, now
+from sessionledger.infrastructure.langgraph.store_items import (
+    ITEM_TYPE,
+    NAMESPACE_TYPE,
+    Stored,
+    namespace_prefix,
+    now,
+)
 
 from tests.conftest import _pg_database, sql_url
 
@@ -383,6 +389,51 @@ def test_namespaces_past_the_mirrored_ones_are_read_again(
     assert store.get(("a",), "k").value == {"v": "a2"}  # type: ignore[union-attr]
     assert store.get(("c",), "k") is None
     assert sorted(i.value["v"] for i in store.search(())) == ["a2", "b"]
+
+
+def directory_entries(ledger: SessionService, store: LedgerStore, user: str) -> list[str]:
+    """The keys of the namespace entries in the user's directory session, in the order written."""
+    namespaces = {store.session_id_of((name,)) for name in "abc"}
+    (directory,) = [s.id for s in ledger.list_sessions(user) if s.id not in namespaces]
+    return [
+        r.payload["key"]
+        for r in ledger.records(directory)
+        if r.kind is Kind.ENTRY and r.payload is not None and r.payload["type"] == NAMESPACE_TYPE
+    ]
+
+
+def test_a_store_that_never_knew_a_namespace_writes_it_into_the_directory_once(
+    ledger: SessionService, second_service: SessionService, user: str
+) -> None:
+    """A store of another process (or one restarted) finds the namespace's session is its user's:
+    it neither makes it again nor records the namespace in the directory a second time."""
+    LedgerStore(service=ledger, user_id=user).put(("a",), "k", {"v": 1})
+    later = LedgerStore(service=second_service, user_id=user)
+    later.put(("a",), "k", {"v": 2})
+    later.put(("b",), "k", {"v": 3})
+    assert directory_entries(ledger, later, user) == [namespace_prefix(("a",)), namespace_prefix(("b",))]
+    assert [(i.namespace, i.value) for i in later.search(())] == [(("b",), {"v": 3}), (("a",), {"v": 2})]
+
+
+def test_namespaces_past_the_remembered_ones_are_asked_about_again(
+    ledger: SessionService, user: str, vectors_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store remembers which sessions are its user's for the `OWNED_SESSIONS` used last; one it
+    forgot is asked about again when used: its reads, puts and semantic searches answer as before."""
+    monkeypatch.setattr(store_module, "OWNED_SESSIONS", 1)
+    monkeypatch.setattr(store_module, "MIRRORED_SESSIONS", 1)
+    index: Any = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    store = LedgerStore(service=ledger, index=index, user_id=user, vectors=vectors_url)
+    words = {"a": "apple", "b": "banana", "c": "cherry"}
+    for turn in range(2):
+        for name, word in words.items():
+            store.put((name,), f"k{turn}", {"text": f"{word} {turn}"})
+            assert store.get((name,), "k0").value == {"text": f"{word} 0"}  # type: ignore[union-attr]
+    assert directory_entries(ledger, store, user) == [namespace_prefix((name,)) for name in words]
+    assert sorted(store.list_namespaces()) == [("a",), ("b",), ("c",)]
+    found = store.search((), query="banana", limit=2)
+    assert {(i.namespace, i.key) for i in found} == {(("b",), "k0"), (("b",), "k1")}
+    assert all(verify(ledger, s.id).ok for s in ledger.list_sessions(user))
 
 
 def test_an_async_service_serves_both_faces(database_url: str, user: str) -> None:
