@@ -91,7 +91,7 @@ namespace read again after it was dropped is read whole once more. A process ser
 holds their most active memories, not all of them."""
 
 OWNED_SESSIONS = 100_000
-"""How many sessions a store remembers to exist and to be its user's (about 150 bytes each), the
+"""How many sessions a store remembers to exist and to be its user's (about 170 bytes each), the
 most recently used: a store serving many end users' namespaces remembered every one it ever
 touched. One forgotten is asked about again (a read) when it is next used."""
 
