@@ -169,16 +169,42 @@ def test_threads_publishing_concurrently_each_keep_their_order(names):
         assert numbers == sorted(numbers), session
 
 
+class StalledPublisher(EventPublisher):
+    """Its sender's connect hangs until `answer` is set, as on a broker that accepts the connection
+    and never speaks, then fails."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.connecting = threading.Event()
+        self.answer = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def _ensure_producer(self):
+        self.connecting.set()
+        self.answer.wait()
+        raise ConnectionRefusedError("the broker never answered")
+
+
 def test_publish_does_not_wait_for_the_broker():
-    publisher = EventPublisher("amqp://guest:guest@127.0.0.1:1//", max_buffered=100_000, confirm_timeout=0.2)
-    try:
-        events = events_for(sessions=10, count=5000)
-        started = time.perf_counter()
-        for event in events:
+    """Every publish returns while the sender is stuck connecting: had one waited for the sender (its
+    connection, or a lock it holds meanwhile), the publishing thread would still be blocked."""
+    publisher = StalledPublisher(MEMORY, queue_prefix=f"t{uuid.uuid4().hex[:8]}", max_buffered=100_000)
+    first, *rest = events_for(sessions=10, count=5000)
+
+    def publish_all() -> None:
+        publisher.publish(first)
+        publisher.connecting.wait(10)  # the sender took it and is stuck connecting
+        for event in rest:
             publisher.publish(event)
-        assert time.perf_counter() - started < 1.0  # ~1 µs each, while every send attempt fails
+
+    try:
+        publishing = threading.Thread(target=publish_all)
+        publishing.start()
+        publishing.join(60)  # a fraction of a second, however loaded the machine
+        assert not publishing.is_alive(), "publish waited for the broker"
+        assert publisher.connecting.is_set() and not publisher.answer.is_set()
         assert publisher.pending == 5000
     finally:
+        publisher.answer.set()
         with pytest.raises(TimeoutError):
             publisher.close(timeout=0.2)
 
