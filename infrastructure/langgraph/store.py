@@ -450,11 +450,12 @@ class LedgerStore(BaseStore):
         try:
             self.service.create_session(self._user_id, session_id=session_id, app_name=APP_NAME, ttl=None)
         except SessionExists:
-            if self.service.get_session(session_id, user_id=self._user_id) is None:
+            if not self._belongs(session_id):
                 raise ValueError(
                     f"the store session {session_id!r} cannot be written by user {self._user_id!r}: "
                     "it is another user's, or was deleted"
                 ) from None
+            return
         self._owned.put(session_id, True)
 
     def _belongs(self, session_id: str) -> bool:
