@@ -30,7 +30,6 @@ class HeadCache:
 
     def __init__(self) -> None:
         self._heads: OrderedDict[str, LedgerHead] = OrderedDict()  # kept least recently first
-        self._size = KEPT_HEADS
         self._lock = Lock()
 
     def get(self, session_id: str) -> LedgerHead | None:
@@ -43,7 +42,7 @@ class HeadCache:
             if cached is None or cached.position < head.position:
                 self._heads[session_id] = head
                 self._heads.move_to_end(session_id)
-                if len(self._heads) > self._size:
+                if len(self._heads) > KEPT_HEADS:
                     self._heads.popitem(last=False)
 
     def forget(self, session_id: str) -> None:
