@@ -23,9 +23,9 @@ import threading
 import time
 from collections.abc import Sequence
 
-from sessionledger.infrastructure.bootstrap import check_database_url
+from sessionledger.infrastructure.bootstrap import check_database_url, open_engine
 from sessionledger.infrastructure.policies import policies_from_settings
-from sessionledger.infrastructure.settings import Settings
+from sessionledger.infrastructure.settings import MEMORY_URL, Settings
 from sessionledger.infrastructure.summarizers.factory import summarizer_from_settings
 from sessionledger.workers.app import check_broker, create_app, required_broker, worker_arguments
 from sessionledger.workers.failures import operator_message
@@ -64,6 +64,7 @@ def run_worker(
         run_relay(create_app(settings), stop)
         return 0
     if role == "all":
+        check_ledger(settings)
         return _supervise(settings, partitions, concurrency, loglevel)
     argv = worker_arguments(
         settings,
@@ -104,6 +105,16 @@ def check_start(settings: Settings) -> None:
     check_database_url(settings)
     policies_from_settings(lambda: summarizer_from_settings(settings), settings)
     check_broker(broker_url)
+
+
+def check_ledger(settings: Settings) -> None:
+    """What stops `all`'s relay at its start (a database it cannot connect to, or a schema it cannot
+    bring up to date: the driver's error), found before any role starts: the whole worker would
+    stop with it, after its ingest and task workers had started, said they were ready and shut
+    down again. `--role ingest` and `tasks` alone wait out such a database instead (it may be an
+    outage), so only `all` checks it here."""
+    if settings.database_url != MEMORY_URL:
+        open_engine(settings).dispose()
 
 
 def _supervise(settings: Settings, partitions: str, concurrency: int | None, loglevel: str) -> int:

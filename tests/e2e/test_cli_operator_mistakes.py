@@ -51,8 +51,9 @@ WRITING = {
     "relay": ["relay", "--broker-url", RABBITMQ_URL],
 }
 STARTING = {"worker": ["worker", "--broker-url", RABBITMQ_URL]}
-"""A worker waits out a database it cannot reach (a database down at start is an outage, not a
-mistake in the command), so it is tried only with the URLs that are wrong without connecting."""
+"""A worker of every role (`all`, the default) needs its database at start, as its relay does;
+`--role ingest` and `tasks` alone wait out a database they cannot reach (an outage, not a mistake
+in the command), so they are not tried here."""
 QUEUE = {
     "worker": ["worker"],
     "relay": ["relay"],
@@ -186,7 +187,7 @@ def test_a_wrong_database_url_is_one_line_on_every_command(
     mistake: str, queue_prefix: str, tmp_path: Path
 ) -> None:
     url = {**MALFORMED, **UNREACHABLE}[mistake]
-    commands = {**READING, **WRITING, **(STARTING if mistake in MALFORMED else {})}
+    commands = {**READING, **WRITING, **STARTING}
     env = _environment(queue_prefix)
     _answers_in_one_line(
         [_cli(f"{name} with {mistake}", args, env, "--database-url", url) for name, args in commands.items()],
