@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+)
 from sessionledger.domain.sessions import check_ttl
 from sessionledger.infrastructure.queue_names import DEFAULT_PARTITIONS, DEFAULT_PREFIX, QueueNames
 
@@ -147,11 +154,17 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """The arguments over the environment, and nothing else: no `.env` file and no secrets
-        directory is configured, yet pydantic-settings' two sources for them still walk every field
-        to find nothing, 40% of building the settings, which `open_service(url)` and
+        """The arguments over the environment, then a `.env` file and a secrets directory only
+        when the caller names one (`Settings(_env_file=...)`, `_secrets_dir=...`, or a subclass's
+        `model_config`): with none named, pydantic-settings' sources for them still walk every
+        field to find nothing, 40% of building the settings, which `open_service(url)` and
         `LedgerSaver(url)` do on the caller's thread (an async handler's event loop)."""
-        return init_settings, env_settings
+        sources = [init_settings, env_settings]
+        if isinstance(dotenv_settings, DotEnvSettingsSource) and dotenv_settings.env_file:
+            sources.append(dotenv_settings)
+        if isinstance(file_secret_settings, SecretsSettingsSource) and file_secret_settings.secrets_dir:
+            sources.append(file_secret_settings)
+        return tuple(sources)
 
     @field_validator("otel_instrumentation_genai_capture_message_content", mode="before")
     @classmethod

@@ -57,6 +57,24 @@ def test_the_openai_packages_own_variables_are_the_fallback(clean_environment):
     assert Settings(openai_api_key="given").openai_api_key == "given"
 
 
+def test_a_named_env_file_and_secrets_directory_are_read_below_the_environment(clean_environment, tmp_path):
+    """pydantic-settings' `_env_file` and `_secrets_dir`: read when named (the environment and the
+    arguments still win), and no `.env` in the working directory is read unasked."""
+    env_file = tmp_path / "prod.env"
+    env_file.write_text("SESSIONLEDGER_POOL_SIZE=17\nSESSIONLEDGER_PARTITIONS=6\n")
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "SESSIONLEDGER_OPENAI_API_KEY").write_text("from-the-secret")
+    clean_environment.chdir(tmp_path)
+    (tmp_path / ".env").write_text("SESSIONLEDGER_POOL_SIZE=3\n")
+    assert Settings().pool_size == Settings.model_fields["pool_size"].default
+    assert Settings(_env_file=env_file).pool_size == 17
+    assert Settings(_secrets_dir=secrets).openai_api_key == "from-the-secret"
+    clean_environment.setenv("SESSIONLEDGER_PARTITIONS", "4")
+    settings = Settings(_env_file=env_file, _secrets_dir=secrets, pool_size=9)
+    assert (settings.pool_size, settings.partitions, settings.openai_api_key) == (9, 4, "from-the-secret")
+
+
 @pytest.mark.parametrize(
     ("knobs", "message"),
     [
