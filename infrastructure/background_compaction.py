@@ -131,13 +131,9 @@ class BackgroundCompactor:
                     self._traces[session_id] = traced_by
                 self._changed.notify()
 
-    def idle(self) -> bool:
-        """Whether nothing is waiting or running (for a caller that wants to see the result)."""
-        with self._changed:
-            return not self._due and not self._running
-
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Wait until `idle()`; False on timeout (retries waiting for their backoff count as busy)."""
+        """Wait until no session is waiting or being compacted, for a caller that wants to see the
+        result (the demo); False on timeout (retries waiting for their backoff count as busy)."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while self._due or self._running:

@@ -76,7 +76,6 @@ class Policy:
     trigger: Any
     strategy: Any
     token_threshold: int | None
-    description: str
 
 
 class PolicyBook:
@@ -90,9 +89,6 @@ class PolicyBook:
         if app_name in self._policies:
             return self._policies[app_name]
         return self._policies.get(DEFAULT_APP)
-
-    def describe(self) -> dict[str, str]:
-        return {app: (p.description if p else "disabled") for app, p in sorted(self._policies.items())}
 
 
 def load_policies(
@@ -171,7 +167,7 @@ class _Builder:
             raise ValueError(f"{where} needs both a trigger and a strategy")
         trigger, threshold = self.trigger(table["trigger"], f"{where}.trigger")
         strategy = self.strategy(table["strategy"], f"{where}.strategy")
-        return Policy(app_name, trigger, strategy, threshold, f"{trigger!r} -> {type(strategy).__name__}")
+        return Policy(app_name, trigger, strategy, threshold)
 
     def trigger(self, spec: Any, where: str) -> tuple[Any, int | None]:
         kind, options = _kind(spec, where, _TRIGGERS)

@@ -89,7 +89,7 @@ class _WindowRules(Generic[R]):
     DEFAULT_MAX_MESSAGES = 20
     _DEFAULT_REPOSITORY: type[Any] = InMemoryChatMemoryRepository
 
-    def __init__(self, repository: R | None = None, max_messages: int = 20) -> None:
+    def __init__(self, repository: R | None = None, max_messages: int = DEFAULT_MAX_MESSAGES) -> None:
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
             raise ValueError("maxMessages must be greater than 0")
         self._repository: R = self._DEFAULT_REPOSITORY() if repository is None else repository

@@ -184,13 +184,6 @@ def test_token_counter_counts_like_the_encoding():
     assert repr(counter) == "TokenCounter(model='gpt-4o', encoding='o200k_base')"
 
 
-def test_count_many_equals_counting_one_by_one():
-    counter = TokenCounter()
-    texts = TRICKY + sharegpt_texts(40)
-    assert counter.count_many(texts) == [counter(text) for text in texts]
-    assert counter.count_many(iter(["hello world", ""])) == [2, 0]
-
-
 COOKBOOK_MESSAGES = [
     {
         "role": "system",
