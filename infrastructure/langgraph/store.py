@@ -3,10 +3,13 @@
 Where items live: each namespace a user writes to is a ledger session of that user (app
 `langgraph-store`, never expiring, its id a digest of user and namespace), made by the first put;
 each item is an adapter entry of it keyed by the item's key. A put records a new entry (the
-newest entry of a key is its value), a delete a `Forget` of the key. A session's records are thus
-the audit trail of what was remembered and forgotten in that namespace, on the hash chain that
-`verify` checks. A directory session per user holds one entry per namespace it wrote to, keyed by
-`namespace_prefix`, so a search under a prefix or `list_namespaces` finds the namespaces to read.
+newest entry of a key is its value), a delete a `Forget` of the key; a read's TTL refresh and a
+sweep's expiry record entries that apply only to the entry they were read from
+(`store_items.APPLIES_TO`), so neither undoes a put or a delete recorded in between. A
+session's records are thus the audit trail of what was remembered and forgotten in that
+namespace, on the hash chain that `verify` checks. A directory session per user holds one entry
+per namespace it wrote to, keyed by `namespace_prefix`, so a search under a prefix or
+`list_namespaces` finds the namespaces to read.
 
 Why a session per namespace rather than one per user: a get or a search of one namespace reads
 that namespace's records only, however many other namespaces (other end users' memories, in
@@ -160,7 +163,8 @@ class LedgerStore(BaseStore):
     `ttl` is langgraph's `TTLConfig`: `default_ttl` minutes for puts that give none,
     `refresh_on_read` (default `True`: a get or search moves the item's expiry, recorded in the
     ledger), `omit_expired` (expired items read as absent before a sweep), `sweep_interval_minutes`
-    for `start_ttl_sweeper()`. `sweep_ttl()` forgets the expired items now.
+    for `start_ttl_sweeper()`. `sweep_ttl()` records the expiry of the expired items now. Neither a
+    refresh nor a sweep undoes a put or a delete that another writer recorded after its read.
 
     Isolation: a store acts for one user, `user_id` (default `"langgraph"`); its namespaces are that
     user's. Another user's namespaces are neither readable nor writable through it: a store for
@@ -390,7 +394,7 @@ class LedgerStore(BaseStore):
 
     @staticmethod
     def _directory_mirror() -> Mirror[tuple[str, ...]]:
-        return Mirror(NAMESPACE_TYPE, lambda value: tuple(value["namespace"]))
+        return Mirror(NAMESPACE_TYPE, lambda value, _: tuple(value["namespace"]))
 
     def session_id_of(self, namespace: tuple[str, ...]) -> str:
         """The ledger session that holds this store's items of `namespace` (for `records`,
@@ -424,14 +428,14 @@ class LedgerStore(BaseStore):
             written.append(Entry(ITEM_TYPE, key, held.payload()))
         for namespace, moved in refresh.items():
             written = changes.setdefault(namespace, ([], []))[1]
-            written.extend(Entry(ITEM_TYPE, key, s.payload()) for key, s in moved.items())
+            written.extend(Entry(ITEM_TYPE, key, s.refresh_payload()) for key, s in moved.items())
         for namespace, (deleted, written) in changes.items():
             records: list[Entry | Forget] = [Forget(ITEM_TYPE, keys=tuple(deleted))] if deleted else []
             records.extend(written)
             if records:
                 self._append(namespace, records)
 
-    def _append(self, namespace: tuple[str, ...], records: list[Entry | Forget]) -> None:
+    def _append(self, namespace: tuple[str, ...], records: Sequence[Entry | Forget]) -> None:
         session_id = self.session_id_of(namespace)
         if not self._belongs(session_id):
             self._make(self._directory)
@@ -496,13 +500,19 @@ class LedgerStore(BaseStore):
     # --- TTL ----------------------------------------------------------------------------------------
 
     def sweep_ttl(self) -> int:
-        """Forget the items whose time to live has passed; returns how many."""
+        """Record the expiry of the items whose time to live has passed; returns how many. Each
+        expiry applies only to the entry the sweep read (`store_items.APPLIES_TO`): an item put
+        again meanwhile, by any writer, stays."""
         at = now()
         swept = 0
         for namespace in self._namespaces(()):
-            expired = tuple(s.item.key for s in self._items(namespace) if s.expired(at))
+            expired = [
+                Entry(ITEM_TYPE, s.item.key, s.expiry_payload())
+                for s in self._items(namespace)
+                if s.expired(at)
+            ]
             if expired:
-                self._append(namespace, [Forget(ITEM_TYPE, keys=expired)])
+                self._append(namespace, expired)
                 swept += len(expired)
         return swept
 

@@ -30,6 +30,23 @@ NAMESPACE_TYPE = "langgraph.store.namespace"
 keyed by `namespace_prefix`, so a search under a prefix finds the namespaces below it."""
 
 
+APPLIES_TO = "applies_to"
+"""In an item entry written from a read (a TTL refresh, an expiry): the ledger position of the
+entry it was read from. It applies only while that entry is still its key's newest, so a put or a
+delete that another writer recorded in between wins, as on `PostgresStore`, where a refresh moves
+the expiry of the row as it then is and a sweep deletes only what has expired at that moment."""
+
+EXPIRED = "expired"
+"""Set in the entry a sweep writes for an expired item (with `APPLIES_TO`): the item is gone."""
+
+
+def applies(value: Mapping[str, Any], newest: int | None) -> bool:
+    """Whether an item entry with `value` applies, its key's newest entry being at `newest`
+    (`None`: the key holds none): always, unless it was written from a read (`APPLIES_TO`)."""
+    read_from = value.get(APPLIES_TO)
+    return read_from is None or read_from == newest
+
+
 def namespace_prefix(namespace: Sequence[str]) -> str:
     """The directory key of `namespace`, and the key prefix of every namespace below it: each
     label then a period. Labels hold no period (langgraph refuses one), so `("a", "b")` gives
@@ -48,34 +65,49 @@ class Mirror(Generic[T]):
     seen by the next read; the mirror only spares re-reading and re-parsing what did not change.
     """
 
-    def __init__(self, entry_type: str, parse: Callable[[Mapping[str, Any]], T]) -> None:
+    def __init__(self, entry_type: str, parse: Callable[[Mapping[str, Any], int], T]) -> None:
+        """`parse(value, position)`: the value of the entry recorded at that ledger position."""
         self.entry_type = entry_type
         self.parse = parse
         self.position = 0
         self.live: dict[str, T] = {}
+        self.newest: dict[str, int] = {}
+        """The ledger position of each live key's newest entry (what `applies` compares)."""
         self.lock = threading.Lock()
 
     def apply(self, rows: Iterable[EntryRow]) -> None:
-        """Apply log rows, oldest first: an entry is its key's value, a forget removes the keys it
-        matches (a session's erasure forgets all)."""
+        """Apply log rows, oldest first: an entry is its key's value (an expiry removes it; one
+        written from a read only while `applies`), a forget removes the keys it matches (a
+        session's erasure forgets all)."""
         for row in rows:
             if row.entry is not None:
-                self.live[row.entry.key] = self.parse(row.entry.value)
+                key, value = row.entry.key, row.entry.value
+                if applies(value, self.newest.get(key)) and value.get(EXPIRED):
+                    self._drop(key)
+                elif applies(value, self.newest.get(key)):
+                    self.live[key] = self.parse(value, row.position)
+                    self.newest[key] = row.position
             elif row.forget is not None:
                 forget = row.forget
                 for key in [k for k in self.live if forget.matches(self.entry_type, k)]:
-                    del self.live[key]
+                    self._drop(key)
             self.position = max(self.position, row.position)
+
+    def _drop(self, key: str) -> None:
+        self.live.pop(key, None)
+        self.newest.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """An item as the ledger holds it: the langgraph item, its time to live and its vectors."""
+    """An item as the ledger holds it: the langgraph item, its time to live, its vectors, and the
+    ledger position of the entry it was read from (0 for one not yet written)."""
 
     item: Item
     ttl_minutes: float | None
     expires_at: datetime | None
     vectors: Mapping[str, list[float]]
+    position: int = 0
 
     def payload(self) -> dict[str, Any]:
         item = self.item
@@ -90,6 +122,16 @@ class Stored:
             "vectors": dict(self.vectors),
         }
 
+    def refresh_payload(self) -> dict[str, Any]:
+        """The entry of a read's refresh: the item, its expiry moved, for as long as the entry it
+        was read from is its key's newest (`APPLIES_TO`)."""
+        return {**self.payload(), APPLIES_TO: self.position}
+
+    def expiry_payload(self) -> dict[str, Any]:
+        """The entry of a sweep that found the item expired: it is gone, unless its key was
+        written again since the sweep read it (`APPLIES_TO`)."""
+        return {APPLIES_TO: self.position, EXPIRED: True}
+
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at < now
 
@@ -97,11 +139,11 @@ class Stored:
         """The item with its expiry moved to `now` plus its time to live; `None` without one."""
         if self.ttl_minutes is None:
             return None
-        return Stored(self.item, self.ttl_minutes, expiry(now, self.ttl_minutes), self.vectors)
+        return Stored(self.item, self.ttl_minutes, expiry(now, self.ttl_minutes), self.vectors, self.position)
 
 
-def stored(payload: Mapping[str, Any]) -> Stored:
-    """The `Stored` a payload written by `Stored.payload` holds."""
+def stored(payload: Mapping[str, Any], position: int) -> Stored:
+    """The `Stored` a payload written by `Stored.payload` holds, recorded at ledger `position`."""
     expires_at = payload.get("expires_at")
     return Stored(
         Item(
@@ -114,6 +156,7 @@ def stored(payload: Mapping[str, Any]) -> Stored:
         payload.get("ttl_minutes"),
         None if expires_at is None else datetime.fromisoformat(expires_at),
         payload.get("vectors") or {},
+        position,
     )
 
 

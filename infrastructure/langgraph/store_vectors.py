@@ -16,8 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from langgraph.store.base import SearchOp
 from sessionledger.domain.entries import EntryRow
 from sessionledger.infrastructure.langgraph.store_items import (
+    APPLIES_TO,
+    EXPIRED,
     ITEM_TYPE,
     Stored,
+    applies,
     matches,
     namespace_prefix,
     similarity,
@@ -43,14 +46,28 @@ larger read costs less than the several small ones it spares."""
 
 def changes(rows: Iterable[EntryRow]) -> tuple[list[KeyedChange], int | None]:
     """What entry log rows (oldest first) make of the keyed vectors: each key's last change (its
-    recorded vectors, or none once forgotten) and the position of the last forget of every key
-    (a namespace's erasure), before which all is cleared."""
+    recorded vectors, or none once forgotten or expired) and the position of the last forget of
+    every key (a namespace's erasure), before which all is cleared.
+
+    An entry written from a read (`APPLIES_TO`) applies as the store's mirror applies it: a
+    refresh changes no vectors, an expiry drops them. Whether it applies is known from rows that
+    hold the entry it was read from, so `ItemVectors.sync` reads the whole log when an expiry is
+    among the new rows (a refresh is passed over either way)."""
     last: dict[str, KeyedChange] = {}
+    newest: dict[str, int] = {}
     cleared: int | None = None
     for row in rows:
         if row.entry is not None:
-            vectors = row.entry.value.get("vectors") or {}
-            last[row.entry.key] = KeyedChange(row.entry.key, row.position, vectors)
+            key, value = row.entry.key, row.entry.value
+            if not applies(value, newest.get(key, -1)):
+                continue
+            if value.get(EXPIRED):
+                newest.pop(key, None)
+                last[key] = KeyedChange(key, row.position, {})
+                continue
+            newest[key] = row.position
+            if APPLIES_TO not in value:  # a refresh keeps the vectors of the entry it refreshes
+                last[key] = KeyedChange(key, row.position, value.get("vectors") or {})
         elif row.forget is not None:
             forget = row.forget
             if forget.keys is None and not forget.prefix and forget.type in (None, ITEM_TYPE):
@@ -58,8 +75,16 @@ def changes(rows: Iterable[EntryRow]) -> tuple[list[KeyedChange], int | None]:
             named = forget.keys if forget.keys is not None else list(last)
             for key in named:
                 if forget.matches(ITEM_TYPE, key):
+                    newest.pop(key, None)
                     last[key] = KeyedChange(key, row.position, {})
     return list(last.values()), cleared
+
+
+def _needs_whole_log(row: EntryRow) -> bool:
+    """A forget naming no keys, or an expiry: applied from the whole log (`ItemVectors.sync`)."""
+    if row.forget is not None:
+        return row.forget.keys is None
+    return row.entry is not None and bool(row.entry.value.get(EXPIRED))
 
 
 class ItemVectors:
@@ -75,13 +100,14 @@ class ItemVectors:
     ) -> None:
         """Bring the namespace's vectors up to the ledger `service` holds (to at least `upto`, when
         the caller knows how far the ledger goes). A forget that names no keys (an erasure, or a
-        prefix) is applied by reading the whole log again, so that what it spared is kept."""
+        prefix) is applied by reading the whole log again, so that what it spared is kept, and so is
+        a sweep's expiry, which applies only to the entry it was read from (`changes`)."""
         key = namespace_prefix(namespace)
         mark = self.vectors.synced(self._owner, key)
         if upto is not None and mark >= upto:
             return
         rows = service.entry_log(session_id, ITEM_TYPE, after=mark)
-        if mark and any(r.forget is not None and r.forget.keys is None for r in rows):
+        if mark and any(_needs_whole_log(row) for row in rows):
             rows = service.entry_log(session_id, ITEM_TYPE)
         if rows:
             found, cleared = changes(rows)

@@ -269,6 +269,104 @@ def test_a_read_refreshes_the_time_to_live(ledger: SessionService, user: str) ->
     assert sorted(i.key for i in store.search(ns, refresh_ttl=False)) == ["got", "searched"]
 
 
+class _Between:
+    """Runs `write` once, just before the store's next append: another writer's put or delete
+    landing between a read and the refresh or expiry the store writes from it."""
+
+    def __init__(self, service: SessionService, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.write: Any = None
+        append = service.append_entries
+
+        def append_after_the_write(*args: Any, **kwargs: Any) -> Any:
+            write, self.write = self.write, None
+            if write is not None:
+                write()
+            return append(*args, **kwargs)
+
+        monkeypatch.setattr(service, "append_entries", append_after_the_write)
+
+
+def _values(store: BaseStore, ns: tuple[str, ...], *keys: str) -> list[Any]:
+    found = [store.get(ns, key, refresh_ttl=False) for key in keys]
+    return [None if item is None else item.value for item in found]
+
+
+def test_a_refresh_never_undoes_a_put_or_a_delete_recorded_after_its_read(
+    ledger: SessionService,
+    second_service: SessionService,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    user: str,
+) -> None:
+    """A read's TTL refresh is written after the read: another store's put or delete in between
+    stays (on `PostgresStore` the refresh moves the expiry of the row as it then is). Before, the
+    refresh wrote the item back as read: the put was undone, the deleted item came back."""
+    ttl: TTLConfig = {"default_ttl": 60, "refresh_on_read": True}
+    reader = LedgerStore(service=ledger, ttl=ttl, user_id=user)
+    writer = LedgerStore(service=second_service, ttl=ttl, user_id=user)
+    between = _Between(ledger, monkeypatch)
+    ns = ("memories", "refresh")
+    reader.put(ns, "counter", {"n": 0})
+    reader.put(ns, "gone", {"n": 0})
+
+    between.write = lambda: writer.put(ns, "counter", {"n": 1})
+    assert reader.get(ns, "counter").value == {"n": 0}  # type: ignore[union-attr]  # as read
+    between.write = lambda: writer.delete(ns, "gone")
+    assert sorted(i.key for i in reader.search(ns)) == ["counter", "gone"]
+
+    assert between.write is None  # each write ran
+    fresh = LedgerStore(service=ledger, ttl=ttl, user_id=user)
+    for store in (reader, writer, fresh):
+        assert _values(store, ns, "counter", "gone") == [{"n": 1}, None]
+    # a refresh that applies still moves the expiry: the next read refreshes the newest entry
+    expires = _expiry(fresh, ns, "counter")
+    time.sleep(0.01)
+    assert reader.get(ns, "counter").value == {"n": 1}  # type: ignore[union-attr]
+    assert _expiry(fresh, ns, "counter") > expires
+    assert _values(fresh, ns, "counter") == [{"n": 1}]
+    assert verify(ledger, reader.session_id_of(ns)).ok
+
+
+def _expiry(store: LedgerStore, ns: tuple[str, ...], key: str) -> Any:
+    return store._live(ns)[key].expires_at
+
+
+def test_a_sweep_never_forgets_an_item_put_again_after_its_read(
+    ledger: SessionService,
+    second_service: SessionService,
+    monkeypatch: pytest.MonkeyPatch,
+    user: str,
+    vectors_url: str,
+) -> None:
+    """A sweep records the expiry of what it read as expired: the same key put again by another
+    store before that record stays, with its vectors (a search by meaning finds it). Before, the
+    sweep forgot the key, and the new value with it."""
+    index: Any = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    sweeper = LedgerStore(service=ledger, index=index, user_id=user, vectors=vectors_url)
+    writer = LedgerStore(service=second_service, index=index, user_id=user, vectors=vectors_url)
+    between = _Between(ledger, monkeypatch)
+    ns = ("memories", "sweep")
+    sweeper.put(ns, "short", {"text": "apples"}, ttl=0.05 / 60)
+    sweeper.put(ns, "expires", {"text": "pears"}, ttl=0.05 / 60)
+    sweeper.put(ns, "kept", {"text": "zebra"})
+    time.sleep(0.2)
+
+    between.write = lambda: writer.put(ns, "short", {"text": "bananas"}, ttl=60)
+    sweeper.sweep_ttl()
+
+    assert between.write is None
+    fresh = LedgerStore(service=ledger, index=index, user_id=user, vectors=vectors_url)
+    for store in (sweeper, writer, fresh):
+        assert _values(store, ns, "short", "expires", "kept") == [
+            {"text": "bananas"},
+            None,
+            {"text": "zebra"},
+        ]
+        assert [i.key for i in store.search(ns, query="bananas", limit=1)] == ["short"]
+    assert fresh.sweep_ttl() == 0
+    assert verify(ledger, sweeper.session_id_of(ns)).ok
+
+
 def test_the_sweeper_thread_forgets_expired_items(ledger: SessionService, user: str) -> None:
     store = LedgerStore(service=ledger, ttl={"sweep_interval_minutes": 1}, user_id=user)
     store.put(("t",), "k", {"v": 1}, ttl=0.3 / 60)
