@@ -354,7 +354,10 @@ class LedgerStore(BaseStore):
         return [namespace for key, namespace in directory.items() if key.startswith(wanted)]
 
     def _live(self, namespace: tuple[str, ...]) -> dict[str, Stored]:
-        """The live items of `namespace` by key."""
+        """The live items of `namespace` by key; none in the empty namespace, whose session id
+        is the directory's (langgraph's `get` takes it, and a put refuses it)."""
+        if not namespace:
+            return {}
         return self._read(self.session_id_of(namespace), self._item_mirror)
 
     def _items(self, namespace: tuple[str, ...], key: str | None = None) -> list[Stored]:

@@ -291,6 +291,23 @@ def _values(store: BaseStore, ns: tuple[str, ...], *keys: str) -> list[Any]:
     return [None if item is None else item.value for item in found]
 
 
+def test_the_empty_namespace_holds_nothing_and_reading_it_changes_nothing(
+    ledger: SessionService, user: str
+) -> None:
+    """`get((), key)` is `None`, as on `InMemoryStore`. Before, the empty namespace's session was
+    the directory's: on a new store the read took the directory for a namespace, and every later
+    search and listing of that store came back empty; after a search it raised `AttributeError`."""
+    LedgerStore(service=ledger, user_id=user).put(("memories",), "k", {"v": 1})
+    for warm in (False, True):
+        store = LedgerStore(service=ledger, user_id=user)
+        if warm:
+            assert [i.key for i in store.search(())] == ["k"]
+        assert store.get((), "memories.") is None
+        assert store.get((), "k") is None
+        assert [i.key for i in store.search(())] == ["k"]
+        assert store.list_namespaces() == [("memories",)]
+
+
 def test_a_refresh_never_undoes_a_put_or_a_delete_recorded_after_its_read(
     ledger: SessionService,
     second_service: SessionService,
