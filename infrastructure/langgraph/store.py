@@ -63,6 +63,7 @@ from sessionledger.infrastructure.langgraph.store_items import (
     Mirror,
     Stored,
     answered,
+    check_ttl,
     expiry,
     listed,
     namespace_prefix,
@@ -629,4 +630,6 @@ def _checked(ops: Iterable[Op]) -> list[Op]:
         validate_op_namespace(op)
         if not isinstance(op, GetOp | SearchOp | ListNamespacesOp | PutOp):
             raise ValueError(f"Unknown operation type: {type(op)}")
+        if isinstance(op, PutOp):
+            check_ttl(op.ttl)
     return listed_ops

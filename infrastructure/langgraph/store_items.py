@@ -160,6 +160,19 @@ def stored(payload: Mapping[str, Any], position: int) -> Stored:
     )
 
 
+def check_ttl(minutes: object) -> None:
+    """`ValueError` naming a put's `ttl` unless it is `None` or a finite number of minutes whose
+    expiry a date can hold (Python's own errors, `OverflowError` among them, named neither)."""
+    if minutes is None:
+        return
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not math.isfinite(minutes):
+        raise ValueError(f"a put's ttl must be a finite number of minutes or None, not {minutes!r}")
+    try:
+        expiry(now(), minutes)
+    except OverflowError:
+        raise ValueError(f"a put's ttl of {minutes!r} minutes ends after the year 9999") from None
+
+
 def expiry(now: datetime, ttl_minutes: float | None) -> datetime | None:
     return None if ttl_minutes is None else now + timedelta(minutes=float(ttl_minutes))
 

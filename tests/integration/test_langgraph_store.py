@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore, Item, TTLConfig
+from langgraph.store.base import BaseStore, Item, PutOp, TTLConfig
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import PostgresStore
 from sessionledger.domain.entries import Entry
@@ -289,6 +289,17 @@ class _Between:
 def _values(store: BaseStore, ns: tuple[str, ...], *keys: str) -> list[Any]:
     found = [store.get(ns, key, refresh_ttl=False) for key in keys]
     return [None if item is None else item.value for item in found]
+
+
+@pytest.mark.parametrize("ttl", [10**10, float("inf"), float("nan"), "5", True], ids=repr)
+def test_a_ttl_that_is_no_number_of_minutes_is_a_one_line_error_and_stores_nothing(
+    ledger: SessionService, user: str, ttl: Any
+) -> None:
+    store = LedgerStore(service=ledger, user_id=user)
+    with pytest.raises(ValueError, match="ttl") as raised:
+        store.batch([PutOp(("t",), "good", {"v": 1}), PutOp(("t",), "bad", {"v": 2}, ttl=ttl)])
+    assert "\n" not in str(raised.value)
+    assert store.search(("t",)) == [] and store.list_namespaces() == []
 
 
 def test_the_empty_namespace_holds_nothing_and_reading_it_changes_nothing(
