@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import uuid4
 
@@ -116,15 +117,23 @@ def append_draft(event: SessionEvent, max_payload_bytes: int) -> Draft:
         event = replace(event, state_delta=strip_temp(event.state_delta))
     if event.archived:
         event = event.with_archived(False)
-    try:
+
+    def drafted() -> Draft:
         draft = event_draft(event)
         event.id.encode(), event.session_id.encode()  # hashed into the event's ledger row
+        return draft
+
+    return within_limit(encodable(f"event {event.id!r}", drafted), f"event {event.id!r}", max_payload_bytes)
+
+
+def encodable(what: str, drafted: Callable[[], Draft]) -> Draft:
+    """`drafted()`, or a `ValueError` saying that `what` holds text UTF-8 cannot encode (a lone
+    surrogate): the ledger hashes a record's UTF-8 bytes, and the database stores them."""
+    try:
+        return drafted()
     except UnicodeEncodeError as error:
         held = error.object[error.start : error.end]
-        raise ValueError(
-            f"event {event.id!r} holds {held!r}, which UTF-8 cannot encode ({error.reason})"
-        ) from None
-    return within_limit(draft, f"event {event.id!r}", max_payload_bytes)
+        raise ValueError(f"{what} holds {held!r}, which UTF-8 cannot encode ({error.reason})") from None
 
 
 def within_limit(draft: Draft, what: str, max_payload_bytes: int) -> Draft:
@@ -205,9 +214,9 @@ class AppendSteps:
             if isinstance(item, Entry):
                 if not item.plain:  # a plain value's adapter built it of plain JSON (`Entry.plain`)
                     ensure_json(item.value, f"the value of entry {item.key!r}")
-                draft = entry_draft(session_id, item, now)
+                draft = encodable(f"entry {item.key!r}", partial(entry_draft, session_id, item, now))
             elif isinstance(item, Forget):
-                draft = forgotten_draft(session_id, item, now)
+                draft = encodable("a forget", partial(forgotten_draft, session_id, item, now))
             else:
                 raise ValueError(f"entries must be Entry or Forget values, not {type(item).__name__}")
             drafts.append(within_limit(draft, f"an entry of {session_id!r}", self._max_payload_bytes))

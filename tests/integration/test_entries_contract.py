@@ -175,6 +175,11 @@ def test_refusals_store_nothing(service: SessionService, session_id: str) -> Non
         service.entries(session_id, [])
     with pytest.raises(SessionNotFound):
         service.append_entries("no-such-session", [Entry("checkpoint", "k", {})])
+    for surrogate in (Entry("checkpoint", "k", {"v": "a\ud800"}), Entry("checkpoint", "k\udfff", {})):
+        with pytest.raises(ValueError, match="which UTF-8 cannot encode"):
+            service.append_entries(session_id, [Entry("checkpoint", "ok", {}), surrogate])
+    with pytest.raises(ValueError, match=r"^a forget holds .*, which UTF-8 cannot encode"):
+        service.append_entries(session_id, [Forget("checkpoint", keys=("k\udfff",))])
     assert len(service.records(session_id)) == head
     service.append_entries(session_id, [Entry("checkpoint", "k", {})], user_id="ada")
     assert service.entries(session_id, "checkpoint", user_id="mallory") == []
