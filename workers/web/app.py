@@ -128,6 +128,18 @@ def _moment(text: str | None, name: str) -> datetime | None:
     return moment
 
 
+def _from_this_site(request: Request) -> bool:
+    """Whether a login was posted from this server's own page: its `Origin` is this server's, or,
+    from a client that sends none (curl, an older browser), its `Sec-Fetch-Site` does not name
+    another site. An `Origin` of `null` (a sandboxed frame, a cross-origin redirect) is refused:
+    a page elsewhere could otherwise log a visitor's browser in with its author's token, and the
+    visitor would audit the author's sessions as their own."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin.rstrip("/") == str(request.base_url).rstrip("/")
+    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
 def _login_routes(app: FastAPI) -> None:
     @app.get("/login", response_class=HTMLResponse)
     def login_form(request: Request) -> Response:
@@ -135,8 +147,7 @@ def _login_routes(app: FastAPI) -> None:
 
     @app.post("/login")
     def login(request: Request, token: Annotated[str, Form(max_length=512)] = "") -> Response:
-        origin = request.headers.get("origin")
-        if origin not in (None, "null") and origin.rstrip("/") != str(request.base_url).rstrip("/"):
+        if not _from_this_site(request):
             return PlainTextResponse("cross-origin login refused", 403)
         if grant_for(request.app.state.tokens, token) is None:
             context = {"error": "that token opens nothing (unknown, revoked or mistyped)", "grant": None}
