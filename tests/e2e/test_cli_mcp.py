@@ -436,39 +436,43 @@ def test_on_http_no_token_or_a_bad_one_is_refused_with_401_before_mcp(
 
 
 @pytest.mark.slow
-def test_on_http_an_mcp_session_answers_only_to_the_user_who_opened_it(
+def test_on_http_no_mcp_session_is_held_and_each_request_answers_for_its_token(
     ledger: str, tokens: dict[str, str]
 ) -> None:
-    """Bob holding Ada's MCP session id gets what an unknown session gets (404), whatever he sends,
-    and cannot end it: Ada's session goes on answering her."""
+    """Stateless: an initialize opens no session (no `mcp-session-id`), so one user opening many
+    holds nothing that could shut another out (a server with sessions keeps 10,000 for all users),
+    and a session id sent anyway, even one another user was given nowhere, names no one's data:
+    Bob's request with it answers for Bob."""
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     ada = {**headers, "Authorization": f"Bearer {tokens['ada']}"}
     bob = {**headers, "Authorization": f"Bearer {tokens['bob']}"}
-    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    search = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "cross_session_search", "arguments": {"query": "Kyoto"}},
+    }
 
     async def main() -> dict[str, Any]:
         async with http_server(ledger) as endpoint, httpx2.AsyncClient(timeout=60) as http:
-            opened = await http.post(endpoint, headers=ada, json=initialize_request())
-            session = {
-                "mcp-session-id": opened.headers["mcp-session-id"],
-                "mcp-protocol-version": "2025-06-18",
-            }
-            await http.post(endpoint, headers={**ada, **session}, json=initialized)
+            opened = [(await http.post(endpoint, headers=bob, json=initialize_request())) for _ in range(50)]
+            held = {"mcp-session-id": "0" * 32, "mcp-protocol-version": "2025-06-18"}
             answers = {
-                "bob lists": await http.post(endpoint, headers={**bob, **session}, json=listing),
-                "bob ends": await http.delete(endpoint, headers={**bob, **session}),
-                "ada lists": await http.post(endpoint, headers={**ada, **session}, json=listing),
-                "unknown": await http.post(
-                    endpoint, headers={**bob, "mcp-session-id": "0" * 32}, json=listing
-                ),
+                "ada opens": await http.post(endpoint, headers=ada, json=initialize_request()),
+                "ada searches": await http.post(endpoint, headers={**ada, **held}, json=search),
+                "bob searches": await http.post(endpoint, headers={**bob, **held}, json=search),
             }
-            return {name: (response.status_code, response.text) for name, response in answers.items()}
+            return {
+                "session ids": [r.headers.get("mcp-session-id") for r in opened],
+                "statuses": {r.status_code for r in opened},
+                **{name: (response.status_code, response.text) for name, response in answers.items()},
+            }
 
     answers = asyncio.run(main())
-    assert answers["ada lists"][0] == 200 and "conversation_search" in answers["ada lists"][1]
-    assert answers["bob lists"] == answers["bob ends"] == answers["unknown"]
-    assert answers["unknown"][0] == 404
+    assert answers["session ids"] == [None] * 50 and answers["statuses"] == {200}
+    assert answers["ada opens"][0] == 200
+    assert answers["ada searches"][0] == 200 and "cherry blossoms" in answers["ada searches"][1]
+    assert answers["bob searches"][0] == 200 and "No results found." in answers["bob searches"][1]
 
 
 @pytest.mark.slow

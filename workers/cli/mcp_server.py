@@ -109,10 +109,14 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 async def serve_http(server: Server[Any], tokens: AccessTokens, host: str, port: int) -> None:
     """Serve streamable HTTP at `http://host:port/mcp` until interrupted, every request behind a
-    bearer token from `tokens` (the SDK's DNS-rebinding protection is on for a loopback `host`)."""
+    bearer token from `tokens` (the SDK's DNS-rebinding protection is on for a loopback `host`).
+
+    Stateless: recall keeps nothing between requests, so no MCP session is held for a client.
+    With sessions, the SDK's 10,000 for the whole server, each kept 30 minutes idle, were one
+    budget for every user: one token's holder opening them all shut every other user out."""
     import uvicorn
 
-    app = BearerTokens(server.streamable_http_app(host=host), tokens)
+    app = BearerTokens(server.streamable_http_app(host=host, stateless_http=True), tokens)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
@@ -147,8 +151,8 @@ class BearerTokens:
 
 
 def _authenticated(user_id: str) -> AuthenticatedUser:
-    """The token's user as the SDK's authenticated user: the SDK keeps each MCP session to the
-    principal that opened it (`client_id`, issuer, subject), so the subject is the user."""
+    """The token's user as the SDK's authenticated user, its subject: what `_request_caller` reads
+    for each request (and, were sessions kept, the principal the SDK would hold each one to)."""
     return AuthenticatedUser(AccessToken(token="", client_id=_ISSUER, scopes=[], subject=user_id))
 
 
