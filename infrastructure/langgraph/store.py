@@ -63,7 +63,7 @@ from sessionledger.infrastructure.langgraph.store_items import (
     Mirror,
     Stored,
     answered,
-    check_ttl,
+    check_put,
     expiry,
     listed,
     namespace_prefix,
@@ -631,5 +631,5 @@ def _checked(ops: Iterable[Op]) -> list[Op]:
         if not isinstance(op, GetOp | SearchOp | ListNamespacesOp | PutOp):
             raise ValueError(f"Unknown operation type: {type(op)}")
         if isinstance(op, PutOp):
-            check_ttl(op.ttl)
+            check_put(op.namespace, op.key, op.ttl)
     return listed_ops

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from langgraph.store.base import Item, MatchCondition, SearchItem, SearchOp
-from sessionledger.domain.entries import EntryRow
+from sessionledger.domain.entries import MAX_KEY_LENGTH, EntryRow
 from sessionledger.infrastructure.vectors.entries import cosine_distance
 
 T = TypeVar("T")
@@ -160,9 +160,18 @@ def stored(payload: Mapping[str, Any], position: int) -> Stored:
     )
 
 
-def check_ttl(minutes: object) -> None:
-    """`ValueError` naming a put's `ttl` unless it is `None` or a finite number of minutes whose
-    expiry a date can hold (Python's own errors, `OverflowError` among them, named neither)."""
+def check_put(namespace: Sequence[str], key: str, minutes: object) -> None:
+    """`ValueError` naming what a put cannot store, before anything of its batch is written: a
+    namespace or key longer than an entry key may be (the namespace is the directory's key, each
+    label then a period), or a `ttl` that is not `None` or a finite number of minutes whose expiry
+    a date can hold (Python's own errors, `OverflowError` among them, named neither)."""
+    if len(namespace_prefix(namespace)) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"a namespace may hold at most {MAX_KEY_LENGTH} characters, counting a period after each "
+            f"label; this one has {len(namespace_prefix(namespace))}: {namespace_prefix(namespace)[:40]!r}..."
+        )
+    if isinstance(key, str) and len(key) > MAX_KEY_LENGTH:
+        raise ValueError(f"an item's key may hold at most {MAX_KEY_LENGTH} characters, not {len(key)}")
     if minutes is None:
         return
     if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not math.isfinite(minutes):

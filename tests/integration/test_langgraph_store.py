@@ -302,6 +302,26 @@ def test_a_ttl_that_is_no_number_of_minutes_is_a_one_line_error_and_stores_nothi
     assert store.search(("t",)) == [] and store.list_namespaces() == []
 
 
+@pytest.mark.parametrize(
+    ("namespace", "key", "message"),
+    [
+        (("n" * 1100,), "k", "a namespace may hold at most 1024 characters.*this one has 1101"),
+        (("a",) * 600, "k", "a namespace may hold at most 1024 characters.*this one has 1200"),
+        (("ok",), "k" * 1025, "an item's key may hold at most 1024 characters, not 1025"),
+    ],
+    ids=["a long label", "many labels", "a long key"],
+)
+def test_a_namespace_or_key_too_long_to_store_is_named_in_one_line(
+    ledger: SessionService, user: str, namespace: tuple[str, ...], key: str, message: str
+) -> None:
+    """Before, a long namespace was refused as "an entry's key must be at most 1024 characters",
+    naming a key the caller never gave (the directory's), after the batch's other puts were stored."""
+    store = LedgerStore(service=ledger, user_id=user)
+    with pytest.raises(ValueError, match=message):
+        store.batch([PutOp(("t",), "good", {"v": 1}), PutOp(namespace, key, {"v": 2})])
+    assert store.search(()) == [] and store.list_namespaces() == []
+
+
 def test_the_empty_namespace_holds_nothing_and_reading_it_changes_nothing(
     ledger: SessionService, user: str
 ) -> None:
