@@ -56,6 +56,7 @@ from langgraph.store.base import (
 )
 from sessionledger.domain.entries import Entry, Forget
 from sessionledger.domain.errors import SessionExists
+from sessionledger.domain.records import Draft
 from sessionledger.infrastructure.async_service import AsyncSessionService, open_async_service
 from sessionledger.infrastructure.langgraph.store_items import (
     ITEM_TYPE,
@@ -415,7 +416,9 @@ class LedgerStore(BaseStore):
         at: datetime,
     ) -> None:
         """One append per namespace the batch changes: its puts' entries, its deletes' forget, and
-        the items whose expiry a read moved (unless the batch puts them anew)."""
+        the items whose expiry a read moved (unless the batch puts them anew). Every namespace's
+        records are checked before the first is stored: a value the ledger refuses (not JSON,
+        over the payload limit) stores nothing of the batch."""
         by_item: dict[tuple[tuple[str, ...], str], dict[str, list[float]]] = {}
         for (where, path, _), vector in zip(plan.texts, vectors, strict=True):
             by_item.setdefault(where, {})[path] = vector
@@ -433,20 +436,32 @@ class LedgerStore(BaseStore):
         for namespace, moved in refresh.items():
             written = changes.setdefault(namespace, ([], []))[1]
             written.extend(Entry(ITEM_TYPE, key, s.refresh_payload()) for key, s in moved.items())
+        drafted = []
         for namespace, (deleted, written) in changes.items():
             records: list[Entry | Forget] = [Forget(ITEM_TYPE, keys=tuple(deleted))] if deleted else []
             records.extend(written)
             if records:
-                self._append(namespace, records)
+                drafted.append((namespace, self._drafted(namespace, records)))
+        for namespace, drafts in drafted:
+            self._append(namespace, drafts)
 
-    def _append(self, namespace: tuple[str, ...], records: Sequence[Entry | Forget]) -> None:
+    def _drafted(
+        self, namespace: tuple[str, ...], records: Sequence[Entry | Forget]
+    ) -> tuple[list[Draft], int]:
+        """The namespace's records as its append will store them, each checked (`ValueError`
+        saying why not; nothing is stored)."""
+        return self.service.append_steps.draft_entries(self.session_id_of(namespace), records)
+
+    def _append(self, namespace: tuple[str, ...], drafted: tuple[list[Draft], int]) -> None:
+        """Store the namespace's `_drafted` records, making its session (and its directory entry)
+        on its first write."""
         session_id = self.session_id_of(namespace)
         if not self._belongs(session_id):
             self._make(self._directory)
             directory = Entry(NAMESPACE_TYPE, namespace_prefix(namespace), {"namespace": list(namespace)})
             self.service.append_entries(self._directory, [directory])
             self._make(session_id)
-        self.service.append_entries(session_id, records)
+        self.service.append_steps.store_entries(session_id, *drafted)
         if self._vectors_at is not None:
             self._vectors().sync(self.service, session_id, namespace)
 
@@ -516,7 +531,7 @@ class LedgerStore(BaseStore):
                 if s.expired(at)
             ]
             if expired:
-                self._append(namespace, expired)
+                self._append(namespace, self._drafted(namespace, expired))
                 swept += len(expired)
         return swept
 

@@ -275,15 +275,16 @@ class _Between:
 
     def __init__(self, service: SessionService, monkeypatch: pytest.MonkeyPatch) -> None:
         self.write: Any = None
-        append = service.append_entries
+        steps = service.append_steps
+        store = steps.store_entries
 
-        def append_after_the_write(*args: Any, **kwargs: Any) -> Any:
+        def store_after_the_write(*args: Any, **kwargs: Any) -> Any:
             write, self.write = self.write, None
             if write is not None:
                 write()
-            return append(*args, **kwargs)
+            return store(*args, **kwargs)
 
-        monkeypatch.setattr(service, "append_entries", append_after_the_write)
+        monkeypatch.setattr(steps, "store_entries", store_after_the_write)
 
 
 def _values(store: BaseStore, ns: tuple[str, ...], *keys: str) -> list[Any]:
@@ -320,6 +321,28 @@ def test_a_namespace_or_key_too_long_to_store_is_named_in_one_line(
     with pytest.raises(ValueError, match=message):
         store.batch([PutOp(("t",), "good", {"v": 1}), PutOp(namespace, key, {"v": 2})])
     assert store.search(()) == [] and store.list_namespaces() == []
+
+
+@pytest.mark.parametrize(
+    "value", [{"v": float("nan")}, {"v": {1, 2}}, {"v": "x" * 2_000_000}], ids=["nan", "a set", "too big"]
+)
+def test_a_value_the_ledger_refuses_stores_nothing_of_its_batch(
+    ledger: SessionService, user: str, value: dict[str, Any]
+) -> None:
+    """Every namespace's records are checked before the first is stored. Before, the batch's
+    earlier namespaces were stored and then the refusal was raised."""
+    store = LedgerStore(service=ledger, user_id=user)
+    store.put(("kept",), "k", {"v": 0})
+    with pytest.raises(ValueError):
+        store.batch(
+            [
+                PutOp(("kept",), "k", {"v": 1}),
+                PutOp(("first",), "a", {"v": 1}),
+                PutOp(("second",), "b", value),
+            ]
+        )
+    assert store.list_namespaces() == [("kept",)]
+    assert store.get(("kept",), "k").value == {"v": 0}  # type: ignore[union-attr]
 
 
 def test_the_empty_namespace_holds_nothing_and_reading_it_changes_nothing(
