@@ -90,6 +90,7 @@ class _RecallRules(Generic[S]):
             raise ValueError("userId must not be empty")
         _check_query(query)
         search = _cross_filter(query, match_mode, _since(since))
+        EventFilter(page=_page(page), page_size=self._page_size)  # its check: a page ending past 2**63 - 1
         first = _page(page) * self._page_size
         sessions = service.list_sessions(user_id)
         found = _earliest(service, sessions, search, first + self._page_size, user_id)

@@ -129,6 +129,8 @@ def test_cross_session_terms_modes_since_and_paging(face, service):
         ({"query": ",".join(f"t{i}" for i in range(21))}, "at most 20"),
         ({"query": "x", "since": "yesterday"}, "not a valid ISO-8601 instant"),
         ({"query": "x", "since": "2025-06-01T12:00:00"}, "offset or Z"),
+        ({"query": "x", "page": 10**30}, r"^page must be at most 2\*\*63 - 1, got 10{30}$"),
+        ({"query": "x", "page": 10**18}, r"^page 10{18} of page_size 10 ends beyond 2\*\*63 - 1$"),
     ],
 )
 def test_cross_session_bad_arguments_are_value_errors(face, service, kwargs, message):
