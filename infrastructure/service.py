@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import uuid4
 
@@ -117,23 +116,19 @@ def append_draft(event: SessionEvent, max_payload_bytes: int) -> Draft:
         event = replace(event, state_delta=strip_temp(event.state_delta))
     if event.archived:
         event = event.with_archived(False)
-
-    def drafted() -> Draft:
+    try:
         draft = event_draft(event)
         event.id.encode(), event.session_id.encode()  # hashed into the event's ledger row
-        return draft
-
-    return within_limit(encodable(f"event {event.id!r}", drafted), f"event {event.id!r}", max_payload_bytes)
-
-
-def encodable(what: str, drafted: Callable[[], Draft]) -> Draft:
-    """`drafted()`, or a `ValueError` saying that `what` holds text UTF-8 cannot encode (a lone
-    surrogate): the ledger hashes a record's UTF-8 bytes, and the database stores them."""
-    try:
-        return drafted()
     except UnicodeEncodeError as error:
-        held = error.object[error.start : error.end]
-        raise ValueError(f"{what} holds {held!r}, which UTF-8 cannot encode ({error.reason})") from None
+        raise unencodable(f"event {event.id!r}", error) from None
+    return within_limit(draft, f"event {event.id!r}", max_payload_bytes)
+
+
+def unencodable(what: str, error: UnicodeEncodeError) -> ValueError:
+    """The refusal of a record in which `what` holds text UTF-8 cannot encode (a lone surrogate):
+    the ledger hashes a record's UTF-8 bytes, and the database stores them."""
+    held = error.object[error.start : error.end]
+    return ValueError(f"{what} holds {held!r}, which UTF-8 cannot encode ({error.reason})")
 
 
 def within_limit(draft: Draft, what: str, max_payload_bytes: int) -> Draft:
@@ -214,9 +209,15 @@ class AppendSteps:
             if isinstance(item, Entry):
                 if not item.plain:  # a plain value's adapter built it of plain JSON (`Entry.plain`)
                     ensure_json(item.value, f"the value of entry {item.key!r}")
-                draft = encodable(f"entry {item.key!r}", partial(entry_draft, session_id, item, now))
+                try:
+                    draft = entry_draft(session_id, item, now)
+                except UnicodeEncodeError as error:
+                    raise unencodable(f"entry {item.key!r}", error) from None
             elif isinstance(item, Forget):
-                draft = encodable("a forget", partial(forgotten_draft, session_id, item, now))
+                try:
+                    draft = forgotten_draft(session_id, item, now)
+                except UnicodeEncodeError as error:
+                    raise unencodable("a forget", error) from None
             else:
                 raise ValueError(f"entries must be Entry or Forget values, not {type(item).__name__}")
             drafts.append(within_limit(draft, f"an entry of {session_id!r}", self._max_payload_bytes))
