@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from langgraph.store.base import Item, MatchCondition, SearchItem, SearchOp
 from sessionledger.domain.entries import MAX_KEY_LENGTH, EntryRow
@@ -47,6 +47,29 @@ def applies(value: Mapping[str, Any], newest: int | None) -> bool:
     return read_from is None or read_from == newest
 
 
+class Newest:
+    """The ledger position of each live key's newest entry, kept as entry rows are read oldest
+    first: the one place that decides what an entry does to its key, so the store's mirror and
+    its vectors (`store_vectors.changes`) follow the same rule (`applies`)."""
+
+    def __init__(self) -> None:
+        self.positions: dict[str, int] = {}
+
+    def take(self, key: str, value: Mapping[str, Any], position: int) -> Literal["set", "removed", "ignored"]:
+        """What the entry at `position` does: sets its key's value, removes the key (an expiry),
+        or nothing (written from a read of an entry that is no longer the key's newest)."""
+        if not applies(value, self.positions.get(key)):
+            return "ignored"
+        if value.get(EXPIRED):
+            self.positions.pop(key, None)
+            return "removed"
+        self.positions[key] = position
+        return "set"
+
+    def forget(self, key: str) -> None:
+        self.positions.pop(key, None)
+
+
 def namespace_prefix(namespace: Sequence[str]) -> str:
     """The directory key of `namespace`, and the key prefix of every namespace below it: each
     label then a period. Labels hold no period (langgraph refuses one), so `("a", "b")` gives
@@ -71,31 +94,26 @@ class Mirror(Generic[T]):
         self.parse = parse
         self.position = 0
         self.live: dict[str, T] = {}
-        self.newest: dict[str, int] = {}
-        """The ledger position of each live key's newest entry (what `applies` compares)."""
+        self.newest = Newest()
         self.lock = threading.Lock()
 
     def apply(self, rows: Iterable[EntryRow]) -> None:
-        """Apply log rows, oldest first: an entry is its key's value (an expiry removes it; one
-        written from a read only while `applies`), a forget removes the keys it matches (a
-        session's erasure forgets all)."""
+        """Apply log rows, oldest first: an entry is its key's value (`Newest.take` says when it
+        is not), a forget removes the keys it matches (a session's erasure forgets all)."""
         for row in rows:
             if row.entry is not None:
                 key, value = row.entry.key, row.entry.value
-                if applies(value, self.newest.get(key)) and value.get(EXPIRED):
-                    self._drop(key)
-                elif applies(value, self.newest.get(key)):
+                taken = self.newest.take(key, value, row.position)
+                if taken == "set":
                     self.live[key] = self.parse(value, row.position)
-                    self.newest[key] = row.position
+                elif taken == "removed":
+                    self.live.pop(key, None)
             elif row.forget is not None:
                 forget = row.forget
                 for key in [k for k in self.live if forget.matches(self.entry_type, k)]:
-                    self._drop(key)
+                    self.live.pop(key, None)
+                    self.newest.forget(key)
             self.position = max(self.position, row.position)
-
-    def _drop(self, key: str) -> None:
-        self.live.pop(key, None)
-        self.newest.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +183,11 @@ def check_put(namespace: Sequence[str], key: str, minutes: object) -> None:
     namespace or key longer than an entry key may be (the namespace is the directory's key, each
     label then a period), or a `ttl` that is not `None` or a finite number of minutes whose expiry
     a date can hold (Python's own errors, `OverflowError` among them, named neither)."""
-    if len(namespace_prefix(namespace)) > MAX_KEY_LENGTH:
+    label = namespace_prefix(namespace)
+    if len(label) > MAX_KEY_LENGTH:
         raise ValueError(
             f"a namespace may hold at most {MAX_KEY_LENGTH} characters, counting a period after each "
-            f"label; this one has {len(namespace_prefix(namespace))}: {namespace_prefix(namespace)[:40]!r}..."
+            f"label; this one has {len(label)}: {label[:40]!r}..."
         )
     if isinstance(key, str) and len(key) > MAX_KEY_LENGTH:
         raise ValueError(f"an item's key may hold at most {MAX_KEY_LENGTH} characters, not {len(key)}")

@@ -19,8 +19,8 @@ from sessionledger.infrastructure.langgraph.store_items import (
     APPLIES_TO,
     EXPIRED,
     ITEM_TYPE,
+    Newest,
     Stored,
-    applies,
     matches,
     namespace_prefix,
     similarity,
@@ -49,24 +49,20 @@ def changes(rows: Iterable[EntryRow]) -> tuple[list[KeyedChange], int | None]:
     recorded vectors, or none once forgotten or expired) and the position of the last forget of
     every key (a namespace's erasure), before which all is cleared.
 
-    An entry written from a read (`APPLIES_TO`) applies as the store's mirror applies it: a
-    refresh changes no vectors, an expiry drops them. Whether it applies is known from rows that
-    hold the entry it was read from, so `ItemVectors.sync` reads the whole log when an expiry is
-    among the new rows (a refresh is passed over either way)."""
+    An entry written from a read (`APPLIES_TO`) applies as the store's mirror applies it
+    (`Newest`): a refresh changes no vectors, an expiry drops them. Whether it applies is known
+    from rows that hold the entry it was read from, so `ItemVectors.sync` reads the whole log when
+    an expiry is among the new rows (a refresh is passed over either way)."""
     last: dict[str, KeyedChange] = {}
-    newest: dict[str, int] = {}
+    newest = Newest()
     cleared: int | None = None
     for row in rows:
         if row.entry is not None:
             key, value = row.entry.key, row.entry.value
-            if not applies(value, newest.get(key, -1)):
-                continue
-            if value.get(EXPIRED):
-                newest.pop(key, None)
+            taken = newest.take(key, value, row.position)
+            if taken == "removed":
                 last[key] = KeyedChange(key, row.position, {})
-                continue
-            newest[key] = row.position
-            if APPLIES_TO not in value:  # a refresh keeps the vectors of the entry it refreshes
+            elif taken == "set" and APPLIES_TO not in value:  # a refresh keeps the vectors it refreshes
                 last[key] = KeyedChange(key, row.position, value.get("vectors") or {})
         elif row.forget is not None:
             forget = row.forget
@@ -75,7 +71,7 @@ def changes(rows: Iterable[EntryRow]) -> tuple[list[KeyedChange], int | None]:
             named = forget.keys if forget.keys is not None else list(last)
             for key in named:
                 if forget.matches(ITEM_TYPE, key):
-                    newest.pop(key, None)
+                    newest.forget(key)
                     last[key] = KeyedChange(key, row.position, {})
     return list(last.values()), cleared
 
