@@ -46,6 +46,14 @@ MAX_INT64 = 2**63 - 1
 """The largest `last_n`, `page_size` and page end (`(page + 1) * page_size`): every backend's integer."""
 
 
+def page_start(page: int, page_size: int) -> int:
+    """The index of the page's first item; a page that ends past `MAX_INT64` is refused."""
+    _int_or_none(page, "page")
+    if (page + 1) * page_size > MAX_INT64:
+        raise ValueError(f"page {page} of page_size {page_size} ends beyond 2**63 - 1")
+    return page * page_size
+
+
 def _int_or_none(value: Any, name: str) -> int | None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
         raise ValueError(f"{name} must be an int")
@@ -137,8 +145,8 @@ class EventFilter:
             raise ValueError("page must be >= 0")
         if page is not None and page_size is None:
             raise ValueError("page_size must be set when page is set")
-        if page is not None and page_size is not None and (page + 1) * page_size > MAX_INT64:
-            raise ValueError(f"page {page} of page_size {page_size} ends beyond 2**63 - 1")
+        if page is not None and page_size is not None:
+            page_start(page, page_size)
         if page_size is not None and page is None:
             set_(self, "page", 0)
 

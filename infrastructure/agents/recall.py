@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.filters import EventFilter, MatchMode
+from sessionledger.domain.filters import EventFilter, MatchMode, page_start
 from sessionledger.domain.json_text import read_json
 from sessionledger.domain.sessions import Session
 from sessionledger.domain.times import in_utc
@@ -90,8 +90,7 @@ class _RecallRules(Generic[S]):
             raise ValueError("userId must not be empty")
         _check_query(query)
         search = _cross_filter(query, match_mode, _since(since))
-        EventFilter(page=_page(page), page_size=self._page_size)  # its check: a page ending past 2**63 - 1
-        first = _page(page) * self._page_size
+        first = page_start(_page(page), self._page_size)
         sessions = service.list_sessions(user_id)
         found = _earliest(service, sessions, search, first + self._page_size, user_id)
         found.sort(key=lambda pair: pair[0])  # stable: list order, then ledger order, within one instant
