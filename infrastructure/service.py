@@ -231,6 +231,7 @@ class AppendSteps:
         outcomes = self._ledger.append(drafts)
         if AppendOutcome.NO_SESSION in outcomes:
             raise SessionNotFound(f"session {session_id!r} not found")
+        self.announce(session_id, *outcomes[:held])
         return outcomes[:held]
 
     def store(self, draft: Draft, user_id: str | None = None) -> AppendOutcome:
@@ -248,13 +249,14 @@ class AppendSteps:
                 {"sessionledger.session_id": session_id, "sessionledger.outcome": outcome.name.lower()}
                 | ({"sessionledger.user_id": user_id} if user_id is not None else {})
             )
-        if self.appended is not None:
-            self.announce(session_id, outcome)
+        self.announce(session_id, outcome)
         return outcome
 
-    def announce(self, session_id: str, outcome: AppendOutcome) -> None:
-        """Tell the watcher (`appended`) of a one-event append to the session that was stored."""
-        if self.appended is not None and outcome is AppendOutcome.STORED:
+    def announce(self, session_id: str, *outcomes: AppendOutcome) -> None:
+        """Tell the watcher (`appended`) of an append to the session that stored an event (a
+        one-event append's outcome, or an adapter's events': entries alone leave the window as
+        it is)."""
+        if self.appended is not None and AppendOutcome.STORED in outcomes:
             self.appended(session_id)
 
 

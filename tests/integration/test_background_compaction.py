@@ -13,6 +13,7 @@ import time
 
 import pytest
 from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
+from sessionledger.domain.entries import Entry
 from sessionledger.domain.filters import EventFilter
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.async_service import open_async_service
@@ -136,6 +137,46 @@ def test_a_batch_ingested_is_compacted_as_appends_are(durable_url):
         assert [compactions(service, session_id) for session_id in sessions] == [1, 1, 1]
         for session_id in sessions:
             assert_intact(service, session_id, [e.id for e in batch if e.session_id == session_id])
+
+
+def turn_events(session_id: str, turn: int) -> list[SessionEvent]:
+    return [
+        SessionEvent(session_id=session_id, message=UserMessage(f"q{turn}")),
+        SessionEvent(session_id=session_id, message=AssistantMessage(f"a{turn}")),
+    ]
+
+
+def test_an_adapters_append_of_messages_is_compacted_as_appends_are(durable_url):
+    """`append_entries` (the LangGraph saver's and the other adapters' append) tells the compactor
+    of the messages it stores; entries alone and a repeated message tell it nothing new."""
+    with open_service(durable_url, compaction="background", policy=POLICY) as service:
+        session_id = service.create_session("user").id
+        batches = [turn_events(session_id, turn) for turn in range(6)]
+        for events in batches:
+            service.append_entries(session_id, [Entry("note", "k", {"n": 1})], events=events)
+        service.append_entries(session_id, [], events=batches[-1])  # duplicates: nothing stored
+    with open_service(durable_url) as service:
+        assert compactions(service, session_id) == 1
+        assert_intact(service, session_id, [e.id for events in batches for e in events])
+
+
+def test_the_async_twins_adapter_append_is_compacted_from_an_event_loop(durable_url):
+    """On PostgreSQL its `append_entries` is sent from the loop itself (`append_on_head`)."""
+
+    async def main() -> tuple[str, list[str]]:
+        async with open_async_service(durable_url, compaction="background", policy=POLICY) as service:
+            session_id = (await service.create_session("user")).id
+            ids = []
+            for turn in range(6):
+                events = turn_events(session_id, turn)
+                await service.append_entries(session_id, [], events=events)
+                ids.extend(e.id for e in events)
+            return session_id, ids
+
+    session_id, appended = asyncio.run(main())
+    with open_service(durable_url) as service:
+        assert compactions(service, session_id) == 1
+        assert_intact(service, session_id, appended)
 
 
 def test_the_async_twin_compacts_appends_made_from_an_event_loop(durable_url):

@@ -36,7 +36,7 @@ from sessionledger.infrastructure.langgraph.checkpoints import MESSAGE, checkpoi
 from sessionledger.infrastructure.langgraph.saver import LATEST_READ
 from sessionledger.infrastructure.ledger.driver import DriverStatement
 
-from tests.conftest import sql_url
+from tests.conftest import SQL_BACKENDS, sql_url
 from tests.integration.server_side import admin_sql
 
 
@@ -107,6 +107,26 @@ def test_a_graphs_conversation_is_the_sessions_messages(service: SessionService,
     state = graph.get_state(config(tid))
     assert state.values["messages"][-1].content == "reviewed"
     assert len(list(graph.get_state_history(config(tid)))) == len(list(saver.list(config(tid))))
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+def test_a_graphs_conversation_is_compacted_in_the_background(request: Any, backend: str) -> None:
+    """The saver's appends reach the service's compactor, as every other append does; the graph
+    keeps its whole state, since compaction changes only the session's window."""
+    url = sql_url(request, backend)
+    policy = 'apps.langgraph.trigger = { type = "turns", max_turns = 1 }\n'
+    policy += 'apps.langgraph.strategy = { type = "sliding", max_events = 3 }\n'
+    tid = thread()
+    with open_service(url, compaction="background", policy=policy) as service:
+        graph = echo_graph(LedgerSaver(service=service))
+        graph.invoke({"messages": [HumanMessage("hello")]}, config(tid))
+        graph.invoke({"messages": [HumanMessage("again")]}, config(tid))
+    with open_service(url) as service:  # the first one drained its compactor as it closed
+        assert [m.text for m in service.get_messages(tid)] == ECHOED[3:]
+        assert [r.kind for r in service.records(tid)].count(Kind.COMPACTION) == 1
+        assert verify(service, tid).ok
+        graph = echo_graph(LedgerSaver(service=service))
+        assert [m.content for m in graph.get_state(config(tid)).values["messages"]] == ECHOED
 
 
 def test_each_message_is_written_once_and_each_checkpoint_reads_its_own(
