@@ -85,7 +85,10 @@ class EventCountTrigger:
     """google-adk's `compaction_interval`: fires once `interval` new events arrived since the summary.
 
     New means non-synthetic with a timestamp later than the newest synthetic event of the window
-    (every non-synthetic event when there is none); `stats.events_since_summary` when known.
+    (every non-synthetic event when there is none). `stats.events_since_summary` counts the events
+    after the window's last summary, and a summary goes before the older events it keeps: so it
+    decides alone when it is below `interval` or when the window holds no summary, and otherwise
+    the window is read (right after a compaction, its kept events are not new).
     """
 
     def __init__(self, interval: int) -> None:
@@ -93,8 +96,11 @@ class EventCountTrigger:
 
     def should_compact(self, request: CompactionRequest) -> bool:
         required(request, "request")
-        if request.stats is not None:
-            return request.stats.events_since_summary >= self.interval
+        stats = request.stats
+        if stats is not None and stats.events_since_summary < self.interval:
+            return False
+        if stats is not None and stats.events_since_summary == stats.events:
+            return True
         events = request.events
         summarized = max((event.timestamp for event in events if event.is_synthetic), default=None)
         fresh = sum(

@@ -22,7 +22,12 @@ from sessionledger.domain import (
     UserMessage,
 )
 from sessionledger.domain.chain import chain_problems
-from sessionledger.domain.compaction import CompactionResult, SlidingWindowStrategy, TurnCountTrigger
+from sessionledger.domain.compaction import (
+    CompactionResult,
+    EventCountTrigger,
+    SlidingWindowStrategy,
+    TurnCountTrigger,
+)
 from sessionledger.infrastructure import SessionService, open_service
 
 from tests.conftest import SQL_BACKENDS, sql_url
@@ -484,6 +489,20 @@ def test_compaction_no_ops(service: SessionService) -> None:
     assert service.event_version(s.id) == version
     with pytest.raises(ValueError):
         service.compact(s.id, None, SummarizeAllButTwo(tokens_saved=7))
+
+
+def test_an_event_count_trigger_takes_no_kept_event_for_a_new_one(service: SessionService) -> None:
+    """The events a summary kept are older than it: the trigger (deciding on the service's window
+    stats) waits for `interval` events appended after the compaction, as the contract says."""
+    s = service.create_session(unique("u"))
+    conversation(service, s.id, 3)
+    service.compact(s.id, Always(), SummarizeAllButTwo())
+    assert service.compact(s.id, EventCountTrigger(2), SlidingWindowStrategy(max_events=1)).archived == ()
+    service.append_message(s.id, UserMessage("new question"))
+    assert service.compact(s.id, EventCountTrigger(2), SlidingWindowStrategy(max_events=1)).archived == ()
+    service.append_message(s.id, AssistantMessage("new answer"))
+    result = service.compact(s.id, EventCountTrigger(2), SlidingWindowStrategy(max_events=1))
+    assert texts(result.archived) == ["question 2", "answer 2", "new question", "new answer"]
 
 
 def test_window_stats_follow_writes(service: SessionService) -> None:

@@ -262,9 +262,24 @@ def test_event_count_counts_only_events_newer_than_the_newest_summary():
     assert not EventCountTrigger(3).should_compact(request(events))
 
 
-def test_event_count_uses_stats():
-    assert EventCountTrigger(3).should_compact(lazy(WindowStats(events=9, events_since_summary=3)))
+def test_event_count_decides_from_stats_when_they_say_enough():
     assert not EventCountTrigger(4).should_compact(lazy(WindowStats(events=9, events_since_summary=3)))
+    assert EventCountTrigger(3).should_compact(lazy(WindowStats(events=3, events_since_summary=3)))
+
+
+def test_event_count_does_not_take_the_events_a_summary_kept_for_new():
+    """After a compaction the window is the summary, then the older events it kept: the stats
+    count those after the summary, the trigger reads the window and finds none new."""
+    kept = [user("kept q", ts=at(-60)), assistant("kept a", ts=at(-55))]
+    window = [*summary_pair(ts=at(-50)), *kept]
+    stats = WindowStats(events=4, events_since_summary=2)
+    assert not EventCountTrigger(2).should_compact(CompactionRequest.of(SESSION, window, stats))
+    window.append(user("new", ts=at(-5)))
+    stats = WindowStats(events=5, events_since_summary=3)
+    assert not EventCountTrigger(2).should_compact(CompactionRequest.of(SESSION, window, stats))
+    window.append(assistant("new answer", ts=at(-4)))
+    stats = WindowStats(events=6, events_since_summary=4)
+    assert EventCountTrigger(2).should_compact(CompactionRequest.of(SESSION, window, stats))
 
 
 def test_event_count_validates_interval():
