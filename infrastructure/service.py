@@ -174,7 +174,13 @@ class AppendSteps:
         """What `append_event(event, expected_version=...)` stores (`append_draft`'s checks:
         `ValueError` saying why not); with `expected_version`, only while the session is at it."""
         draft = append_draft(event, self._max_payload_bytes)
-        return draft if expected_version is None else draft.expecting(expected_version)
+        if expected_version is None:
+            return draft
+        if type(expected_version) is not int or expected_version < 0:
+            raise ValueError(
+                f"expected_version must be an event_version (an int >= 0) or None, not {expected_version!r}"
+            )
+        return draft.expecting(expected_version)
 
     def draft_message(
         self,
@@ -436,7 +442,8 @@ class SessionService:
 
         With `user_id`, the session must belong to that user (`ValueError` otherwise). With
         `expected_version`, only while the session is at that `event_version`, checked in the
-        append's own write: `ConcurrencyConflict` (nothing stored) otherwise.
+        append's own write: `ConcurrencyConflict` (nothing stored) otherwise; `ValueError` for an
+        `expected_version` that is not an int >= 0.
         """
         steps = self._steps
         draft = steps.draft_event(event, expected_version)

@@ -33,6 +33,17 @@ def test_an_append_at_the_expected_version_is_stored_and_any_other_is_refused(da
         assert service.event_version(sid) == 2
 
 
+@pytest.mark.parametrize("version", ["1", 1.0, True, -1])
+def test_an_expected_version_that_is_no_version_is_a_value_error(database_url, version):
+    """Not a conflict (a string never matched), nor a float or a bool taken for an int."""
+    with open_service(database_url) as service:
+        sid = service.create_session("u").id
+        assert service.append_event(event(sid, "one"))
+        with pytest.raises(ValueError, match=r"^expected_version must be an event_version \(an int >= 0\)"):
+            service.append_event(event(sid, "two"), expected_version=version)
+        assert [m.text for m in service.get_messages(sid)] == ["one"]
+
+
 def test_a_version_moved_by_another_service_is_seen_through_the_head_cache(database_url):
     if database_url == "memory://":
         pytest.skip("one memory ledger per service")
