@@ -339,6 +339,16 @@ def compaction_draft(
     return _draft(Kind.COMPACTION, at, payload)
 
 
+def compaction_writes(record: LedgerRecord) -> set[int]:
+    """The positions of the events a compaction record's own transaction wrote (its summaries):
+    those of its window after its read head. Events another writer appended meanwhile also follow
+    the read head, but after the window, not in it (`window.WindowShape.split`)."""
+    payload = record.payload
+    if record.kind is not Kind.COMPACTION or payload is None:
+        return set()
+    return {position for position in payload["window"] if position > payload["read_head"]}
+
+
 def window_compaction_draft(
     read: Window, window: Sequence[int], *, at: datetime, source: str, tokens_saved: int
 ) -> Draft:

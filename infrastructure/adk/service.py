@@ -37,7 +37,7 @@ from google.adk.sessions.state import State
 from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
 from sessionledger.domain.filters import EventFilter
-from sessionledger.domain.records import Kind
+from sessionledger.domain.records import Kind, compaction_writes
 from sessionledger.domain.sessions import Session as LedgerSession
 from sessionledger.infrastructure.adk.events import (
     ADK_KEY,
@@ -333,7 +333,8 @@ def _stored(
 
 def _check_fresh(service: SessionService, session: Session, key: str) -> None:
     """`StaleSessionError` unless the ledger changed since `session` was read only by the caller's
-    own events and by compactions (which shorten the window and lose nothing)."""
+    own events and by compactions (which shorten the window and lose nothing; the summaries they
+    write are theirs, `records.compaction_writes`)."""
     if service.get_session(key) is None:
         raise SessionNotFoundError(f"Session {session.id} not found.")
     marker = session._storage_update_marker
@@ -345,8 +346,10 @@ def _check_fresh(service: SessionService, session: Session, key: str) -> None:
         return
     seen = int(marker)
     known = {event.id for event in session.events}
-    for record in service.records(key):
-        if record.version > seen and record.kind in _STALE_KINDS and record.event_id not in known:
+    records = [record for record in service.records(key) if record.version > seen]
+    summaries = {position for record in records for position in compaction_writes(record)}
+    for record in records:
+        if record.kind in _STALE_KINDS and record.event_id not in known and record.position not in summaries:
             raise StaleSessionError(STALE_MESSAGE)
 
 
