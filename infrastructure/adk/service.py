@@ -160,7 +160,7 @@ class LedgerSessionService(BaseSessionService):
 
         def read(service: SessionService) -> tuple[LedgerSession, int, list[SessionEvent], float] | None:
             found = service.get_session(key)
-            if found is None:
+            if found is None or not _names(found, app_name, user_id, session_id):
                 return None
             version = service.event_version(key)
             events = service.get_events(key, window) if recent != 0 else []
@@ -193,8 +193,16 @@ class LedgerSessionService(BaseSessionService):
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         session_id = session_id.strip()
-        if session_id:
-            await self._service.delete_session(ledger_session_id(app_name, user_id, session_id))
+        if not session_id:
+            return
+        key = ledger_session_id(app_name, user_id, session_id)
+
+        def delete(service: SessionService) -> None:
+            found = service.get_session(key)
+            if found is not None and _names(found, app_name, user_id, session_id):
+                service.delete_session(key, user_id=user_id)
+
+        await self._service.run(delete)
 
     @override
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
@@ -331,11 +339,23 @@ def _stored(
     return str(version + 1)
 
 
+def _names(found: LedgerSession, app_name: str, user_id: str, session_id: str) -> bool:
+    """Whether the ledger session at an ADK key is the ADK session the key names: the APIs that
+    take a raw session id (the core service, openai-agents, LangGraph) may have made one with the
+    same id for another user or app, which must read here as missing and stay as it is."""
+    return (found.user_id, found.app_name, found.metadata.get(ADK_SESSION_ID)) == (
+        user_id,
+        app_name,
+        session_id,
+    )
+
+
 def _check_fresh(service: SessionService, session: Session, key: str) -> None:
     """`StaleSessionError` unless the ledger changed since `session` was read only by the caller's
     own events and by compactions (which shorten the window and lose nothing; the summaries they
     write are theirs, `records.compaction_writes`)."""
-    if service.get_session(key) is None:
+    found = service.get_session(key)
+    if found is None or not _names(found, session.app_name, session.user_id, session.id):
         raise SessionNotFoundError(f"Session {session.id} not found.")
     marker = session._storage_update_marker
     if marker is None or not marker.isdigit():  # built by hand: compare the last events instead

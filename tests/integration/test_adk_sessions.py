@@ -22,6 +22,7 @@ from google.adk.sessions.session import Session
 from google.genai import types
 from sessionledger.domain.compaction.strategies import SlidingWindowStrategy
 from sessionledger.domain.compaction.triggers import EventCountTrigger, TurnCountTrigger
+from sessionledger.domain.messages import UserMessage
 from sessionledger.domain.records import Kind
 from sessionledger.infrastructure.adk import LedgerSessionService
 
@@ -89,6 +90,28 @@ def test_session_ids_are_stripped_generated_when_blank_and_unique(database_url):
             await service.create_session(app_name=app, user_id="u", session_id="s1 ")
         blank = await service.create_session(app_name=app, user_id="u", session_id="   ")
         assert uuid.UUID(blank.id)
+
+    run_with(database_url, body)
+
+
+def test_a_session_another_api_made_at_an_adk_id_is_missing_here_and_left_alone(database_url):
+    """The core service (as openai-agents and LangGraph) takes raw ids: Mallory may make a session
+    whose id is Alice's ADK id. Alice's reads find nothing, her delete and append touch nothing."""
+
+    async def body(service: LedgerSessionService, app: str) -> None:
+        key = service.ledger_id(app, "alice", "s1")
+        await service.service.create_session("mallory", session_id=key, app_name="openai-agents")
+        await service.service.append_message(key, UserMessage("planted by mallory"))
+        assert await service.get_session(app_name=app, user_id="alice", session_id="s1") is None
+        await service.delete_session(app_name=app, user_id="alice", session_id="s1")
+        made_by_hand = Session(id="s1", app_name=app, user_id="alice")
+        with pytest.raises(SessionNotFoundError):
+            await service.append_event(made_by_hand, text_event("mine", invocation_id="inv1"))
+        kept = await service.service.get_session(key)
+        assert kept is not None and kept.user_id == "mallory"
+        assert [m.text for m in await service.service.get_messages(key)] == ["planted by mallory"]
+        with pytest.raises(AlreadyExistsError):  # the id is taken; its session is not shown
+            await service.create_session(app_name=app, user_id="alice", session_id="s1")
 
     run_with(database_url, body)
 
