@@ -49,9 +49,9 @@ class WriteFence:
     """Where the primary's WAL stood after this process's latest write: a replica that has replayed
     that far shows the process everything it wrote (read-your-writes across the replication lag).
 
-    A write only marks the fence as moved (no round trip on the append path); the primary's WAL
-    position is asked once, by the next read that needs it. Asked after the writes returned, it is
-    at or past each of their commit records.
+    A write only marks the fence as moved, once it has returned (no round trip on the append
+    path); the primary's WAL position is asked once, by the next read that needs it. Asked after
+    the mark, it is at or past the commit record of every write that made it.
     """
 
     def __init__(self, primary: sa.Engine) -> None:

@@ -69,10 +69,19 @@ class ReplicatedLedger:
         self._replicas.close()
         self._primary.close()
 
+    def _written(self, write: Callable[[], T]) -> T:
+        """`write()` on the primary, then the fence moved: moved before, a read racing with the
+        write could ask the primary's position ahead of its commit and clear the mark, and this
+        process's next read would take a replica without the write (one that raised may have
+        committed too)."""
+        try:
+            return write()
+        finally:
+            self._fence.wrote()
+
     # sessions
     def create_session(self, session: Session, state: Mapping[str, Any]) -> None:
-        self._fence.wrote()
-        self._primary.create_session(session, state)
+        self._written(lambda: self._primary.create_session(session, state))
 
     def get_session(self, session_id: str) -> Session | None:
         return self._primary.get_session(session_id)
@@ -84,16 +93,14 @@ class ReplicatedLedger:
         return self._replicas.read(lambda ledger: ledger.recent_sessions(app_name, limit, offset))
 
     def delete_session(self, session_id: str, reason: str) -> bool:
-        self._fence.wrote()
-        return self._primary.delete_session(session_id, reason)
+        return self._written(lambda: self._primary.delete_session(session_id, reason))
 
     def expired_session_ids(self, now: datetime) -> list[str]:
         return self._primary.expired_session_ids(now)
 
     # events
     def append(self, drafts: Sequence[Draft], tally: Tally | None = None) -> list[AppendOutcome]:
-        self._fence.wrote()
-        return self._primary.append(drafts, tally)
+        return self._written(lambda: self._primary.append(drafts, tally))
 
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         if is_search(filter):
@@ -131,12 +138,10 @@ class ReplicatedLedger:
     def apply_compaction(
         self, read: Window, result: CompactionResult, source: str, tally: Tally | None = None
     ) -> int | None:
-        self._fence.wrote()
-        return self._primary.apply_compaction(read, result, source, tally)
+        return self._written(lambda: self._primary.apply_compaction(read, result, source, tally))
 
     def apply_rewind(self, session_id: str, before_invocation_id: str) -> int:
-        self._fence.wrote()
-        return self._primary.apply_rewind(session_id, before_invocation_id)
+        return self._written(lambda: self._primary.apply_rewind(session_id, before_invocation_id))
 
     # state
     def app_state(self, app_name: str) -> Mapping[str, Any]:
@@ -167,8 +172,7 @@ class ReplicatedLedger:
         return self._replicas.read(lambda ledger: ledger.session_ids())
 
     def restore(self, restored: RestoredSession) -> None:
-        self._fence.wrote()
-        self._primary.restore(restored)
+        self._written(lambda: self._primary.restore(restored))
 
     def tail(self, after: int, limit: int) -> list[TailRow]:
         return self._primary.tail(after, limit)

@@ -97,6 +97,26 @@ def test_a_caller_reads_its_own_writes_while_the_replica_lags(
         assert texts(reader, session.id, "mine") == ["mine"]
 
 
+def test_a_read_racing_with_a_write_does_not_hide_that_write_from_its_writer(
+    replicated_pair: ReplicatedPair, services: tuple[SessionService, SessionService], monkeypatch
+) -> None:
+    """Another thread's replica read lands while this thread's write runs on the primary: the
+    fence it asks then is behind the write, and must not stand for it once the write returns."""
+    reader, _ = services
+    ledger = reader.ledger
+    primary, fence = ledger._primary, ledger._fence
+    create = primary.create_session
+
+    def raced(*args, **kwargs):
+        fence.position()  # the racing read, before the write commits
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(primary, "create_session", raced)
+    with replay_paused(replicated_pair):
+        mine = reader.create_session("carl")
+        assert [s.id for s in reader.list_sessions("carl")] == [mine.id]
+
+
 def test_the_async_services_loop_appends_are_read_back_while_the_replica_lags(
     replicated_pair: ReplicatedPair, replicated_database: tuple[str, str]
 ) -> None:
