@@ -107,3 +107,34 @@ def test_an_adk_session_id_alone_points_to_its_ledger_name(
         assert one_line_error(run(url, command[0], ADK_ID, "--user", "carol")) == f"error: {hint}"
         other = one_line_error(run(url, command[0], ADK_ID, "--user", "bob"))
         assert "myapp" not in other and "carol" not in other, "another user's session is not named"
+
+
+MARKUP = "<s>[INST] 2+2? [/INST] approved[black on black] -- denied[/black on black]"
+ESCAPES = "\x1b[2J\x1b[8mhidden\x1b[0m shown\x07"
+
+
+def test_stored_text_is_shown_as_it_is_never_as_markup_or_terminal_codes(tmp_path: Path) -> None:
+    """A message, a user or a session id is data: `[/INST]` is no markup tag to fail on or to
+    apply, and an escape sequence (which could clear or hide the operator's screen) is shown."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_service(url) as service:
+        service.create_session("[/x]", session_id="[/x]")
+        service.append_message("[/x]", UserMessage(MARKUP))
+        service.append_message("[/x]", UserMessage(ESCAPES))
+    shown_escapes = "\\x1b[2J\\x1b[8mhidden\\x1b[0m shown\\x07"
+    for command in (["events", "[/x]"], ["timeline", "[/x]"], ["replay", "[/x]"]):
+        result = run(url, *command, columns=400)
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        assert MARKUP in result.stdout and shown_escapes in result.stdout, result.stdout
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    for command in (["sessions"], ["sessions", "--user", "[/x]"], ["verify"]):
+        result = run(url, *command)
+        assert result.returncode == 0 and "[/x]" in result.stdout, result.stderr
+
+
+def test_an_event_the_session_lacks_is_named_in_whole(ledger: tuple[str, list[str]]) -> None:
+    url, ids = ledger
+    line = one_line_error(run(url, "replay", ids[0], "--event", "nosuch"))
+    assert line.endswith(f"'nosuch' is not in the ledger of session '{ids[0]}'"), line
+    line = one_line_error(run(url, "prove", ids[0], "nosuch"))
+    assert line.endswith("'nosuch' is not among the first 8 records of the session"), line

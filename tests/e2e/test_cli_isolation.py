@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from click.testing import Result
 from sessionledger.domain import AssistantMessage, SessionEvent, UserMessage
 from sessionledger.infrastructure import open_service
+from sessionledger.infrastructure.adk.ids import ledger_session_id
 from sessionledger.workers.cli import audit, cli  # noqa: F401  (importing audit registers its commands)
 from typer.testing import CliRunner
 
@@ -102,6 +104,21 @@ def test_another_users_session_is_as_unknown_as_a_missing_one(ledger: Ledger, na
     assert foreign.stdout == unknown.stdout == ""
     assert "X1234567" not in foreign.stdout + foreign.stderr
     assert error_line(unknown, missing) == error_line(ledger.run(*command(name, missing)), missing)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_another_users_adk_session_is_not_named_to_a_user_asking_by_its_short_id(
+    tmp_path: Path, name: str
+) -> None:
+    """Asked for `t1`, the CLI names the ADK session `app/user/t1` it may mean: only the asker's."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_service(url) as service:
+        service.create_session("bob", session_id=ledger_session_id("app", "bob", "t1"))
+    ledger = Ledger(url, [], "")
+    foreign = ledger.run(*command(name, "t1", "--user", "alice"))
+    assert error_line(foreign, "t1") == "error: unknown session '<session>'"
+    assert "bob" not in foreign.stderr
+    assert "app/bob/t1" in ledger.run(*command(name, "t1", "--user", "bob")).stderr
 
 
 def test_verify_with_a_user_and_no_session_checks_only_that_users_sessions(ledger: Ledger) -> None:

@@ -79,6 +79,26 @@ OnBehalfOf = Annotated[
 ]
 
 
+VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
+"""Control characters, each as its escape (`\\x1b`), for `str.translate`: stored text (a chat
+message, an id an API took) may hold an escape sequence, which would clear, restyle or hide what
+the operator's terminal shows."""
+
+
+def _literal_console(stderr: bool) -> Console:
+    """A console that prints every string as it is: markup off, since stored text such as `[/INST]`
+    or `[black on black]` is no tag (print with `markup=True`, or a styled `Text`, to style), and
+    control characters shown (`VISIBLE`), in cells and titles as in lines."""
+    from rich.console import Console
+    from rich.text import Text
+
+    class LiteralConsole(Console):
+        def render_str(self, text: str, **options: Any) -> Text:
+            return super().render_str(text.translate(VISIBLE), **options)
+
+    return LiteralConsole(stderr=stderr, markup=False)
+
+
 class _LazyConsole:
     """A rich `Console` made on first use: rich costs as much to import as typer, and `--version`,
     `--help` and every command that prints no table have no use for it."""
@@ -89,9 +109,7 @@ class _LazyConsole:
 
     def _made(self) -> Console:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(stderr=self._stderr)
+            self._console = _literal_console(self._stderr)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -134,6 +152,11 @@ def fail(message: str, status: int = 2) -> NoReturn:
     """One line on stderr (passwords masked), then exit: 2 for bad arguments, 1 for a failed check."""
     errors.print(f"error: {hide_passwords(message)}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(status)
+
+
+def reason(error: Exception) -> str:
+    """What `error` says: `str()` of a `KeyError` is the repr of its message, quotes and all."""
+    return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
 
 
 def unknown_session(service: SessionService, session_id: str, user: str | None = None) -> NoReturn:

@@ -26,6 +26,7 @@ from sessionledger.workers.cli.app import (
     console,
     emit_json,
     fail,
+    reason,
     service_for,
     settings_for,
     shown_time,
@@ -87,7 +88,7 @@ def replay(
         except LookupError as error:
             if not service.records(session_id, user_id=user):
                 unknown_session(service, session_id, user)
-            fail(str(error).strip("'\""))
+            fail(reason(error))
 
 
 def _replay_dict(found: WindowReplay) -> dict[str, Any]:
@@ -288,11 +289,11 @@ def _verification_table(results: Iterable[Verification]) -> None:
 
     table = Table("session", "records", "version", "status", "detail", title="ledger verification")
     for result in results:
-        status = "ok" if result.ok else f"[red]{_problem(result).split(':', 1)[0]}[/red]"
+        status = Text("ok") if result.ok else Text(_problem(result).split(":", 1)[0], style="red")
         if result.deleted:
-            status += " (deleted)"
+            status.append(" (deleted)")
         detail = "" if result.first is None else _short(result.first.detail, 100)
-        table.add_row(result.session_id, str(result.records), str(result.version), status, Text(detail))
+        table.add_row(result.session_id, str(result.records), str(result.version), status, detail)
     console.print(table)
 
 
@@ -412,13 +413,14 @@ def timeline(
 
 def _timeline_table(session_id: str, entries: list[TimelineEntry]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(
         "pos", "version", "kind", time_column("recorded"), "what happened", title=f"timeline of {session_id}"
     )
     for entry in entries:
         style = _KIND_STYLES.get(entry.kind)
-        kind = entry.kind if style is None else f"[{style}]{entry.kind}[/{style}]"
+        kind = Text(entry.kind, style=style or "")
         text = entry.text
         if entry.kind == "compaction":
             text += f"\n  archived positions {_positions(entry.details['archived'])}"

@@ -100,8 +100,8 @@ def demo(
     run = uuid4().hex[:8]
     quiet = as_json
     if not quiet:
-        console.print(f"ledger: [bold]{escape(_describe(url))}[/]")
-        console.print(f"summarizer: [bold]{_describe_summarizer(summarizer)}[/]")
+        console.print(f"ledger: [bold]{escape(_describe(url))}[/]", markup=True)
+        console.print(f"summarizer: [bold]{escape(_describe_summarizer(summarizer))}[/]", markup=True)
         console.print(f"appending {count:,} ShareGPT conversations as user {DEMO_USER}, app {DEMO_APP}")
         console.print(f"policy: {POLICY_IN_ONE_LINE}")
     started = time.perf_counter()
@@ -182,7 +182,6 @@ def _show(
     url: str,
     token: str,
 ) -> None:
-    from rich.markup import escape
     from rich.table import Table
     from sessionledger.domain import EventFilter
 
@@ -196,7 +195,7 @@ def _show(
         window.add_row(
             str(index),
             "summary" if event.is_synthetic else "",
-            escape(text if len(text) <= 140 else text[:137] + "..."),
+            text if len(text) <= 140 else text[:137] + "...",
         )
     console.print(window)
     console.print(

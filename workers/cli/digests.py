@@ -23,6 +23,7 @@ from sessionledger.workers.cli.app import (
     emit_json,
     errors,
     fail,
+    reason,
     service_for,
     unknown_session,
 )
@@ -161,13 +162,13 @@ def prove(
     with service_for(database_url, broker_url) as service:
         records = service.records(session_id, user_id=user)
         if not records:
-            unknown_session(service, session_id)
+            unknown_session(service, session_id, user)
         try:
             text = proof_against(records, event_id, anchor)
         except NotExtended as error:
             fail(str(error), 1)
         except (ValueError, LookupError) as error:
-            fail(str(error).strip("'\""))
+            fail(reason(error))
     if output is None:
         sys.stdout.write(text)
         return
