@@ -17,7 +17,7 @@ from sessionledger.domain.codec import ensure_json
 from sessionledger.domain.entries import Entry, EntryRow, Forget, StoredEntry
 from sessionledger.domain.errors import ConcurrencyConflict, SessionExists, SessionNotFound
 from sessionledger.domain.events import SessionEvent
-from sessionledger.domain.filters import EventFilter
+from sessionledger.domain.filters import MAX_INT64, EventFilter
 from sessionledger.domain.ids import check_id, check_new_id
 from sessionledger.domain.mappings import freeze
 from sessionledger.domain.messages import Message
@@ -407,10 +407,10 @@ class SessionService:
         listing; a user's own is `list_sessions`). `app_name=None` means every app."""
         if app_name is not None:
             _require_id(app_name, "app_name")
-        if type(limit) is not int or limit <= 0:
-            raise ValueError(f"limit must be a positive integer, not {limit!r}")
-        if type(offset) is not int or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
+        if type(limit) is not int or not 0 < limit <= MAX_INT64:
+            raise ValueError(f"limit must be a positive integer up to 2**63 - 1, not {limit!r}")
+        if type(offset) is not int or not 0 <= offset <= MAX_INT64:
+            raise ValueError(f"offset must be a non-negative integer up to 2**63 - 1, not {offset!r}")
         return self._ledger.recent_sessions(app_name, limit, offset)
 
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:

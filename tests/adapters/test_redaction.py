@@ -47,6 +47,25 @@ def test_the_password_the_libraries_read_is_masked_too(url: str) -> None:
             assert str(password) not in masked
 
 
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        (f"postgresql+psycopg://u@h:1/db?password={SECRET}", "postgresql+psycopg://u@h:1/db?password=***"),
+        (
+            f"postgresql://u@h/db?sslmode=require&PASSWORD={SECRET}&x=1",
+            "postgresql://u@h/db?sslmode=require&PASSWORD=***&x=1",
+        ),
+        (f"redis://h:6379/0?password={SECRET}", "redis://h:6379/0?password=***"),
+        ("postgresql://u@h/db?passwordless=yes", "postgresql://u@h/db?passwordless=yes"),
+    ],
+)
+def test_a_password_given_in_the_query_string_is_masked(url: str, masked: str) -> None:
+    """Masked up to the next space, quote, `&` or `#`: a password may hold any other character."""
+    assert hide_passwords(f"cannot use the database at '{url}' (refused)") == (
+        f"cannot use the database at '{masked}' (refused)"
+    )
+
+
 def test_urls_inside_a_message_are_masked_and_urls_without_a_password_are_left_alone() -> None:
     message = (
         f"error: cannot open 'mysql://u:{SECRET}@h/db': unsupported URL \"mysql://u:{SECRET}@h/db\"; "

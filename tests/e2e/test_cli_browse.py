@@ -138,3 +138,12 @@ def test_an_event_the_session_lacks_is_named_in_whole(ledger: tuple[str, list[st
     assert line.endswith(f"'nosuch' is not in the ledger of session '{ids[0]}'"), line
     line = one_line_error(run(url, "prove", ids[0], "nosuch"))
     assert line.endswith("'nosuch' is not among the first 8 records of the session"), line
+
+
+@pytest.mark.parametrize(
+    "paging", [["--page", str(2**64)], ["--limit", str(2**64)], ["--page", str(2**62), "--limit", "3"]]
+)
+def test_a_page_past_every_backends_integers_is_a_one_line_error(
+    ledger: tuple[str, list[str]], paging: list[str]
+) -> None:
+    assert one_line_error(run(ledger[0], "sessions", *paging)).endswith("starts past 2**63 - 1 sessions")

@@ -156,7 +156,14 @@ def test_recent_sessions_every_users_newest_first_a_page_at_a_time(service: Sess
         [],
     ]
     assert made[1].id in {s.id for s in service.recent_sessions(limit=1_000_000)}
-    for bad in ({"limit": 0}, {"limit": -1}, {"offset": -1}, {"limit": 1.5}):
+    for bad in (
+        {"limit": 0},
+        {"limit": -1},
+        {"offset": -1},
+        {"limit": 1.5},
+        {"limit": 2**63},
+        {"offset": 2**63},
+    ):
         with pytest.raises(ValueError, match=r"^(limit|offset) must be"):
             service.recent_sessions(app_name=app, **bad)
 

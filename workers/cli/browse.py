@@ -61,9 +61,14 @@ def sessions(
         fail("--user must not be empty")
     if user is not None and (limit, page) != (50, 1):
         fail("--limit and --page page through every user's sessions: give them without --user")
+    from sessionledger.domain.filters import MAX_INT64
+
+    offset = (page - 1) * limit
+    if limit > MAX_INT64 or offset > MAX_INT64:
+        fail(f"--page {page} of --limit {limit} starts past 2**63 - 1 sessions")
     with service_for(database_url, broker_url) as service:
         if user is None:
-            found = service.recent_sessions(app_name=app, limit=limit, offset=(page - 1) * limit)
+            found = service.recent_sessions(app_name=app, limit=limit, offset=offset)
         else:
             found = service.list_sessions(user, app_name=app)
         if as_json:
