@@ -130,6 +130,9 @@ class Settings(BaseSettings):
     --digest`/`--since` and `check-proof` refuse a digest it did not sign (docs/proofs.md)."""
     log_format: str = "json"
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    """Where the relay's `/metrics` listens: this machine only, unless told (`0.0.0.0` in a container
+    whose port is published); it needs no token, and each request reads the database and the broker."""
     otel_instrumentation_genai_capture_message_content: bool = Field(
         default=False,
         validation_alias=AliasChoices(

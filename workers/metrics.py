@@ -116,7 +116,7 @@ def prometheus_text(counters: Mapping[str, int], gauges: Mapping[str, int] | Non
     return "\n".join(lines) + "\n"
 
 
-def serve_prometheus(port: int, collect: Any, host: str = "0.0.0.0") -> HttpListener:
+def serve_prometheus(port: int, collect: Any, host: str) -> HttpListener:
     """Serve `collect()` (Prometheus text) at `/metrics` from a daemon thread; returns the server."""
 
     class Handler(BaseHTTPRequestHandler):

@@ -185,7 +185,11 @@ def _serve_metrics(settings: Settings, storage: Storage) -> ThreadingHTTPServer:
     """`/metrics` in Prometheus text, from the relay: there is exactly one per deployment."""
     from sessionledger.workers.stats import collect_stats
 
-    return serve_prometheus(settings.metrics_port or 0, lambda: collect_stats(settings, storage).prometheus())
+    return serve_prometheus(
+        settings.metrics_port or 0,
+        lambda: collect_stats(settings, storage).prometheus(),
+        host=settings.metrics_host,
+    )
 
 
 class DigestSchedule:

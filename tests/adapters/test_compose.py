@@ -66,3 +66,11 @@ def test_the_image_runs_the_worker_roles():
     assert 'ENTRYPOINT ["python", "-m", "sessionledger.workers.launch"]' in dockerfile
     for package in ("domain", "infrastructure", "workers"):
         assert f"COPY {package} ./{package}" in dockerfile
+
+
+def test_every_published_port_is_on_loopback_and_the_metrics_listen_in_the_container(compose):
+    """The example passwords must not reach the network: each port is published on 127.0.0.1."""
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+    assert compose["services"]["relay"]["environment"]["SESSIONLEDGER_METRICS_HOST"] == "0.0.0.0"

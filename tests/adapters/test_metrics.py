@@ -6,9 +6,11 @@ import json
 import logging
 import urllib.request
 
+import pytest
 import sqlalchemy as sa
 from sessionledger.infrastructure.ledger.counters import MemoryCounterStore
 from sessionledger.infrastructure.redaction import hide_passwords
+from sessionledger.infrastructure.settings import Settings
 from sessionledger.workers import metrics
 from sessionledger.workers.metrics import (
     JsonFormatter,
@@ -119,3 +121,19 @@ def test_no_log_line_shows_a_password_json_or_text():
     assert "PW" not in text and text.endswith(
         "round failed error=connection to amqp://guest:***@broker:5672// refused wait=0.5"
     )
+
+
+@pytest.mark.parametrize(
+    ("environment", "host"), [({}, "127.0.0.1"), ({"SESSIONLEDGER_METRICS_HOST": "0.0.0.0"}, "0.0.0.0")]
+)
+def test_the_relays_metrics_listen_on_loopback_unless_told(monkeypatch, environment, host):
+    """`/metrics` takes no token and each request reads the database and the broker."""
+    from sessionledger.workers.relay import _serve_metrics
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    server = _serve_metrics(Settings(metrics_port=0), storage=None)  # type: ignore[arg-type]
+    try:
+        assert server.server_address[0] == host
+    finally:
+        server.shutdown()
