@@ -526,6 +526,23 @@ def test_bad_options_are_one_line_and_exit_2(ledger: str, args: list[str], messa
     assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
 
 
+@pytest.mark.parametrize("command", [["mcp", "--http"], ["serve"]])
+def test_a_port_in_use_is_one_line_and_exit_2_before_any_banner(ledger: str, command: list[str]) -> None:
+    """The socket is bound before the server says it serves (uvicorn said so after it, exit 3)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "sessionledger", *command, "--port", str(port), "--database-url", ledger],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
 def test_no_ledger_is_one_line_and_exit_2(tmp_path: Any) -> None:
     done = subprocess.run(
         command(f"sqlite:///{tmp_path}/none.db"),

@@ -18,6 +18,8 @@ from typer.core import TyperGroup
 from sessionledger import __version__
 
 if TYPE_CHECKING:
+    import socket
+
     from rich.console import Console
     from sessionledger.infrastructure import SessionService
     from sessionledger.infrastructure.bootstrap import Storage
@@ -152,6 +154,22 @@ def fail(message: str, status: int = 2) -> NoReturn:
     """One line on stderr (passwords masked), then exit: 2 for bad arguments, 1 for a failed check."""
     errors.print(f"error: {hide_passwords(message)}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(status)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on `host:port`, or one line and exit 2: a server binds it before it
+    says it serves, so a port in use or an address not this machine's is said plainly (uvicorn
+    logged it after the banner, and exited 3)."""
+    import os
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except socket.gaierror as error:
+        fail(f"cannot listen on {host}:{port}: {error.strerror}")
+    except OSError as error:  # create_server's own message adds the address again
+        fail(f"cannot listen on {host}:{port}: {os.strerror(error.errno) if error.errno else error}")
 
 
 def reason(error: Exception) -> str:

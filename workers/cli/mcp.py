@@ -6,7 +6,7 @@ import sys
 from typing import Annotated
 
 import typer
-from sessionledger.workers.cli.app import DatabaseUrl, cli, fail, settings_for
+from sessionledger.workers.cli.app import DatabaseUrl, cli, fail, listening_socket, settings_for
 
 NO_EXTRA = "the MCP server needs the mcp extra: pip install 'sessionledger[mcp]'"
 
@@ -66,12 +66,13 @@ def serve_mcp(
         try:
             if http:
                 host, port = host or "127.0.0.1", port or 8000
+                listening = listening_socket(host, port)
                 print(
                     f"serving MCP at http://{host}:{port}/mcp for the user of each request's bearer token",
                     file=sys.stderr,
                     flush=True,
                 )
-                anyio.run(serve_http, server, storage.access_tokens, host, port)
+                anyio.run(serve_http, server, storage.access_tokens, host, listening)
             else:
                 anyio.run(serve_stdio, server)
         except KeyboardInterrupt:

@@ -25,6 +25,7 @@ import functools
 import json
 import logging
 import re
+import socket
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
@@ -107,9 +108,10 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server[Any], tokens: AccessTokens, host: str, port: int) -> None:
-    """Serve streamable HTTP at `http://host:port/mcp` until interrupted, every request behind a
-    bearer token from `tokens` (the SDK's DNS-rebinding protection is on for a loopback `host`).
+async def serve_http(server: Server[Any], tokens: AccessTokens, host: str, listening: socket.socket) -> None:
+    """Serve streamable HTTP at `/mcp` on the `listening` socket (bound to `host`) until
+    interrupted, every request behind a bearer token from `tokens` (the SDK's DNS-rebinding
+    protection is on for a loopback `host`).
 
     Stateless: recall keeps nothing between requests, so no MCP session is held for a client.
     With sessions, the SDK's 10,000 for the whole server, each kept 30 minutes idle, were one
@@ -117,7 +119,7 @@ async def serve_http(server: Server[Any], tokens: AccessTokens, host: str, port:
     import uvicorn
 
     app = BearerTokens(server.streamable_http_app(host=host, stateless_http=True), tokens)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    await uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve(sockets=[listening])
 
 
 class BearerTokens:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from sessionledger.workers.cli.app import DatabaseUrl, command, fail, settings_for
+from sessionledger.workers.cli.app import DatabaseUrl, command, fail, listening_socket, settings_for
 
 __all__ = ["serve"]
 
@@ -63,14 +63,16 @@ def serve(
             writer=writing.service,
             loop_appends=loop_appends,
         )
+        listening = listening_socket(host, port)
         print(
             f"serving the audit page at http://{host}:{port}/ and the session API at /api/v1/ "
             "(Ctrl-C stops it)",
             file=sys.stderr,
             flush=True,
         )
+        config = uvicorn.Config(app, log_level="warning", server_header=False, access_log=False)
         try:
-            uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False, access_log=False)
+            uvicorn.Server(config).run(sockets=[listening])
         finally:
             if loop_appends is not None:
                 loop_appends.close()
