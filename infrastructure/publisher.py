@@ -25,10 +25,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from kombu import Connection, Producer
-from kombu.transport import TRANSPORT_ALIASES
+from kombu.utils.url import parse_url
 from sessionledger.domain.events import SessionEvent
 from sessionledger.infrastructure.forks import forget_in_children
 from sessionledger.infrastructure.queue_names import INGEST_TASK, partition_of
@@ -72,6 +71,10 @@ _MESSAGING_SYSTEMS = {
 
 _URL_EXAMPLES = "e.g. amqp://user:password@host:5672// or redis://host:6379/0"
 
+BROKER_SCHEMES = frozenset({"amqp", "amqps", "pyamqp", "redis", "rediss", "memory"})
+"""The kombu transports the queue is built and tested on (RabbitMQ, Redis, in-process): kombu
+knows many more (SQS, Kafka, a database), which would start and then fail in their own ways."""
+
 
 def checked_broker_url(url: object) -> str:
     """`url` if it names a broker transport kombu knows, else a one-line `ValueError` (password masked)."""
@@ -81,15 +84,20 @@ def checked_broker_url(url: object) -> str:
     if not separator:
         # not echoed: without a scheme, nothing tells a password in it from the rest
         raise ValueError(f"the broker URL is not a URL (no scheme://): expected {_URL_EXAMPLES}")
-    if scheme not in TRANSPORT_ALIASES:
+    if scheme not in BROKER_SCHEMES:
         raise ValueError(
-            f"broker URL {hide_passwords(url)!r} has an unknown scheme {scheme!r}: "
+            f"broker URL {hide_passwords(url)!r} has an unsupported scheme {scheme!r}: "
             "use amqp:// (RabbitMQ), redis:// or memory:// (in-process)"
         )
     try:
-        urlsplit(url).port  # noqa: B018 - reading it is the check (a port that is not a number)
+        parse_url(url)  # as kombu will read it: a port that is not a number, a password given twice
     except ValueError as error:
         raise ValueError(f"broker URL {hide_passwords(url)!r} is not valid: {error}") from None
+    except TypeError:  # its own settings and the query's, passed as one call's arguments
+        raise ValueError(
+            f"broker URL {hide_passwords(url)!r} is not valid: give the user and password before the "
+            "host (scheme://user:password@host), not in the query string"
+        ) from None
     return url
 
 

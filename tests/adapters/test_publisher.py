@@ -382,8 +382,13 @@ def test_an_exception_leaving_the_with_block_is_not_hidden_by_the_undelivered_ev
     [
         ("notaurl", "is not a URL"),
         ("guest:s3cret@localhost:5672", "is not a URL"),
-        ("mysql://user:s3cret@localhost/db", "unknown scheme 'mysql'"),
+        ("mysql://user:s3cret@localhost/db", "unsupported scheme 'mysql'"),
+        ("sqs://user:s3cret@localhost", "unsupported scheme 'sqs'"),
+        ("sqla+sqlite://user:s3cret@localhost/x", "unsupported scheme 'sqla\\+sqlite'"),
+        ("kafka://user:s3cret@localhost:9092", "unsupported scheme 'kafka'"),
         ("amqp://user:s3cret@localhost:notaport//", "is not valid"),
+        ("redis://localhost:6379/0?password=s3cret", "is not valid"),
+        ("amqp://user:s3cret@localhost//?password=s3cret", "is not valid"),
     ],
 )
 def test_a_broker_url_that_cannot_work_is_refused_at_construction_in_one_line(url, says):
