@@ -34,10 +34,12 @@ from sessionledger.infrastructure.audit.chain import BreakKind, ChainBreak, Chai
 from sessionledger.infrastructure.audit.reader import stored_projection
 from sessionledger.infrastructure.audit.shared_state import SharedStateFold
 from sessionledger.infrastructure.audit.verify import (
+    UNREADABLE_ERRORS,
     Finding,
     Mismatch,
     Verification,
     projection_mismatches,
+    unreadable,
     verify,
     verify_all,
     with_shared_state,
@@ -83,6 +85,7 @@ class _Range:
     events: list[int] = field(default_factory=list)
     measures: dict[int, EventMeasure] = field(default_factory=dict)
     replay_error: str | None = None
+    read_error: str | None = None
     fold: SharedStateFold = field(default_factory=SharedStateFold)
 
 
@@ -123,9 +126,12 @@ def verify_parallel(
         if session_ids is None:
             return list(verify_all(service))
         return [verify(service, sid) for sid in session_ids]
-    with ledger.audit_snapshot() as snapshot:  # the heads, versions and stored windows, at once
-        wanted = snapshot.session_ids() if session_ids is None else list(session_ids)
-        stored = {found.session_id: found for found in snapshot.stored(session_ids)}
+    try:
+        with ledger.audit_snapshot() as snapshot:  # the heads, versions and stored windows, at once
+            wanted = snapshot.session_ids() if session_ids is None else list(session_ids)
+            stored = {found.session_id: found for found in snapshot.stored(session_ids)}
+    except UNREADABLE_ERRORS:  # a session row changed outside the ledger: each is read alone
+        return verify_parallel(service, 1, session_ids)
     tasks = [task for sid in wanted for task in _tasks(sid, stored.get(sid), jobs)]
     context = multiprocessing.get_context("fork")
     chunks = max(1, len(tasks) // (jobs * 8))
@@ -181,9 +187,13 @@ def _check_range(task: _Task) -> _Range:
     """In a worker: read the range, check its chain, fold its replay and measure its events."""
     if _LEDGER is None:
         raise RuntimeError("a verify worker runs only in a pool started by verify_parallel")
-    with _LEDGER.audit_snapshot() as snapshot:
-        records, digests = snapshot.records(task.session_id, task.after, task.upto)
     checked = _Range(task)
+    try:
+        with _LEDGER.audit_snapshot() as snapshot:
+            records, digests = snapshot.records(task.session_id, task.after, task.upto)
+    except UNREADABLE_ERRORS as error:
+        checked.read_error = str(error)
+        return checked
     if not records:
         return checked
     checked.first = (records[0].position, records[0].prev_hash)
@@ -201,7 +211,7 @@ def _check_range(task: _Task) -> _Range:
             for p, r in part.events.items()
             if r.payload is not None and (p > task.window_base or p in task.prefix)
         }
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
+    except UNREADABLE_ERRORS as error:
         checked.replay_error = repr(error)
         return checked
     part.events = {}
@@ -211,6 +221,9 @@ def _check_range(task: _Task) -> _Range:
 
 def _verification(session_id: str, ranges: list[_Range], stored: StoredSession | None) -> Verification:
     ranges.sort(key=lambda checked: checked.task.after)
+    read_error = next((checked.read_error for checked in ranges if checked.read_error is not None), None)
+    if read_error is not None:
+        return unreadable(session_id, read_error)
     findings = [Finding(found.kind, found.position, found.detail) for found in _chain(ranges)][:1]
     last = next((checked.last for checked in reversed(ranges) if checked.last is not None), None)
     created = ranges[0].created

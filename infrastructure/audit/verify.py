@@ -39,6 +39,12 @@ class Mismatch(StrEnum):
     SESSION = "session"
     STATS = "stats"
     REPLAY = "replay"
+    UNREADABLE = "unreadable"
+
+
+UNREADABLE_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
+"""What reading or replaying rows changed outside the ledger raises (a time that is no time, a
+field of another type): a finding of the session they belong to, never the end of a `verify`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +95,25 @@ def verify(service: SessionService, session_id: str, *, user_id: str | None = No
     (with `user_id`: unless that user owns it, as `SessionService.get_session` says)."""
     if user_id is not None and service.get_session(session_id, user_id=user_id) is None:
         raise SessionNotFound(f"session {session_id!r} not found")
-    return check_snapshot(session_id, read_snapshot(service.ledger, session_id))
+    return _read_and_check(service.ledger, session_id)
+
+
+def _read_and_check(ledger: Ledger, session_id: str, fold: SharedStateFold | None = None) -> Verification:
+    """`check_snapshot` of the session as `ledger` holds it (its records added to `fold`), or an
+    `unreadable` one when its rows cannot be read."""
+    try:
+        snapshot = read_snapshot(ledger, session_id)
+    except UNREADABLE_ERRORS as error:
+        return unreadable(session_id, error)
+    if fold is not None:
+        fold.add(snapshot.records)
+    return check_snapshot(session_id, snapshot)
+
+
+def unreadable(session_id: str, error: object) -> Verification:
+    """A session some of whose rows cannot be read back: changed outside the ledger."""
+    finding = Finding(Mismatch.UNREADABLE, None, f"its rows cannot be read back: {error}")
+    return Verification(session_id, 0, 0, "", False, (finding,))
 
 
 def check_snapshot(session_id: str, snapshot: LedgerSnapshot) -> Verification:
@@ -124,9 +148,7 @@ def verify_all(service: SessionService, *, user_id: str | None = None) -> Iterat
     fold = SharedStateFold()
     results = []
     for session_id in service.ledger.session_ids():
-        snapshot = read_snapshot(service.ledger, session_id)
-        fold.add(snapshot.records)
-        results.append(check_snapshot(session_id, snapshot))
+        results.append(_read_and_check(service.ledger, session_id, fold))
     yield from with_shared_state(results, fold, service.ledger)
 
 
@@ -175,7 +197,7 @@ def projection_mismatches(
         return [Finding(Mismatch.SESSION, None, problem)]
     try:
         projection = project()
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
+    except UNREADABLE_ERRORS as error:
         return [Finding(Mismatch.REPLAY, None, f"the records cannot be replayed: {error!r}")]
     if projection.version != stored.version:
         return [

@@ -22,6 +22,7 @@ from sessionledger.domain.hashing import canonical, row_hash, sha256_hex
 from sessionledger.domain.records import Kind, LedgerRecord, event_draft
 from sessionledger.infrastructure import SessionService, open_service
 from sessionledger.infrastructure.audit import verify, verify_all
+from sessionledger.infrastructure.audit.parallel import verify_parallel
 
 from tests.conftest import SQL_BACKENDS, sql_url
 from tests.fakes.compaction import Always
@@ -371,3 +372,31 @@ def test_records_whose_session_row_was_deleted_are_still_verified(whole_ledger: 
     assert ledger.session_id in ledger.service.ledger.session_ids()
     [result] = [r for r in verify_all(ledger.service) if r.session_id == ledger.session_id]
     assert not result.ok
+
+
+@pytest.mark.parametrize(
+    ("edit", "kind"),
+    [
+        ("UPDATE ledger SET kind = 'bogus' WHERE session_id = :sid AND position = 3", "edited"),
+        (
+            "UPDATE ledger SET recorded_at = '2026-13-45 00:00:00' WHERE session_id = :sid AND position = 3",
+            "unreadable",
+        ),
+    ],
+    ids=["a kind that is none", "a time that is none"],
+)
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_row_that_cannot_be_read_back_is_its_sessions_finding_and_verify_goes_on(
+    whole_ledger: Ledger, edit: str, kind: str, jobs: int
+) -> None:
+    """Its session is not ok, and every other session is still verified, on one process or more."""
+    ledger = whole_ledger
+    if kind == "unreadable" and ledger.backend != "sqlite":
+        pytest.skip("only SQLite's text column holds a time that is no time")
+    untouched = build_session(ledger.service)
+    ledger.sql(edit)
+    results = {r.session_id: r for r in verify_parallel(ledger.service, jobs)}
+    assert results[untouched].ok, results[untouched].findings
+    broken = results[ledger.session_id]
+    assert broken.first is not None and str(broken.first.kind) == kind, broken.findings
+    assert not verify(ledger.service, ledger.session_id).ok
