@@ -317,8 +317,9 @@ class AsyncSessionService:
             drafts, held = steps.draft_entries(session_id, entries, events)
             outcomes = await fast.append_on_head(drafts) if drafts else []
             if outcomes is not None:
-                steps.announce(session_id, *outcomes[:held])
-                return outcomes[:held]
+                answers = outcomes[:held]
+                steps.announce(session_id, *answers)
+                return answers
             return await self.run(
                 lambda service: service.append_steps.store_entries(session_id, drafts, held)
             )

@@ -237,8 +237,9 @@ class AppendSteps:
         outcomes = self._ledger.append(drafts)
         if AppendOutcome.NO_SESSION in outcomes:
             raise SessionNotFound(f"session {session_id!r} not found")
-        self.announce(session_id, *outcomes[:held])
-        return outcomes[:held]
+        answers = outcomes[:held]
+        self.announce(session_id, *answers)
+        return answers
 
     def store(self, draft: Draft, user_id: str | None = None) -> AppendOutcome:
         """Append the draft, on behalf of `user_id` if given (`ValueError` unless the session is
