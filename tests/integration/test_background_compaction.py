@@ -160,8 +160,10 @@ def test_an_adapters_append_of_messages_is_compacted_as_appends_are(durable_url)
         assert_intact(service, session_id, [e.id for events in batches for e in events])
 
 
-def test_the_async_twins_adapter_append_is_compacted_from_an_event_loop(durable_url):
-    """On PostgreSQL its `append_entries` is sent from the loop itself (`append_on_head`)."""
+@pytest.mark.parametrize("through", ["append_message", "append_entries"])
+def test_the_async_twin_compacts_appends_made_from_an_event_loop(durable_url, through):
+    """On PostgreSQL its appends (a message, or an adapter's `append_entries` through
+    `append_on_head`) are sent from the loop itself, without the service's threads."""
 
     async def main() -> tuple[str, list[str]]:
         async with open_async_service(durable_url, compaction="background", policy=POLICY) as service:
@@ -169,26 +171,12 @@ def test_the_async_twins_adapter_append_is_compacted_from_an_event_loop(durable_
             ids = []
             for turn in range(6):
                 events = turn_events(session_id, turn)
-                await service.append_entries(session_id, [], events=events)
-                ids.extend(e.id for e in events)
-            return session_id, ids
-
-    session_id, appended = asyncio.run(main())
-    with open_service(durable_url) as service:
-        assert compactions(service, session_id) == 1
-        assert_intact(service, session_id, appended)
-
-
-def test_the_async_twin_compacts_appends_made_from_an_event_loop(durable_url):
-    """On PostgreSQL its appends are sent from the loop itself, without the service's threads."""
-
-    async def main() -> tuple[str, list[str]]:
-        async with open_async_service(durable_url, compaction="background", policy=POLICY) as service:
-            session_id = (await service.create_session("user")).id
-            ids = []
-            for turn in range(6):
-                ids.append((await service.append_message(session_id, UserMessage(f"q{turn}"))).id)
-                ids.append((await service.append_message(session_id, AssistantMessage(f"a{turn}"))).id)
+                if through == "append_entries":
+                    await service.append_entries(session_id, [], events=events)
+                    ids.extend(e.id for e in events)
+                else:
+                    for event in events:
+                        ids.append((await service.append_message(session_id, event.message)).id)
             return session_id, ids
 
     session_id, appended = asyncio.run(main())
