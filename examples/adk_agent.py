@@ -23,6 +23,7 @@ from google.genai import types
 from pydantic import Field
 from sessionledger.infrastructure.adk import LedgerSessionService
 from sessionledger.infrastructure.audit.verify import verify
+from sessionledger.workers.failures import run_or_explain
 
 APP, USER = "weather", "alice"
 
@@ -92,4 +93,5 @@ if __name__ == "__main__":
     parser.add_argument("database_url", nargs="?", default=argparse.SUPPRESS, help="default: memory://")
     parser.add_argument("--database-url", default="memory://", help="the same, as an option")
     parser.add_argument("--offline", action="store_true", help="accepted; this example is always offline")
-    asyncio.run(main(parser.parse_args().database_url))
+    database_url = parser.parse_args().database_url
+    run_or_explain(lambda: asyncio.run(main(database_url)))

@@ -43,6 +43,7 @@ from sessionledger.infrastructure.vectors import (
     PgVectorStore,
     SqliteVecStore,
 )
+from sessionledger.workers.failures import run_or_explain
 
 SYSTEM = SystemMessage("You are a friendly assistant. Keep answers short.")
 SCRIPT = (
@@ -97,11 +98,7 @@ def main() -> None:
     options = parser.parse_args()
     client = client_from_args(options, () if options.interactive else OFFLINE_SCRIPT)
     database_url = options.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'chatbot.db'}"
-    try:
-        store = vector_store(database_url, OpenAIEmbeddings(client, model=options.embedding_model))
-    except ValueError as error:  # a PostgreSQL without pgvector: say so, in one line
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    store = vector_store(database_url, OpenAIEmbeddings(client, model=options.embedding_model))
 
     with open_service(database_url) as service, client:
         repository = LedgerChatMemoryRepository(service, user_id=options.user)
@@ -122,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_or_explain(main)

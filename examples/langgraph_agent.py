@@ -41,6 +41,7 @@ from sessionledger.infrastructure.agents import RecallTools
 from sessionledger.infrastructure.audit import verify
 from sessionledger.infrastructure.langgraph import LedgerSaver
 from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args, tool_call
+from sessionledger.workers.failures import run_or_explain
 
 CALCULATOR = {
     "type": "function",
@@ -155,4 +156,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_or_explain(main)

@@ -30,6 +30,7 @@ from sessionledger.infrastructure.offline_model import (
     async_client_from_args,
     tool_call,
 )
+from sessionledger.workers.failures import run_or_explain
 
 QUESTION = "Which city was I planning to visit, and when?"
 OFFLINE_SCRIPT = (
@@ -90,5 +91,5 @@ if __name__ == "__main__":
     model_client = async_client_from_args(options, OFFLINE_SCRIPT)
     with tempfile.TemporaryDirectory() as scratch:
         url = options.database_url or f"sqlite:///{Path(scratch) / 'ledger.db'}"
-        remember(url)
-        asyncio.run(main(url, model_client))
+        run_or_explain(lambda: remember(url))
+        run_or_explain(lambda: asyncio.run(main(url, model_client)))

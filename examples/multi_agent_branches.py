@@ -26,6 +26,7 @@ from sessionledger.domain.memory import remove_unpaired_tool_calls
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, SessionMemory
 from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args, tool_call
+from sessionledger.workers.failures import run_or_explain
 
 ORCHESTRATOR, RESEARCHER = "orch", "orch.researcher"
 RESEARCH_TOOL = {
@@ -97,4 +98,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_or_explain(main)

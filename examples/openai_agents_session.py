@@ -20,6 +20,7 @@ from openai import AsyncOpenAI
 from sessionledger.domain import EventFilter
 from sessionledger.infrastructure.offline_model import Reply, add_offline_option, async_client_from_args
 from sessionledger.infrastructure.openai_agents import LedgerSession
+from sessionledger.workers.failures import run_or_explain
 
 QUESTIONS = ("Hi, my name is Ada.", "What is my name?")
 OFFLINE_SCRIPT = (Reply.text("Nice to meet you, Ada."), Reply.text("Your name is Ada."))
@@ -57,4 +58,5 @@ if __name__ == "__main__":
     parser.add_argument("--database-url", default="memory://", help="the same, as an option")
     add_offline_option(parser)
     options = parser.parse_args()
-    asyncio.run(main(options.database_url, async_client_from_args(options, OFFLINE_SCRIPT)))
+    client = async_client_from_args(options, OFFLINE_SCRIPT)
+    run_or_explain(lambda: asyncio.run(main(options.database_url, client)))

@@ -22,6 +22,7 @@ from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, SessionMemory
 from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args
 from sessionledger.infrastructure.summarizers import OpenAISummarizer
+from sessionledger.workers.failures import run_or_explain
 
 QUESTIONS = (
     "I'm planning a trip to Japan in April.",
@@ -84,4 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_or_explain(main)

@@ -23,6 +23,7 @@ from sessionledger.domain.compaction import SlidingWindowStrategy, TurnCountTrig
 from sessionledger.infrastructure import open_service
 from sessionledger.infrastructure.agents import MemoryChat, RecallTools, SessionMemory
 from sessionledger.infrastructure.offline_model import Reply, add_offline_option, client_from_args, tool_call
+from sessionledger.workers.failures import run_or_explain
 
 CALCULATOR = {
     "type": "function",
@@ -107,4 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_or_explain(main)

@@ -8,13 +8,17 @@ passwords masked.
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sessionledger.infrastructure.bootstrap import NoLedger
 from sessionledger.infrastructure.failures import failed_system
 from sessionledger.infrastructure.redaction import hide_passwords
 from sessionledger.infrastructure.settings import Settings
+
+T = TypeVar("T")
 
 
 def operator_message(error: BaseException, settings: Settings | None) -> str | None:
@@ -33,6 +37,20 @@ def operator_message(error: BaseException, settings: Settings | None) -> str | N
     else:
         return None
     return hide_passwords(" ".join(message.split()))
+
+
+def run_or_explain(run: Callable[[], T]) -> T:
+    """`run()`; when it fails for a reason its operator can fix (`operator_message`: a database it
+    cannot use, a bad argument), that reason on one line of stderr and exit status 2, as the
+    command line says it. For scripts: the examples run under it."""
+    try:
+        return run()
+    except Exception as error:
+        message = operator_message(error, None)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _problem(detail: Any) -> str:

@@ -123,3 +123,26 @@ def test_chatbot_on_a_postgresql_without_pgvector_says_what_is_missing_in_one_li
         r"migrate`, or use SQLite \(sqlite-vec\)\n",
         done.stderr,
     )
+
+
+@pytest.mark.parametrize("name", makefile_examples())
+def test_a_database_an_example_cannot_use_is_one_line_and_exit_2(name, tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / f"{name}.py"),
+            "--offline",
+            "--database-url",
+            "postgresql+psycopg://nobody:s3cret@127.0.0.1:1/ledger",
+        ],
+        cwd=tmp_path,
+        env=without_openai_settings(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    assert re.fullmatch(r"error: cannot use the database: [^\n]*Connection refused[^\n]*\n", done.stderr), (
+        done.stderr
+    )
+    assert "s3cret" not in done.stderr
