@@ -40,14 +40,7 @@ def drop_failed_tool_calls(events: Sequence[SessionEvent]) -> list[SessionEvent]
     }
     if not failed:
         return list(events)
-    kept: list[SessionEvent] = []
-    for event in events:
-        if event.type is MessageType.TOOL:
-            if not any(r.id in failed for r in event.message.tool_responses):
-                kept.append(event)
-        elif (trimmed := _without_calls(event, failed)) is not None:
-            kept.append(trimmed)
-    return kept
+    return [trimmed for event in events if (trimmed := _without_tool_ids(event, failed)) is not None]
 
 
 @dataclass(slots=True)
@@ -61,8 +54,11 @@ def remove_unpaired_tool_calls(events: Sequence[SessionEvent]) -> list[SessionEv
     """Sentinel's `UnpairedToolCallsRemover`, rule for rule.
 
     For each tool-call id, the first event that mentions it is remembered; when that id has a call
-    but no result, or a result but no call, that first event goes (by event id, so a second event
-    with the same unpaired id survives). Paired calls stay even when not adjacent.
+    but no result, or a result but no call, that first event loses that call or result (Sentinel's
+    message of it; a second event with the same unpaired id keeps its own), and goes when nothing
+    is left of it. Paired calls stay even when not adjacent, and so do the paired calls and results
+    an event holds beside an unpaired one: dropping the whole event would leave their other halves
+    unpaired, a history a model's API refuses.
     """
     pairings: dict[str, _Pairing] = {}
     for event in events:
@@ -70,8 +66,18 @@ def remove_unpaired_tool_calls(events: Sequence[SessionEvent]) -> list[SessionEv
             pairings.setdefault(response.id, _Pairing(event.id)).has_response = True
         for call in event.message.tool_calls:
             pairings.setdefault(call.id, _Pairing(event.id)).has_request = True
-    bad = {p.first_event_id for p in pairings.values() if p.has_request != p.has_response}
-    return [event for event in events if event.id not in bad]
+    unpaired: dict[str, set[str]] = {}
+    for tool_id, pairing in pairings.items():
+        if pairing.has_request != pairing.has_response:
+            unpaired.setdefault(pairing.first_event_id, set()).add(tool_id)
+    kept: list[SessionEvent] = []
+    for event in events:
+        ids = unpaired.get(event.id)
+        if ids is None:
+            kept.append(event)
+        elif (trimmed := _without_tool_ids(event, ids)) is not None:
+            kept.append(trimmed)
+    return kept
 
 
 def full_runs_only(events: Sequence[SessionEvent]) -> list[SessionEvent]:
@@ -99,7 +105,7 @@ def remove_all_tool_calls(events: Sequence[SessionEvent]) -> list[SessionEvent]:
         if event.type is MessageType.TOOL:
             continue
         every = {call.id for call in event.message.tool_calls}
-        if (trimmed := _without_calls(event, every)) is not None:
+        if (trimmed := _without_tool_ids(event, every)) is not None:
             kept.append(trimmed)
     return kept
 
@@ -116,14 +122,16 @@ def compose(*selectors: EventSelector) -> EventSelector:
     return composed
 
 
-def _without_calls(event: SessionEvent, ids: Iterable[str]) -> SessionEvent | None:
-    """`event` without its tool calls in `ids`: itself when it has none of them, a copy with the
-    others (or with its text alone) otherwise, `None` when nothing is left."""
+def _without_tool_ids(event: SessionEvent, ids: Iterable[str]) -> SessionEvent | None:
+    """`event` without its tool calls and tool results whose id is in `ids`: itself when it has
+    none of them, a copy with the others (or with its text alone) otherwise, `None` when nothing
+    is left."""
     ids = set(ids)
-    calls = event.message.tool_calls
-    if not any(call.id in ids for call in calls):
+    message = event.message
+    calls = tuple(call for call in message.tool_calls if call.id not in ids)
+    responses = tuple(response for response in message.tool_responses if response.id not in ids)
+    if len(calls) == len(message.tool_calls) and len(responses) == len(message.tool_responses):
         return event
-    remaining = tuple(call for call in calls if call.id not in ids)
-    if not remaining and not (event.message.text or "").strip():
+    if not calls and not responses and not (message.text or "").strip():
         return None
-    return replace(event, message=replace(event.message, tool_calls=remaining))
+    return replace(event, message=replace(message, tool_calls=calls, tool_responses=responses))

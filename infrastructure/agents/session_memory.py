@@ -63,7 +63,9 @@ class _SessionMemoryRules(Generic[S]):
         """`branch` puts the events it stores on that branch (a sub-agent's), and reads that branch's
         view unless `event_filter` names another; Spring's advisor writes no branch (its PR #33).
         `history_selector` is applied to the history read (Sentinel's read selectors, such as
-        `domain.memory.remove_unpaired_tool_calls`); by default the history is used as read."""
+        `domain.memory.remove_unpaired_tool_calls`), with the request's messages after it, so
+        that the tool results a request brings pair their calls; by default the history is used
+        as read."""
         if service is None:
             raise ValueError("service must not be None")
         _require_text(default_user_id, "default_user_id")
@@ -108,7 +110,7 @@ class _SessionMemoryRules(Generic[S]):
         search = self._event_filter if event_filter is None else self._event_filter.merge(event_filter)
         events = service.get_events(conversation_id, search.merge(EventFilter.active()))
         if self._history_selector is not None:
-            events = self._history_selector(events)
+            events = _selected(self._history_selector, events, conversation_id, messages)
         if self._facts:
             history = [event.message for event in events if not event.is_synthetic]
         else:
@@ -316,3 +318,16 @@ def _with_facts(messages: list[Message], conversation_id: str, events: list[Sess
         )
     prompt = build_system_prompt("", conversation_id, events)
     return [SystemMessage(prompt), *messages] if prompt else messages
+
+
+def _selected(
+    selector: MessageFilter,
+    history: list[SessionEvent],
+    conversation_id: str,
+    messages: list[Message],
+) -> list[SessionEvent]:
+    """The history `selector` keeps, chosen with the request's messages after it (not yet stored):
+    a tool call the request answers is paired, not taken for one left unanswered."""
+    pending = [SessionEvent(session_id=conversation_id, message=message) for message in messages]
+    sent = {event.id for event in pending}
+    return [event for event in selector([*history, *pending]) if event.id not in sent]

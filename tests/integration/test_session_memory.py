@@ -240,6 +240,18 @@ def test_compaction_runs_in_after_when_trigger_and_strategy_are_given(face, serv
     assert len(service.get_events(cid)) == 8  # nothing lost: the rest is archived
 
 
+def test_a_history_selector_pairs_the_tool_results_a_request_brings(face, service):
+    """The model asked for a tool; the next request brings its result. The call it answers is not
+    unpaired, and stays before it: a tool result without its call is refused by the model's API."""
+    cid, user = unique("c"), unique("u")
+    memory = face.SessionMemory(service, history_selector=remove_unpaired_tool_calls)
+    memory.before(cid, [UserMessage("weather?")], user_id=user)
+    asked = AssistantMessage("checking", [ToolCall("c1", "weather", "{}")])
+    memory.after(cid, [asked], user_id=user)
+    answer = ToolResponseMessage([ToolResponse("c1", "weather", "sunny")])
+    assert memory.before(cid, [answer], user_id=user) == [UserMessage("weather?"), asked, answer]
+
+
 def test_without_trigger_and_strategy_nothing_is_compacted(face, service):
     cid, user = unique("c"), unique("u")
     memory = face.SessionMemory(service)

@@ -97,6 +97,22 @@ def test_unpaired_remover_keeps_pairs_even_apart_and_drops_orphan_results():
     assert ids(remove_unpaired_tool_calls(events)) == ["call-a", "u", "result-a"]
 
 
+def test_unpaired_remover_takes_the_unpaired_call_out_of_an_event_and_keeps_its_pair():
+    """Sentinel keeps each call in a message of its own: dropping the whole event would leave the
+    result of its paired call without it, a history the model's API refuses."""
+    both = ev(AssistantMessage("let me check", [ToolCall("a", "f", "{}"), ToolCall("b", "g", "{}")]), "both")
+    kept = remove_unpaired_tool_calls([ev(UserMessage("hi"), "u"), both, result("a")])
+    assert ids(kept) == ["u", "both", "result-a"]
+    assert kept[1].message.text == "let me check" and [c.id for c in kept[1].message.tool_calls] == ["a"]
+
+
+def test_unpaired_remover_takes_an_orphan_result_out_of_an_event_and_keeps_its_pair():
+    results = ev(ToolResponseMessage([ToolResponse("a", "f", "ok"), ToolResponse("z", "f", "?")]), "results")
+    kept = remove_unpaired_tool_calls([call("a"), results])
+    assert ids(kept) == ["call-a", "results"]
+    assert [r.id for r in kept[1].message.tool_responses] == ["a"]
+
+
 def test_full_runs_only_keeps_runs_with_a_user_message_and_a_final_reply():
     events = [
         ev(UserMessage("q1"), "u1", invocation_id="r1"),
