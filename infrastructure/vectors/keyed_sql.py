@@ -34,11 +34,12 @@ ON CONFLICT (owner, namespace) DO UPDATE SET position = excluded.position
 WHERE excluded.position > {KEYED_MARKS}.position"""
 _SYNCED = f"SELECT position FROM {KEYED_MARKS} WHERE owner = :owner AND namespace = :namespace"
 _CLEAR = tuple(f"DELETE FROM {table} WHERE owner = :owner" for table in (KEYED_TABLE, KEYED_MARKS))
-_SEARCH = f"""SELECT namespace, key, MAX(1 - {{distance}}) AS score FROM {KEYED_TABLE}
-WHERE owner = :owner AND substr(namespace, 1, :length) = :prefix AND {{dimension}} = :dims
+_SEARCH = f"""SELECT namespace, key, MAX(1 - COALESCE(NULLIF({{distance}}, 'NaN'), 1)) AS score
+FROM {KEYED_TABLE} WHERE owner = :owner AND substr(namespace, 1, :length) = :prefix AND {{dimension}} = :dims
 GROUP BY namespace, key ORDER BY score DESC, namespace, key LIMIT :limit OFFSET :offset"""
 """Exact: every vector of the owner's under the prefix is compared (through the primary key's
-owner column), the best field of each key kept."""
+owner column), the best field of each key kept. A zero vector has no cosine (sqlite-vec says NULL,
+pgvector NaN): its distance is 1, as `entries.cosine_distance` and the memory store take it."""
 
 
 def psycopg_style(sql: str) -> str:

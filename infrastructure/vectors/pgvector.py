@@ -16,7 +16,8 @@ from sessionledger.infrastructure.vectors.schema import TABLE, migrate_vectors
 from sessionledger.infrastructure.vectors.sql_store import Row, SqlVectorStore
 
 _SEARCH = f"""SELECT message_type, text FROM {TABLE} WHERE user_id = %(user)s{{conversation}}
-ORDER BY embedding <=> %(vector)s, id LIMIT %(k)s"""
+ORDER BY COALESCE(NULLIF(embedding <=> %(vector)s, 'NaN'), 1), id LIMIT %(k)s"""
+"""pgvector's distance to a zero vector is NaN, which sorts last: 1 here, as in the memory store."""
 _IN_CONVERSATION = " AND conversation_id = %(conversation)s"
 """Added only when a search names a conversation: one plan per query text, each using the B-tree."""
 _INSERT = (

@@ -20,7 +20,8 @@ from sqlalchemy.pool import StaticPool
 
 _SEARCH = """SELECT message_type, text FROM chat_memory_vectors
 WHERE user_id = ? AND (? IS NULL OR conversation_id = ?) AND vec_length(embedding) = ?
-ORDER BY vec_distance_cosine(embedding, ?), id LIMIT ?"""
+ORDER BY COALESCE(vec_distance_cosine(embedding, ?), 1), id LIMIT ?"""
+"""A zero vector's distance is NULL in sqlite-vec, which sorts first: 1 here, as in the memory store."""
 _FIRST_DIMENSION = "SELECT vec_length(embedding) FROM chat_memory_vectors ORDER BY id LIMIT 1"
 
 

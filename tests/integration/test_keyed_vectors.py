@@ -170,3 +170,20 @@ def test_bad_arguments_are_one_line_errors_and_change_nothing(
     assert "\n" not in str(raised.value)
     assert keys(vectors.search("ada", "", [1.0, 0.0], limit=10)) == [("n.", "k")]
     assert vectors.synced("ada", "n.") == 1
+
+
+def test_a_zero_vector_scores_0_and_breaks_no_search(vectors: KeyedVectors) -> None:
+    """A zero vector has no cosine: its similarity is 0 on every backend (sqlite-vec says NULL)."""
+    vectors.write(
+        "ada",
+        "n.",
+        [change("zero", 1, f=[0, 0]), change("same", 2, f=[1, 0]), change("opposite", 3, f=[-1, 0])],
+        through=3,
+    )
+    found = vectors.search("ada", "", [1, 0], limit=5)
+    assert [(s.key, round(s.score, 6)) for s in found] == [("same", 1.0), ("zero", 0.0), ("opposite", -1.0)]
+    assert [(s.key, s.score) for s in vectors.search("ada", "", [0, 0], limit=5)] == [
+        ("opposite", 0.0),
+        ("same", 0.0),
+        ("zero", 0.0),
+    ]

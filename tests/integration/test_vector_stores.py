@@ -269,3 +269,14 @@ def test_pgvector_on_a_server_without_the_extension_says_what_is_missing_in_one_
         f"postgresql-{major}-pgvector, or https://github.com/pgvector/pgvector) and run `sessionledger "
         "migrate`, or use SQLite (sqlite-vec)"
     )
+
+
+def test_a_zero_vector_is_as_far_as_an_orthogonal_one_on_every_store(scripted):
+    """sqlite-vec's distance to a zero vector is NULL, which sorted it first for every query."""
+    store, embedder = scripted
+    user = new_id("user")
+    vectors = {"zero": [0.0, 0.0], "same": [1.0, 0.0], "opposite": [-1.0, 0.0], "orthogonal": [0.0, 1.0]}
+    embedder.answer = lambda texts: [vectors.get(text, [1.0, 0.0]) for text in texts]
+    for text in vectors:
+        store.add(new_id("conv"), [UserMessage(text)], user_id=user)
+    assert texts(store.search("query", user_id=user, top_k=4)) == ["same", "zero", "orthogonal", "opposite"]
