@@ -28,3 +28,11 @@ def fallback_counter() -> TokenCounter:
             "strategy an estimator"
         )
     return _fallback()
+
+
+def base_model_name(model: str) -> str:
+    """The OpenAI model a name stands for, lowercased: a provider prefix (`openai/gpt-4o`) dropped,
+    a fine-tuned model (`ft:gpt-4o-mini-2024-07-18:org::id`) its base model. Its token encoding
+    and its context window are those of that model."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    return name[3:].split(":", 1)[0] if name.startswith("ft:") else name

@@ -161,7 +161,10 @@ class _Builder:
         unknown = set(table) - {"enabled", "trigger", "strategy"}
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)}; expected trigger, strategy, enabled")
-        if table.get("enabled", True) is False:
+        enabled = table.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise ValueError(f"{where}.enabled must be true or false, not {enabled!r}")
+        if not enabled:
             return None
         if "trigger" not in table or "strategy" not in table:
             raise ValueError(f"{where} needs both a trigger and a strategy")
@@ -222,7 +225,7 @@ def _kind(spec: Any, where: str, known: Mapping[str, Any]) -> tuple[str, dict[st
         raise ValueError(f"{where} must be a table with a 'type' ({', '.join(known)})")
     options = dict(spec)
     kind = options.pop("type")
-    if kind not in known:
+    if not isinstance(kind, str) or kind not in known:
         raise ValueError(f"{where}: unknown type {kind!r}; known: {', '.join(known)}")
     if "estimator" in options or "summarizer" in options:
         raise ValueError(f"{where}: estimator and summarizer come from the deployment, not the policy")

@@ -22,6 +22,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from sessionledger.domain import Message, to_openai
+from sessionledger.domain.tokens import base_model_name
 from sessionledger.infrastructure.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
@@ -177,9 +178,7 @@ def encoding_name_for_model(model: str) -> str:
     uses its base model's encoding. Unknown `gpt-`/o-series names are taken as new OpenAI models and
     get o200k_base, with a warning.
     """
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    if name.startswith("ft:"):
-        name = name[3:].split(":", 1)[0]
+    name = base_model_name(model)
     if name in _MODEL_EXACT:
         return _MODEL_EXACT[name]
     for prefix, encoding in _MODEL_PREFIXES:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from sessionledger.domain.tokens import base_model_name
+
 CONTEXT_WINDOWS: Mapping[str, int] = MappingProxyType(
     {
         "gpt-3.5-turbo": 16_385,
@@ -24,8 +26,12 @@ CONTEXT_WINDOWS: Mapping[str, int] = MappingProxyType(
 
 
 def context_window_for(model: str) -> int:
-    """The context window of `model` (`"gpt-4o-mini"`, `"gpt-4.1-2025-04-14"`, ...)."""
-    name = (model or "").strip().lower()
+    """The context window of `model` (`"gpt-4o-mini"`, `"gpt-4.1-2025-04-14"`, a provider's
+    `"openai/gpt-4o"` or a fine-tuned `"ft:gpt-4o-mini-2024-07-18:org::id"`, as the token counter
+    takes them)."""
+    if not isinstance(model, str):
+        raise ValueError(f"model must be a model name, not {model!r}")
+    name = base_model_name(model)
     prefixes = [prefix for prefix in CONTEXT_WINDOWS if name.startswith(prefix)]
     if not prefixes:
         raise ValueError(

@@ -5,7 +5,7 @@ Anything with `should_compact(request) -> bool` is a trigger; these are the buil
 
 from __future__ import annotations
 
-from sessionledger.domain.compaction.checks import optional_counter, positive, required
+from sessionledger.domain.compaction.checks import integer, optional_counter, positive, required
 from sessionledger.domain.compaction.models import context_window_for
 from sessionledger.domain.compaction.ports import Trigger
 from sessionledger.domain.compaction.request import CompactionRequest
@@ -55,7 +55,7 @@ class ContextWindowTrigger:
         self, context_window: int, percentage: int = 60, estimator: TokenCounter | None = None
     ) -> None:
         self.context_window = positive(context_window, "context_window")
-        if not 0 <= percentage <= 100:
+        if not 0 <= integer(percentage, "percentage") <= 100:
             raise ValueError(f"percentage must be between 0 and 100, got {percentage}")
         self.percentage = percentage
         self.estimator = optional_counter(estimator)

@@ -154,6 +154,36 @@ def test_the_environment_variable_holds_a_policy(monkeypatch):
             "unknown keys",
         ),
         ("policies.a = 1", "unknown top-level keys"),
+        ('apps.a.trigger={type=["turns"]}\napps.a.strategy={type="sliding"}', "unknown type \\['turns'\\]"),
+        ('apps.a.trigger={type="context_window",model=5}\napps.a.strategy={type="sliding"}', "model must be"),
+        (
+            'apps.a.trigger={type="turns",max_turns=3}\napps.a.strategy={type="recursive",system_prompt=5}',
+            "system_prompt must be a string",
+        ),
+        (
+            'apps.a.trigger={type="turns",max_turns=3.5}\napps.a.strategy={type="sliding"}',
+            "max_turns must be an integer",
+        ),
+        (
+            'apps.a.trigger={type="turns",max_turns=3}\napps.a.strategy={type="sliding",max_events=true}',
+            "max_events must be an integer",
+        ),
+        (
+            'apps.a.trigger={type="tokens",threshold=nan}\napps.a.strategy={type="sliding"}',
+            "threshold must be an integer",
+        ),
+        (
+            'apps.a.trigger={type="context_window",context_window=inf}\napps.a.strategy={type="sliding"}',
+            "context_window must be an integer",
+        ),
+        (
+            'apps.a.trigger={type="context_window",context_window=1000,percentage=60.5}\napps.a.strategy={type="sliding"}',
+            "percentage must be an integer",
+        ),
+        (
+            'apps.a.enabled="false"\napps.a.trigger={type="turns",max_turns=3}\napps.a.strategy={type="sliding"}',
+            "enabled must be true or false",
+        ),
     ],
 )
 def test_configuration_errors_name_the_setting(text, message):
@@ -175,3 +205,10 @@ def test_the_settings_name_the_file_the_inline_policies_and_the_model(tmp_path, 
     book = policies_from_settings(CountingSummarizer, Settings(policy=inline))
     assert book.for_app("default").trigger.context_window == context_window_for("gpt-4")
     assert isinstance(book.for_app("support").strategy, SlidingWindowStrategy)  # from the file
+
+
+@pytest.mark.parametrize("model", ["ft:gpt-4o-mini-2024-07-18:org::abc", "openai/gpt-4o"])
+def test_a_fine_tuned_or_provider_named_model_has_its_base_models_context_window(model):
+    """As the token counter takes these names: the built-in policy loads for them."""
+    book = load_policies(CountingSummarizer, model=model)
+    assert book.for_app("any").token_threshold == 128_000 * 60 // 100

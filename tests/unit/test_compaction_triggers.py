@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sessionledger.domain import format_event
 from sessionledger.domain.compaction import (
@@ -365,3 +367,20 @@ def test_an_explicit_estimator_ignores_stored_counts():
     events = chat(2)
     counted = CompactionRequest.of(SESSION, events, None, {event.id: 1000 for event in events})
     assert not TokenCountTrigger(1000, estimator=len).should_compact(counted)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: ContextWindowTrigger(True), "context_window must be an integer, got True"),
+        (lambda: ContextWindowTrigger(float("nan")), "context_window must be an integer, got nan"),
+        (lambda: ContextWindowTrigger(1000, percentage="60"), "percentage must be an integer, got '60'"),
+        (lambda: ContextWindowTrigger(1000, percentage=None), "percentage must be an integer, got None"),
+        (lambda: TurnCountTrigger(2.5), "max_turns must be an integer, got 2.5"),
+        (lambda: EventCountTrigger(True), "interval must be an integer, got True"),
+    ],
+)
+def test_a_count_that_is_no_integer_is_a_value_error(make, message):
+    """A bool is an int to Python, and a NaN compares false with everything: neither is a count."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        make()
