@@ -40,7 +40,7 @@ class EventReads:
     def events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         if filter == ACTIVE:
             return self._window.events(session_id)
-        in_python = filter.pattern is not None
+        in_python = _in_python(filter)
         bounded = not in_python and (filter.last_n is not None or filter.page_size is not None)
         values: dict[str, Any] = {"sid": session_id, **statements.filter_values(filter)}
         with self._engine.connect() as conn:
@@ -71,7 +71,7 @@ class EventReads:
         """The statement of `route` for filters of this one's shape: `walk` (`_walked`), `index`
         (the rows at `:positions`), `last` (`statements.last_rows`), `page` (`statements.page_rows`)
         or `all` (every matching row in log order)."""
-        in_python = filter.pattern is not None
+        in_python = _in_python(filter)
         key = (
             route,
             statements.filter_shape(filter),
@@ -103,6 +103,12 @@ class EventReads:
         if len(settled) < offset + filter.page_size:
             return None
         return settled[offset:]
+
+
+def _in_python(filter: EventFilter) -> bool:
+    """Whether the filter is checked (and windowed) in Python once SQL has read its candidates: a
+    `pattern`, or a keyword with a sigma (`text_index.sigma_terms`)."""
+    return filter.pattern is not None or text_index.sigma_terms(filter)
 
 
 def _built(route: str, filter: EventFilter, in_python: bool, dialect: sa.Dialect) -> AnySelect:

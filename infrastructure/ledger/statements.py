@@ -24,7 +24,7 @@ from sessionledger.infrastructure.ledger.schema import (
     user_states,
     window_slots,
 )
-from sessionledger.infrastructure.ledger.text_index import SEARCHABLE_TEXT, like_term
+from sessionledger.infrastructure.ledger.text_index import MATCHED_TEXT, like_term
 
 EVENT = Kind.EVENT.value
 STATS = (
@@ -52,7 +52,7 @@ def _text_search(f: EventFilter, dialect: sa.Dialect) -> sa.ColumnElement[bool] 
     """
     if f.keyword is None and f.keywords is None:
         return None
-    text: sa.ColumnElement[Any] = SEARCHABLE_TEXT
+    text: sa.ColumnElement[Any] = MATCHED_TEXT
     message = None
     if dialect.name != "mysql":
         once = sa.select(text.label("text")).correlate(ledger).offset(sa.literal_column("0"))

@@ -51,6 +51,7 @@ from sessionledger.infrastructure.ledger.schema import ledger, sessions
 __all__ = [
     "FTS_TABLE",
     "INDEXED_TABLES",
+    "MATCHED_TEXT",
     "MAX_CANDIDATES",
     "MIN_TERM",
     "SEARCHABLE_TEXT",
@@ -62,6 +63,7 @@ __all__ = [
     "ledger_text",
     "like_term",
     "required_literal",
+    "sigma_terms",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,10 +82,17 @@ INDEXED_TABLES = frozenset({"ledger_text", FTS_TABLE})
 """Tables of the keyword index, which the ledger's declared schema leaves out: each exists on one
 dialect only (FTS5's own shadow tables start with `ledger_fts_`)."""
 
-SEARCHABLE_TEXT: sa.ColumnElement[str] = sa.func.lower(
-    sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string()
-)
-"""The text a keyword search matches: the message text, lowercased by the database."""
+_MESSAGE_TEXT = sa.type_coerce(ledger.c.payload, sa.JSON)[("message", "text")].as_string()
+
+SEARCHABLE_TEXT: sa.ColumnElement[str] = sa.func.lower(_MESSAGE_TEXT)
+"""The text the indexes hold: the message text, lowercased by the database."""
+
+MATCHED_TEXT: sa.ColumnElement[str] = sa.func.lower(sa.func.replace(_MESSAGE_TEXT, "\u0130", "i\u0307"))
+"""The text a keyword search matches: the message text lowercased as Python lowercases it (the
+rule is `keyword in text.lower()`). SQLite's `lower` is Python's own (`engine.py`); PostgreSQL's
+and MariaDB's map `İ` to `i`, where Python writes `i` and a combining dot above, so `İ` is
+replaced first. The other difference, Python's final `ς` where the database writes `σ`, is left
+to a check in Python (`sigma_terms`)."""
 
 ledger_text = sa.Table(
     "ledger_text",
@@ -145,9 +154,19 @@ def required_literal(pattern: re.Pattern[str]) -> str | None:
 
 
 def like_term(term: str) -> str:
-    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself)."""
+    """A LIKE pattern matching `term` literally anywhere (`\\` escapes `%`, `_` and itself), but
+    for a final sigma `ς`, which matches any one character: the database may have written `σ`
+    where Python writes `ς` (a search with a sigma is checked again in Python: `sigma_terms`)."""
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return f"%{escaped.replace('ς', '_')}%"
+
+
+def sigma_terms(f: EventFilter) -> bool:
+    """Whether a keyword of `f` holds a Greek sigma: Python lowercases `Σ` at a word's end as `ς`,
+    a database as `σ`, so SQL cannot tell such a keyword's matches exactly; they are read
+    loosely (`like_term`) and checked in Python, as a `pattern` is."""
+    terms = ([] if f.keyword is None else [f.keyword]) + list(f.keywords or ())
+    return any("σ" in term or "ς" in term for term in terms)
 
 
 def _phrase(term: str) -> str:
@@ -184,7 +203,10 @@ def candidates(conn: sa.Connection, session_id: str, f: EventFilter) -> list[int
     behind = head - indexed_to
     if behind > MAX_CANDIDATES:
         return None
-    matches = [ledger_text.c.text.like(like_term(word), escape="\\") for word in words]
+    # `ledger_text` holds `SEARCHABLE_TEXT`, where PostgreSQL lowercased `İ` to `i` without
+    # Python's combining dot: the dot matches anything there (the rows are checked exactly after)
+    loose = [like_term(word).replace("\u0307", "%") for word in words]
+    matches = [ledger_text.c.text.like(term, escape="\\") for term in loose]
     indexed = (
         sa.select(ledger_text.c.position)
         .where(ledger_text.c.session_id == session_id, sa.and_(*matches) if every else sa.or_(*matches))

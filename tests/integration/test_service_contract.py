@@ -512,6 +512,26 @@ def test_an_event_count_trigger_takes_no_kept_event_for_a_new_one(service: Sessi
     assert texts(result.archived) == ["question 2", "answer 2", "new question", "new answer"]
 
 
+KEYWORD_TEXTS = ["İstanbul", "ist", "ΟΔΟΣ", "ΟΔΟΣ ΚΑΙ", "οδος και", "Straße"]
+
+
+@pytest.mark.parametrize(
+    "keyword", ["İstanbul", "ist", "i̇st", "ΟΔΟΣ", "οδος", "οδοσ", "δος κ", "STRASSE", "straße"]
+)
+def test_a_keyword_search_lowercases_as_python_does_on_every_backend(
+    service: SessionService, keyword: str
+) -> None:
+    """`keyword in text.lower()`, whatever the database's own lowercasing (PostgreSQL and MariaDB
+    write `i` for `İ` and `σ` for a final `Σ`), paged or not."""
+    s = service.create_session(unique("u"))
+    for text in KEYWORD_TEXTS:
+        service.append_message(s.id, UserMessage(text))
+    expected = [text for text in KEYWORD_TEXTS if keyword.lower() in text.lower()]
+    assert texts(service.get_events(s.id, EventFilter(keyword=keyword))) == expected
+    assert texts(service.get_events(s.id, EventFilter.keyword_search(keyword, 0, 1))) == expected[:1]
+    assert texts(service.get_events(s.id, EventFilter(keywords=(keyword, "absent")))) == expected
+
+
 def test_window_stats_follow_writes(service: SessionService) -> None:
     s = service.create_session(unique("u"))
     conversation(service, s.id, 3)

@@ -27,8 +27,12 @@ from sessionledger.infrastructure.ledger.migrate import _config, upgrade
 
 from tests.fakes.compaction import Always, SummarizeAllButTwo
 
-WORDS = ["python", "Pythonic", "tea", "TEAPOT", "50%_off", "a_b", "ok", "zebra crossing", "naïve"]
-"""Texts are drawn from these (terms under three characters, LIKE's wildcards, mixed case)."""
+WORDS = [
+    "python", "Pythonic", "tea", "TEAPOT", "50%_off", "a_b", "ok", "zebra crossing", "naïve",
+    "İstanbul", "ΟΔΟΣ", "οδος",
+]  # fmt: skip
+"""Texts are drawn from these (terms under three characters, LIKE's wildcards, mixed case, and
+letters a database lowercases otherwise than Python: `İ`, a final `Σ`)."""
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 TERMS = [
     "summary",
@@ -44,6 +48,10 @@ TERMS = [
     "zebra c",
     "absent",
     "naïve",
+    "İstanbul",
+    "ist",
+    "οδος",
+    "οδοσ",
 ]
 
 
@@ -114,6 +122,20 @@ filters = st.builds(
     split=3,
     compact_at=None,
     f=EventFilter(pattern="(?i)PYTHON"),
+    walk=0,
+)
+@example(  # lowercased as Python lowercases: İ is i and a combining dot, a final Σ is ς
+    texts=["İstanbul", "ist", "ΟΔΟΣ", "οδος"] * 2,
+    split=4,
+    compact_at=None,
+    f=EventFilter(keyword="İstanbul"),
+    walk=0,
+)
+@example(
+    texts=["İstanbul", "ist", "ΟΔΟΣ", "οδος"] * 2,
+    split=4,
+    compact_at=None,
+    f=EventFilter.keyword_search("οδος", 1, 2),
     walk=0,
 )
 @example(  # rows past the PostgreSQL index's mark
