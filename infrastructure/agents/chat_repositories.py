@@ -113,16 +113,16 @@ class _LedgerRepositoryRules(Generic[S]):
                 return
             self._create(service, conversation_id)
         replacing = _Replacement(conversation_id, change)
-        while True:  # each lost round is a compaction another writer won: the loop ends
+        while True:  # each lost round is a write another writer made first: the loop ends
+            version = service.event_version(conversation_id)
             try:
                 result = service.compact(conversation_id, replacing, replacing, user_id=self._user_id)
-                break
             except ConcurrencyConflict:
                 continue
-        if not result.archived and replacing.appended:  # nothing left the window: the compaction
-            outcomes = service.ingest(replacing.appended, user_id=self._user_id)  # wrote nothing
-            if any(outcome is not AppendOutcome.STORED for outcome in outcomes):
-                raise ValueError(f"conversation {conversation_id!r} could not be written: {outcomes}")
+            if result.archived or not replacing.appended:  # the compaction wrote the whole change
+                return
+            if _appended_at(service, conversation_id, replacing.appended, version):
+                return  # nothing left the window and no compaction was written: appended instead
 
     def _delete(self, service: SessionService, conversation_id: str) -> None:
         if self._owned(service, checked_id(conversation_id)) is not None:
@@ -198,6 +198,23 @@ class AsyncLedgerChatMemoryRepository(_LedgerRepositoryRules[AsyncSessionService
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         await self._service.run(lambda service: self._delete(service, conversation_id))
+
+
+def _appended_at(
+    service: SessionService, conversation_id: str, events: list[SessionEvent], version: int
+) -> bool:
+    """Append `events` in one transaction while the conversation is still at `version`, the one
+    read before its window was: `False` (nothing stored) when another writer wrote meanwhile, so
+    that a change computed from an older window never lands on a newer one (two `add`s at once
+    would each keep `max_messages` and together hold more)."""
+    steps = service.append_steps
+    drafts = [steps.draft_event(event, version + n) for n, event in enumerate(events)]
+    outcomes = steps.store_entries(conversation_id, drafts, len(drafts))
+    if AppendOutcome.CONFLICT in outcomes:
+        return False
+    if any(outcome is not AppendOutcome.STORED for outcome in outcomes):
+        raise ValueError(f"conversation {conversation_id!r} could not be written: {outcomes}")
+    return True
 
 
 class _Replacement:

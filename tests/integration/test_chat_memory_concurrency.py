@@ -52,3 +52,33 @@ def test_concurrent_adds_store_each_message_in_the_ledger_exactly_once(face, req
     assert set(stored) == added
     assert [text for text, times in stored.items() if times > 1] == []
     assert set(window) <= added and len(window) == len(set(window))
+    assert len(window) <= 20  # the bound holds as the adds interleave
+
+
+@pytest.mark.parametrize("backend", ["memory", *SQL_BACKENDS])
+def test_an_add_that_lands_while_another_computes_its_window_keeps_the_bound(request, backend):
+    """Exactly between one add's read of the window and its write, another add writes: the first
+    is computed again from the window it then finds, so the conversation keeps `max_messages`."""
+    from sessionledger.domain import AssistantMessage
+    from sessionledger.infrastructure import open_service
+    from sessionledger.infrastructure.agents import LedgerChatMemoryRepository, MessageWindowChatMemory
+
+    conversation = f"conv-{uuid.uuid4().hex[:10]}"
+    with open_service(backend_url(request, backend, shared=True)) as service:
+        memory = MessageWindowChatMemory(LedgerChatMemoryRepository(service, user_id="u"), max_messages=4)
+        memory.add(conversation, [UserMessage("u0"), AssistantMessage("a0")])
+        compact, raced = service.compact, []
+
+        def racing(*args, **kwargs):
+            result = compact(*args, **kwargs)
+            if not raced:
+                raced.append(True)
+                memory.add(conversation, [UserMessage("u2"), AssistantMessage("a2")])
+            return result
+
+        service.compact = racing  # type: ignore[method-assign]
+        memory.add(conversation, [UserMessage("u1"), AssistantMessage("a1")])
+        assert [m.text for m in memory.get(conversation)] == ["u2", "a2", "u1", "a1"]
+        assert sorted(e.message.text for e in service.get_events(conversation)) == sorted(
+            ["u0", "a0", "u1", "a1", "u2", "a2"]
+        )
