@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape
 from sessionledger.domain.chat_window import checked_id, checked_messages
 from sessionledger.domain.messages import Message, MessageType, SystemMessage, UserMessage
 from sessionledger.infrastructure.agents.chat_memory import AsyncChatMemory, ChatMemory
+from sessionledger.infrastructure.vectors.entries import MAX_TOP_K
 
 DEFAULT_PROMPT_TEMPLATE = (
     "{instructions}\n\n"
@@ -202,6 +203,8 @@ class VectorStoreChatMemoryAdvisor:
             raise ValueError("store cannot be null")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
             raise ValueError("topK must be greater than 0")
+        if top_k > MAX_TOP_K:  # the store's own bound, refused here rather than at every `before`
+            raise ValueError(f"topK must be at most {MAX_TOP_K}, got {top_k}")
         if not isinstance(default_user_id, str) or not default_user_id.strip():
             raise ValueError("default_user_id must be a non-empty string")
         self._store = store

@@ -199,6 +199,8 @@ def test_vector_advisor_escapes_stored_text_and_keeps_users_apart(vector_store):
 def test_vector_advisor_checks_its_arguments(vector_store):
     with pytest.raises(ValueError, match="topK must be greater than 0"):
         VectorStoreChatMemoryAdvisor(vector_store, top_k=0)
+    with pytest.raises(ValueError, match="topK must be at most 1000, got 5000"):
+        VectorStoreChatMemoryAdvisor(vector_store, top_k=5000)  # not at every `before` after
     with pytest.raises(ValueError, match=r"\{long_term_memory\}"):
         VectorStoreChatMemoryAdvisor(vector_store, template="{instructions}")
     with pytest.raises(ValueError, match="store cannot be null"):
