@@ -298,14 +298,43 @@ def _bounded_term(term: str, name: str) -> str:
 
 
 def _compiled(value: str | re.Pattern[str]) -> re.Pattern[str]:
-    if isinstance(value, str):
-        try:
-            return re.compile(value)
-        except re.error as error:
-            raise ValueError(f"pattern is not a valid regular expression: {error}") from None
-    if not isinstance(value, re.Pattern):
+    if not isinstance(value, str | re.Pattern):
         raise ValueError("pattern must be a string or a compiled re.Pattern")
-    return value
+    source = value if isinstance(value, str) else value.pattern
+    if _posix_bracket(source):
+        raise ValueError(
+            f"pattern {source!r} has '[:', '[=' or '[.' inside a set, which `re` reads as characters "
+            "and POSIX as a class: write \\[ for the bracket, or \\d, \\w, \\s for the class"
+        )
+    if isinstance(value, re.Pattern):
+        return value
+    try:
+        return re.compile(value)
+    except re.error as error:
+        raise ValueError(f"pattern is not a valid regular expression: {error}") from None
+
+
+def _posix_bracket(source: str) -> bool:
+    """Whether a set of `source` holds `[:`, `[=` or `[.`: the `regex` package the searches run in
+    (`_timed`) reads `[[:digit:]]` as a POSIX class, `re` (whose syntax the contract names, and
+    which the index's literal comes from) as the characters `[:digt` and a `]`."""
+    index, in_set = 0, False
+    while index < len(source):
+        char = source[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_set and char == "[" and source[index + 1 : index + 2] in (":", "=", "."):
+            return True
+        if not in_set and char == "[":
+            in_set = True
+            index += 1 + source.startswith("^", index + 1)
+            index += source.startswith("]", index)  # a first `]` is one of the set's characters
+            continue
+        if in_set and char == "]":
+            in_set = False
+        index += 1
+    return False
 
 
 _REGEX_FLAGS = ("IGNORECASE", "MULTILINE", "DOTALL", "VERBOSE", "ASCII")

@@ -372,3 +372,18 @@ def test_apply_window_keeps_order_and_copies():
     events = [ev(str(i)) for i in range(4)]
     window = EventFilter.all().apply_window(events)
     assert window == events and window is not events
+
+
+@pytest.mark.parametrize(
+    "pattern", ["[[:digit:]]", "[a[:alpha:]]xyz]", "[[=a=]]", "[[.a.]]", re.compile("[a[:space:]]")]
+)
+def test_a_posix_class_in_a_pattern_is_refused_as_re_and_regex_read_it_otherwise(pattern):
+    """The searches run in the `regex` package, which reads `[[:digit:]]` as a POSIX class, where
+    `re` (the pattern's own syntax, and the index's literal) reads the characters `[:digt`."""
+    with pytest.raises(ValueError, match=r"inside a set, which `re` reads as characters"):
+        EventFilter(pattern=pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"\[[:x]", r"[\[:]", "[]:[]", "a[.]b", r"[x]\[:y", "[a-z]+"])
+def test_brackets_that_are_no_posix_class_are_taken(pattern):
+    assert EventFilter(pattern=pattern).pattern.pattern == pattern
