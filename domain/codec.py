@@ -181,17 +181,23 @@ def event_from_payload(
     """
     if validate:
         return validated_event(session_id, event_id, payload, archived)[0]
-    return SessionEvent._trusted(
-        event_id,
-        session_id,
-        parse_timestamp(payload["timestamp"]),
-        message_from_dict(payload["message"]),
-        payload["metadata"],
-        payload["branch"],
-        archived,
-        payload["invocation_id"],
-        payload["state_delta"],
-    )
+    try:
+        return SessionEvent._trusted(
+            event_id,
+            session_id,
+            parse_timestamp(payload["timestamp"]),
+            message_from_dict(payload["message"]),
+            payload["metadata"],
+            payload["branch"],
+            archived,
+            payload["invocation_id"],
+            payload["state_delta"],
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # no cost until one is raised
+        raise ValueError(
+            f"event {event_id!r} of session {session_id!r} cannot be read back ({error!r}): its row "
+            "was changed outside the ledger; `sessionledger verify` names where"
+        ) from None
 
 
 def validated_event(

@@ -147,3 +147,25 @@ def test_a_page_past_every_backends_integers_is_a_one_line_error(
     ledger: tuple[str, list[str]], paging: list[str]
 ) -> None:
     assert one_line_error(run(ledger[0], "sessions", *paging)).endswith("starts past 2**63 - 1 sessions")
+
+
+def test_a_row_changed_outside_the_ledger_is_one_line_for_the_reading_commands(tmp_path: Path) -> None:
+    """The auditor reads what is wrong and where to look, not a `KeyError` traceback, nor an
+    "unknown session" for one that exists."""
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_service(url) as service:
+        session_id = service.create_session("alice").id
+        service.append_message(session_id, UserMessage("hello"))
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # SQLite has no ledger_guard trigger to refuse it
+        conn.exec_driver_sql(
+            "UPDATE ledger SET payload = json_remove(payload, '$.message') WHERE position = 2"
+        )
+    engine.dispose()
+    for command in ("events", "timeline", "replay"):
+        line = one_line_error(run(url, command, session_id))
+        assert line.endswith("its row was changed outside the ledger; `sessionledger verify` names where"), (
+            line
+        )
