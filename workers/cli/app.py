@@ -152,7 +152,7 @@ class CheckFailed(Exception):
 
 def fail(message: str, status: int = 2) -> NoReturn:
     """One line on stderr (passwords masked), then exit: 2 for bad arguments, 1 for a failed check."""
-    errors.print(f"error: {hide_passwords(message)}", markup=False, highlight=False, soft_wrap=True)
+    errors.print(f"error: {hide_passwords(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(status)
 
 

@@ -134,7 +134,6 @@ def _window_table(found: WindowReplay, title: str) -> None:
     console.print(table)
     console.print(
         f"archived: {len(found.archived)} events, rewound: {len(found.hidden)}, state: {dict(found.state)}",
-        markup=False,
     )
 
 
@@ -151,9 +150,9 @@ def _show_model_view(view: ModelView, as_json: bool) -> None:
         )
         return
     _window_table(view.before, f"what the model saw before {view.event.id} (version {view.before.version})")
-    console.print(f"produced: {_short(format_event(view.event))}", markup=False)
+    console.print(f"produced: {_short(format_event(view.event))}")
     if view.facts is not None:
-        console.print(f"injected summary (system prompt facts):\n{view.facts}", markup=False)
+        console.print(f"injected summary (system prompt facts):\n{view.facts}")
 
 
 @command
@@ -368,7 +367,6 @@ def import_(
     console.print(
         f"imported session {imported.session_id}: {imported.records} records, version "
         f"{imported.version}, head {imported.head_hash}",
-        markup=False,
     )
 
 

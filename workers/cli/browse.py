@@ -96,7 +96,7 @@ def sessions(
             )
         console.print(table)
         if user is None and len(found) == limit:
-            console.print(f"more may follow: --page {page + 1}", markup=False, highlight=False)
+            console.print(f"more may follow: --page {page + 1}", highlight=False)
 
 
 @command

@@ -272,15 +272,14 @@ def _show_next_steps(url: str, session_id: str, token: str) -> None:
     console.print(f"\nLook at what it stored (user {DEMO_USER}):")
     for words in commands:
         for line in shell_lines([*program(), *words], console.width):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            console.print(line, highlight=False, soft_wrap=True)
     console.print(
         "\nOr in the browser: serve the audit page, open http://127.0.0.1:8080/ and log in with "
         f"this token of {DEMO_USER} (needs the web extra: pip install 'sessionledger[web]'):",
-        markup=False,
     )
     for line in shell_lines([*program(), "serve", database], console.width):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print(token, markup=False, highlight=False, soft_wrap=True)
+        console.print(line, highlight=False, soft_wrap=True)
+    console.print(token, highlight=False, soft_wrap=True)
 
 
 def program() -> list[str]:

@@ -77,7 +77,6 @@ def read_digests(paths: list[Path], public_key: Path | None) -> list[Digest]:
                 fail(f"digest {found.name} is signed, but its signature was not checked: {NO_TRUSTED_KEY}", 1)
             errors.print(
                 f"note: digest {found.name} is not signed: no signature was checked",
-                markup=False,
                 highlight=False,
                 soft_wrap=True,
             )
@@ -136,7 +135,6 @@ def digest(
     console.print(
         f"digest of {len(taken.sessions)} sessions up to global position {taken.global_position} "
         f"written to {output}" + (" (signed)" if key is not None else ""),
-        markup=False,
     )
 
 
@@ -200,7 +198,6 @@ def keygen(
         f"private key written to {out} (keep it secret: it signs digests, `digest --sign-key {out}`)\n"
         f"public key written to {public_path} (trust it: SESSIONLEDGER_DIGEST_PUBLIC_KEY={public_path}, "
         f"or `--public-key {public_path}`):\n{public_pem}",
-        markup=False,
         highlight=False,
         soft_wrap=True,
         end="",
@@ -241,5 +238,4 @@ def check_proof_command(
         f"proof checks: event {checked.event.event_id} at position {checked.event.position} of session "
         f"{checked.session_id}, produced after a window of {len(positions)} records {positions}, "
         f"is in the ledger digest {anchor.name} commits to",
-        markup=False,
     )

@@ -60,29 +60,21 @@ def migrate(
             }
         )
         return
-    console.print(
-        f"the ledger at {url} is at schema revision {revision}", markup=False, highlight=False, soft_wrap=True
-    )
+    console.print(f"the ledger at {url} is at schema revision {revision}", highlight=False, soft_wrap=True)
     if migrated.partitions_before != migrated.partitions:
         console.print(
             f"its session-keyed tables went from {migrated.partitions_before or 'no'} to "
             f"{migrated.partitions} hash partitions by session id",
-            markup=False,
             highlight=False,
             soft_wrap=True,
         )
     elif migrated.partitions:
         console.print(
             f"its session-keyed tables have {migrated.partitions} hash partitions by session id",
-            markup=False,
             highlight=False,
             soft_wrap=True,
         )
     if vectors is not None:
-        console.print(
-            f"its vector table is at revision {vectors}", markup=False, highlight=False, soft_wrap=True
-        )
+        console.print(f"its vector table is at revision {vectors}", highlight=False, soft_wrap=True)
     elif migrated.vectors_missing:
-        console.print(
-            f"no vector table: {migrated.vectors_missing}", markup=False, highlight=False, soft_wrap=True
-        )
+        console.print(f"no vector table: {migrated.vectors_missing}", highlight=False, soft_wrap=True)

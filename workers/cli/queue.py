@@ -165,7 +165,7 @@ def _no_dead_queue(settings: Settings, as_json: object | None) -> None:
     )
     if as_json is not None:
         emit_json(as_json)
-    (console if as_json is None else errors).print(message, markup=False, highlight=False, soft_wrap=True)
+    (console if as_json is None else errors).print(message, highlight=False, soft_wrap=True)
 
 
 @dlq.command("replay")
@@ -224,4 +224,4 @@ def stats(
     table.add_row("relay lag (ledger rows)", f"{collected.relay_lag:,}")
     console.print(table)
     if collected.caveat is not None:
-        console.print(f"caveat: {collected.caveat}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"caveat: {collected.caveat}", highlight=False, soft_wrap=True)
