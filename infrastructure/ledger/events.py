@@ -61,17 +61,16 @@ class EventReads:
                 route = "all"
             if route == "index" and not in_python:
                 values.update(_bounds(filter))
-            rows = list(conn.execute(self._query(route, filter), values).all())
+            rows = list(conn.execute(self._query(route, filter, in_python), values).all())
         if bounded and filter.last_n is not None:
             rows.reverse()
         events = _events(session_id, rows)
         return filter.select(events) if in_python else events
 
-    def _query(self, route: str, filter: EventFilter) -> AnySelect:
+    def _query(self, route: str, filter: EventFilter, in_python: bool) -> AnySelect:
         """The statement of `route` for filters of this one's shape: `walk` (`_walked`), `index`
         (the rows at `:positions`), `last` (`statements.last_rows`), `page` (`statements.page_rows`)
-        or `all` (every matching row in log order)."""
-        in_python = _in_python(filter)
+        or `all` (every matching row in log order); `in_python` as `_in_python(filter)` says."""
         key = (
             route,
             statements.filter_shape(filter),
@@ -98,7 +97,7 @@ class EventReads:
         assert filter.page_size is not None  # a page read (the caller's check)
         offset = (filter.page or 0) * filter.page_size
         page = {**values, **statements.page_values(0, offset + filter.page_size)}
-        found = list(conn.execute(self._query("walk", filter), page).all())
+        found = list(conn.execute(self._query("walk", filter, in_python=False), page).all())
         settled = found if plan[1] == 0 else [row for row in found if row[2] == ARCHIVED]
         if len(settled) < offset + filter.page_size:
             return None
