@@ -123,15 +123,13 @@ def verify_parallel(
     check_jobs(jobs)
     ledger = service.ledger
     if not ledger.readable_from_forks or jobs < 2:
-        if session_ids is None:
-            return list(verify_all(service))
-        return [verify(service, sid) for sid in session_ids]
+        return _in_this_process(service, session_ids)
     try:
         with ledger.audit_snapshot() as snapshot:  # the heads, versions and stored windows, at once
             wanted = snapshot.session_ids() if session_ids is None else list(session_ids)
             stored = {found.session_id: found for found in snapshot.stored(session_ids)}
     except UNREADABLE_ERRORS:  # a session row changed outside the ledger: each is read alone
-        return verify_parallel(service, 1, session_ids)
+        return _in_this_process(service, session_ids)
     tasks = [task for sid in wanted for task in _tasks(sid, stored.get(sid), jobs)]
     context = multiprocessing.get_context("fork")
     chunks = max(1, len(tasks) // (jobs * 8))
@@ -150,6 +148,13 @@ def verify_parallel(
     if session_ids is None:
         return list(with_shared_state(results, fold, ledger))
     return results
+
+
+def _in_this_process(service: SessionService, session_ids: Sequence[str] | None) -> list[Verification]:
+    """`verify_parallel`'s answer from this process alone, each session read on its own."""
+    if session_ids is None:
+        return list(verify_all(service))
+    return [verify(service, sid) for sid in session_ids]
 
 
 def _tasks(session_id: str, stored: StoredSession | None, jobs: int) -> Iterator[_Task]:
