@@ -20,7 +20,7 @@ from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.session import Session
 from google.genai import types
-from sessionledger.domain.compaction.strategies import SlidingWindowStrategy
+from sessionledger.domain.compaction.strategies import RecursiveSummarizationStrategy, SlidingWindowStrategy
 from sessionledger.domain.compaction.triggers import EventCountTrigger, TurnCountTrigger
 from sessionledger.domain.messages import UserMessage
 from sessionledger.domain.records import Kind
@@ -460,19 +460,20 @@ def test_a_workers_compaction_reads_as_an_adk_compaction_and_stales_nothing(data
     run_with(database_url, body)
 
 
+class TheyTalked:
+    """A summarizer whose summary is always the same."""
+
+    def summarize(self, system_prompt: str, user_prompt: str) -> str:
+        return "they talked"
+
+
 def test_a_summarizing_compaction_stales_nothing_and_another_writer_still_does(database_url):
     """The summary events a compaction writes are its own (the window positions after its read
     head), not another writer's: the object read before it appends on; an event someone else
     appended, before the compaction or after it, still makes the object stale."""
 
     async def body(service: LedgerSessionService, app: str) -> None:
-        from sessionledger.domain.compaction.strategies import RecursiveSummarizationStrategy
-
-        class Fixed:
-            def summarize(self, system_prompt: str, user_prompt: str) -> str:
-                return "they talked"
-
-        strategy = RecursiveSummarizationStrategy(Fixed(), max_events_to_keep=2, overlap_size=1)
+        strategy = RecursiveSummarizationStrategy(TheyTalked(), max_events_to_keep=2, overlap_size=1)
         session = await service.create_session(app_name=app, user_id="u")
         for i in range(4):
             await service.append_event(
@@ -483,7 +484,7 @@ def test_a_summarizing_compaction_stales_nothing_and_another_writer_still_does(d
         await service.append_event(session, text_event("q4", invocation_id="inv4", timestamp=20.0))
         other = await service.get_session(app_name=app, user_id="u", session_id=session.id)
         await service.append_event(other, text_event("theirs", invocation_id="inv5", timestamp=21.0))
-        again = RecursiveSummarizationStrategy(Fixed(), max_events_to_keep=1, overlap_size=0)
+        again = RecursiveSummarizationStrategy(TheyTalked(), max_events_to_keep=1, overlap_size=0)
         assert (await service.service.compact(key, TurnCountTrigger(1), again)).archived
         with pytest.raises(StaleSessionError):
             await service.append_event(session, text_event("mine", invocation_id="inv6", timestamp=22.0))
@@ -493,19 +494,13 @@ def test_a_summarizing_compaction_stales_nothing_and_another_writer_still_does(d
 
 def test_a_summary_reads_as_an_adk_compaction_event(database_url):
     async def body(service: LedgerSessionService, app: str) -> None:
-        from sessionledger.domain.compaction.strategies import RecursiveSummarizationStrategy
-
-        class Fixed:
-            def summarize(self, system_prompt: str, user_prompt: str) -> str:
-                return "they talked"
-
         session = await service.create_session(app_name=app, user_id="u")
         for i in range(4):
             await service.append_event(
                 session, text_event(f"q{i}", invocation_id=f"inv{i}", timestamp=10.0 + i)
             )
         key = service.ledger_id(app, "u", session.id)
-        strategy = RecursiveSummarizationStrategy(Fixed(), max_events_to_keep=2, overlap_size=1)
+        strategy = RecursiveSummarizationStrategy(TheyTalked(), max_events_to_keep=2, overlap_size=1)
         await service.service.compact(key, EventCountTrigger(1), strategy)
         got = await service.get_session(app_name=app, user_id="u", session_id=session.id)
         summary, *kept = got.events
